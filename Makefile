@@ -1,0 +1,36 @@
+# attnlab: `make run` and `make test` work on a fresh machine with only Python 3.11.
+# torch is installed first, pinned by constraints.txt, so pip never resolves a newer
+# (CUDA-laden) torch when it installs the package.
+PYTHON ?= python3.11
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: install run test bench lint clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt torch
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[test]"
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/attnlab encode --d-model 8 --max-len 10 --round 4
+	$(BIN)/attnlab audit --encoding sinusoidal --d-model 8 --max-len 10
+
+test: $(STAMP)
+	MPLBACKEND=Agg $(BIN)/python -m pytest
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/run.py
+
+lint: $(STAMP)
+	$(BIN)/python -m pip install --quiet -c constraints.txt ruff mypy
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/mypy src
+
+clean:
+	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache

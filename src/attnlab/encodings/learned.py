@@ -1,0 +1,102 @@
+"""``LearnedPositionalEncoding``: a trained table, one vector per position.
+
+Seed 002's exercise 2 ("can you design a learnable positional encoding?"), as
+BERT, GPT-2 and ViT do it: the table is an ``nn.Parameter`` ``[1, max_len, D]``
+trained with the model. Vaswani et al. found it "nearly identical" to the
+sinusoids at the training length; unlike them it has no row for a position it
+never saw, so asking past ``max_len`` is an error, not a silent extrapolation.
+
+Shape notation: ``B`` batch, ``L`` sequence length, ``D`` model dimension.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from attnlab._validate import check_choice, check_finite_float, check_int, check_probability
+from attnlab.encodings.positional import check_sequence_input
+from attnlab.encodings.sinusoidal import sinusoidal
+
+__all__ = ["LearnedPositionalEncoding"]
+
+INITS = ("normal", "sinusoidal")
+
+
+class LearnedPositionalEncoding(nn.Module):
+    """Add a learned position table to the input, then dropout.
+
+    Args:
+        max_len: number of positions the table holds; longer inputs are refused.
+        d_model: model dimension ``D``.
+        dropout: dropout probability applied after the addition.
+        scale_input: multiply the input by ``sqrt(D)`` first, as
+            :class:`PositionalEncoding` does (off by default: a learned table
+            learns its own scale).
+        init: ``"normal"`` draws N(0, ``std``) (BERT, GPT-2 use 0.02);
+            ``"sinusoidal"`` starts from the fixed table and lets training move it.
+        std: standard deviation for ``init="normal"``.
+
+    Attributes:
+        pe: ``nn.Parameter`` ``[1, max_len, D]``.
+
+    Shapes:
+        ``forward(x [B, L, D], *, offset=0) -> [B, L, D]`` with
+        ``offset + L <= max_len``.
+
+    Raises:
+        TypeError / ValueError: for bad sizes, an unknown ``init``, or (in
+            ``forward``) a sequence that runs past ``max_len``.
+    """
+
+    def __init__(
+        self,
+        max_len: int,
+        d_model: int,
+        *,
+        dropout: float = 0.0,
+        scale_input: bool = False,
+        init: str = "normal",
+        std: float = 0.02,
+    ) -> None:
+        super().__init__()
+        self.max_len = check_int("max_len", max_len, minimum=1)
+        self.d_model = check_int("d_model", d_model, minimum=1)
+        self.scale_input = bool(scale_input)
+        self.init = check_choice("init", init, INITS)
+        self.std = check_finite_float("std", std, positive=True)
+        self.dropout = nn.Dropout(check_probability("dropout", dropout))
+        self.pe = nn.Parameter(torch.empty(1, max_len, d_model))  # [1, max_len, D]
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Re-draw the table according to ``init`` (uses torch's global RNG for "normal")."""
+        with torch.no_grad():
+            if self.init == "normal":
+                nn.init.normal_(self.pe, mean=0.0, std=self.std)
+            else:
+                self.pe.copy_(sinusoidal(self.max_len, self.d_model).unsqueeze(0))
+
+    def forward(self, x: Tensor, *, offset: int = 0) -> Tensor:
+        """Encode ``x [B, L, D]`` at positions ``offset .. offset + L - 1``; returns ``[B, L, D]``.
+
+        Raises:
+            ValueError: if ``offset + L > max_len``: a learned table has no row there.
+        """
+        check_sequence_input(x, self.d_model, type(self).__name__)
+        offset = check_int("offset", offset, minimum=0)
+        end = offset + x.shape[1]
+        if end > self.max_len:
+            raise ValueError(
+                f"sequence reaches position {end - 1} (length {x.shape[1]}, offset {offset}) but "
+                f"LearnedPositionalEncoding has max_len={self.max_len}: a learned table has no "
+                "rows past it; use a longer max_len, or a sinusoidal or relative encoding"
+            )
+        if self.scale_input:
+            x = x * math.sqrt(self.d_model)
+        return self.dropout(x + self.pe[:, offset:end].to(x.dtype))
+
+    def extra_repr(self) -> str:
+        return f"max_len={self.max_len}, d_model={self.d_model}, init={self.init!r}"

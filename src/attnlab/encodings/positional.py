@@ -1,0 +1,141 @@
+"""``PositionalEncoding``: add a sinusoidal table to a batch of sequences.
+
+The module of seed 000 (and of seeds 002 / 004, with ``scale_input=False``)::
+
+    out = dropout(x * sqrt(D) + PE[:L])        # x: [B, L, D]
+
+Why ``sqrt(D)``: inputs that are standardised, or embeddings, mostly lie in
+[-1, 1], the same range as the table, so the table "crowds out" the signal.
+Multiplying by ``sqrt(D)`` undoes the standardisation (``raw = sqrt(D) * std``)
+before the table is added (Vaswani §3.4 does the same to its embeddings).
+
+What it does better than the seeds: the table is computed in float64 and
+cast once; odd ``D`` works; a sequence longer than ``max_len`` gets the rows it
+needs computed on the spot (a sinusoid is defined at every position) instead of
+a broadcast error; the result is cast to the input's dtype; ``offset`` encodes
+positions that do not start at 0 (a decoding step with a cache).
+
+Shape notation: ``B`` batch, ``L`` sequence length, ``D`` model dimension.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from attnlab._validate import check_finite_float, check_int, check_probability
+from attnlab.encodings.sinusoidal import sinusoidal
+
+__all__ = ["PositionalEncoding", "check_sequence_input"]
+
+
+def check_sequence_input(x: Tensor, d_model: int, owner: str) -> None:
+    """Check that ``x`` is a ``[B, L, D]`` floating tensor with ``D == d_model``.
+
+    Raises:
+        TypeError: if ``x`` is not a floating-point tensor.
+        ValueError: if its rank or last dimension is wrong.
+    """
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{owner} expects a tensor x, got {type(x).__name__}")
+    if not x.is_floating_point():
+        raise TypeError(f"{owner} expects a floating-point x, got dtype {x.dtype}")
+    if x.dim() != 3 or x.shape[-1] != d_model:
+        raise ValueError(
+            f"{owner} expects x of shape [B, L, {d_model}], got {list(x.shape)}"
+        )
+
+
+class PositionalEncoding(nn.Module):
+    """Scale the input and add the sinusoidal positional encoding, then dropout.
+
+    Args:
+        max_len: positions precomputed into the ``pe`` buffer. Longer sequences
+            still work: their rows are computed when first needed.
+        d_model: model dimension ``D`` (odd works).
+        dropout: dropout probability applied after the addition (seeds 002/004).
+        scale_input: multiply the input by ``sqrt(D)`` first (seed 000). Set it to
+            False to reproduce seeds 002 and 004, which add the table as is.
+        base, layout, rates: the table's variant; see
+            :func:`attnlab.encodings.sinusoidal`.
+
+    Attributes:
+        pe: buffer ``[1, max_len, D]`` (in ``state_dict``, never trained).
+
+    Shapes:
+        ``forward(x [B, L, D], *, offset=0) -> [B, L, D]``.
+
+    Raises:
+        TypeError / ValueError: for a non-positive ``max_len`` or ``d_model``, a
+            dropout outside [0, 1), an unknown layout, or (in ``forward``) an
+            input that is not ``[B, L, D]``.
+
+    Example:
+        >>> posenc = PositionalEncoding(2, 2)
+        >>> posenc(torch.tensor([[[-1.0, -1.0], [-1.0, 1.0]]])).round(decimals=4)
+        tensor([[[-1.4142, -0.4142],
+                 [-0.5727,  1.9545]]])
+    """
+
+    pe: Tensor
+
+    def __init__(
+        self,
+        max_len: int,
+        d_model: int,
+        *,
+        dropout: float = 0.0,
+        scale_input: bool = True,
+        base: float = 10000.0,
+        layout: str = "interleaved",
+        rates: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.max_len = check_int("max_len", max_len, minimum=1)
+        self.d_model = check_int("d_model", d_model, minimum=1)
+        self.scale_input = bool(scale_input)
+        self.base = check_finite_float("base", base, positive=True)
+        self.layout = layout
+        self.rates = rates
+        self.dropout = nn.Dropout(check_probability("dropout", dropout))
+        table = sinusoidal(max_len, d_model, base=base, layout=layout, rates=rates)
+        self.register_buffer("pe", table.unsqueeze(0))  # [1, max_len, D]
+        # Rows past max_len, grown on demand. Not persistent: a checkpoint keeps the
+        # shape of `pe` whatever lengths the model has seen.
+        self._extended: Tensor | None = None
+
+    def table(self, length: int, *, offset: int = 0) -> Tensor:
+        """Rows ``offset .. offset + length - 1`` of the table, ``[1, length, D]``.
+
+        Rows past ``max_len`` are computed once (float64, like ``pe``) and kept
+        until a longer request; a learned table could not do this.
+        """
+        end = offset + length
+        if end <= self.max_len:
+            return self.pe[:, offset:end]
+        if self._extended is None or self._extended.shape[1] < end:
+            # Grow geometrically so a decoding loop does not rebuild every step.
+            n = max(end, 2 * self.max_len)
+            grown = sinusoidal(
+                n, self.d_model, base=self.base, layout=self.layout, rates=self.rates,
+                dtype=self.pe.dtype, device=self.pe.device,
+            )
+            self._extended = grown.unsqueeze(0)  # [1, n, D]
+        return self._extended[:, offset:end].to(self.pe.device)
+
+    def forward(self, x: Tensor, *, offset: int = 0) -> Tensor:
+        """Encode ``x [B, L, D]`` at positions ``offset .. offset + L - 1``; returns ``[B, L, D]``."""
+        check_sequence_input(x, self.d_model, type(self).__name__)
+        offset = check_int("offset", offset, minimum=0)
+        if self.scale_input:
+            x = x * math.sqrt(self.d_model)
+        pe = self.table(x.shape[1], offset=offset)  # [1, L, D]
+        return self.dropout(x + pe.to(x.dtype))
+
+    def extra_repr(self) -> str:
+        return (
+            f"max_len={self.max_len}, d_model={self.d_model}, "
+            f"scale_input={self.scale_input}, layout={self.layout!r}"
+        )
