@@ -1,0 +1,7 @@
+"""``python -m attnlab``: the same command line as the ``attnlab`` script."""
+
+import sys
+
+from attnlab.cli import main
+
+sys.exit(main())

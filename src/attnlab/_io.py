@@ -1,0 +1,64 @@
+"""Writing files so that a crash or a bad path never leaves half a file behind.
+
+Every file attnlab writes goes to a temporary file in the destination folder
+and is renamed over the target only once it is complete (``os.replace`` is
+atomic on POSIX and Windows), so the previous version stays readable until the
+new one is whole.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+__all__ = ["atomic_write", "check_writable"]
+
+
+def check_writable(path: str | os.PathLike[str], *, name: str = "--out") -> Path:
+    """Check, before any work is done, that ``path`` can be written.
+
+    Raises:
+        ValueError: if the folder does not exist, is not a folder, is not
+            writable, or ``path`` is itself a folder.
+    """
+    p = Path(path)
+    folder = p.parent if str(p.parent) else Path(".")
+    if p.is_dir():
+        raise ValueError(f"{name} {str(path)!r} is a folder; give a file name")
+    if not folder.exists():
+        raise ValueError(f"{name} {str(path)!r}: folder {str(folder)!r} does not exist")
+    if not folder.is_dir():
+        raise ValueError(f"{name} {str(path)!r}: {str(folder)!r} is not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ValueError(f"{name} {str(path)!r}: folder {str(folder)!r} is not writable")
+    return p
+
+
+def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], None]) -> Path:
+    """Call ``write(tmp_path)`` on a temporary file next to ``path``, then rename it over ``path``.
+
+    Args:
+        path: destination file.
+        write: function that writes the whole file at the path it is given.
+
+    Returns:
+        The destination path.
+
+    Raises:
+        OSError: if the temporary file cannot be created or renamed; the
+            destination is untouched in that case and the temporary removed.
+    """
+    dest = Path(path)
+    fd, tmp_name = tempfile.mkstemp(dir=dest.parent if str(dest.parent) else ".",
+                                    prefix=f".{dest.name}.", suffix=".tmp" + dest.suffix)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        write(tmp)
+        os.replace(tmp, dest)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return dest

@@ -1,0 +1,353 @@
+"""The ``attnlab`` command line: print, audit and draw positional encodings.
+
+One subcommand per verb (``attnlab VERB --help`` for each)::
+
+    attnlab encode --d-model 8 --max-len 10 --round 4
+    attnlab audit --encoding fixed-base --max-len 200
+    attnlab plot exponential-dials --out dials.png
+
+Bad input never shows a traceback: the message goes to stderr as one line
+and the exit status is 2 (argparse's convention for usage errors). Set
+``ATTNLAB_DEBUG=1`` to see the traceback instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+import numpy as np
+import torch
+
+from attnlab import __version__
+from attnlab._io import atomic_write, check_writable
+from attnlab.encodings import LAYOUTS, RATES, fixed_base, sinusoidal
+
+__all__ = ["main", "build_parser"]
+
+DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16,
+          "float32": torch.float32, "float64": torch.float64}
+ENCODINGS = ("sinusoidal", "fixed-base", "learned", "seed-float32")
+
+
+class UsageError(Exception):
+    """A problem with the command line, reported as one line and exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but its errors are one line on stderr (no usage block) and exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+# --- argument types: each names the flag and the bad value in its message ------------
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text}")
+    return value
+
+
+def _int_list(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers, got {text!r}") from None
+    if not values:
+        raise argparse.ArgumentTypeError(f"expected at least one number, got {text!r}")
+    return values
+
+
+def _add_table_options(p: argparse.ArgumentParser, *, d_model: int | None, max_len: int | None) -> None:
+    """The options that choose a sinusoidal table (shared by encode, audit and plot)."""
+    p.add_argument("--d-model", type=_positive_int, default=d_model, metavar="D",
+                   help=f"model dimension (default: {d_model if d_model else 'per figure'})")
+    p.add_argument("--max-len", type=_positive_int, default=max_len, metavar="L",
+                   help=f"number of positions (default: {max_len if max_len else 'per figure'})")
+    p.add_argument("--layout", choices=LAYOUTS, default="interleaved",
+                   help="column layout: interleaved (the paper, the seeds), concat ([sin | cos]), "
+                        "t2t (tensor2tensor/fairseq/Whisper)")
+    p.add_argument("--rates", choices=RATES, default=None,
+                   help="angle rates: vaswani (base^(-2i/D)) or linspace (seed 001, t2t)")
+    p.add_argument("--base", type=_positive_float, default=10000.0, help="wavelength scale (default 10000)")
+
+
+# --- encode ---------------------------------------------------------------------------
+
+def _build_table(args: argparse.Namespace, dtype: torch.dtype) -> torch.Tensor:
+    """The table the encode/audit options describe, in ``dtype``."""
+    if args.encoding == "fixed-base":
+        return fixed_base(args.max_len, args.bases, dtype=dtype)
+    if args.encoding == "learned":
+        # An untrained learned table: N(0, 0.02) from a private generator, so the
+        # audit shows what a learned table does *not* guarantee.
+        g = torch.Generator().manual_seed(args.seed)
+        return (torch.randn(args.max_len, args.d_model, generator=g, dtype=torch.float64) * 0.02).to(dtype)
+    if args.encoding == "seed-float32":
+        return _seed_float32_table(args.max_len, args.d_model, args.base).to(dtype)
+    return sinusoidal(args.max_len, args.d_model, base=args.base, layout=args.layout,
+                      rates=args.rates, dtype=dtype)
+
+
+def _seed_float32_table(max_len: int, d_model: int, base: float) -> torch.Tensor:
+    """The seeds' own formula (float32 angles), kept to show what float64 fixes."""
+    position = torch.arange(0, max_len).float().unsqueeze(1)  # [L, 1]
+    speed = torch.exp(torch.arange(0, d_model, 2).float() * (-np.log(base) / d_model))  # [ceil(D/2)]
+    table = torch.zeros(max_len, d_model)
+    table[:, 0::2] = torch.sin(speed * position)
+    table[:, 1::2] = torch.cos(speed * position)[:, : d_model // 2]
+    return table
+
+
+def _cmd_encode(args: argparse.Namespace) -> int:
+    out = check_writable(args.out) if args.out else None
+    if out is not None and out.suffix not in (".npy", ".csv"):
+        raise UsageError(f"--out {str(args.out)!r}: expected a .npy or .csv file name")
+    table = _build_table(args, DTYPES[args.dtype])
+    if out is not None:
+        array = table.double().numpy() if table.dtype in (torch.bfloat16, torch.float16) else table.numpy()
+        if out.suffix == ".npy":
+            atomic_write(out, lambda tmp: np.save(tmp, array))
+        else:
+            atomic_write(out, lambda tmp: np.savetxt(tmp, array, delimiter=",", fmt="%.10g"))
+        print(f"wrote {out} ({table.shape[0]} x {table.shape[1]}, {args.dtype})", file=sys.stderr)
+        return 0
+    if args.round is not None:
+        # Round the formula's exact values, not their float32 rounding: cos(0.01) =
+        # 0.99995000042 shows as 1.0000 (as the seeds print it), where its nearest
+        # float32, 0.99994999, would show as 0.9999. Half types keep their own
+        # values, since their rounding is what a user asking for them wants to see.
+        exact = table if table.dtype in (torch.float16, torch.bfloat16) else _build_table(args, torch.float64)
+        shown_dtype = torch.float64 if table.dtype == torch.float64 else torch.float32
+        table = torch.round(exact.double(), decimals=args.round).to(shown_dtype)
+    with _print_options(precision=args.round if args.round is not None else 4):
+        print(table)
+    return 0
+
+
+class _print_options:
+    """torch.set_printoptions for the duration of a block (torch has no context manager for it)."""
+
+    def __init__(self, precision: int) -> None:
+        self.precision = precision
+
+    def __enter__(self) -> None:
+        torch.set_printoptions(precision=self.precision, sci_mode=False)
+
+    def __exit__(self, *exc: object) -> None:
+        torch.set_printoptions(profile="default")
+
+
+# --- audit ----------------------------------------------------------------------------
+
+def _cmd_audit(args: argparse.Namespace) -> int:
+    from attnlab.analysis import audit
+
+    dtype = DTYPES[args.dtype]
+    table = _build_table(args, dtype)
+    reference = None
+    if args.encoding == "sinusoidal" or args.encoding == "seed-float32":
+        # Precision is measured against the paper's formula evaluated in float64.
+        reference = sinusoidal(args.max_len, args.d_model, base=args.base,
+                               layout="interleaved" if args.encoding == "seed-float32" else args.layout,
+                               rates=None if args.encoding == "seed-float32" else args.rates,
+                               dtype=torch.float64)
+    elif args.encoding == "fixed-base":
+        reference = fixed_base(args.max_len, args.bases, dtype=torch.float64)
+    report = audit(table, reference=reference, max_positions=args.max_positions)
+    if args.json:
+        print(json.dumps({"encoding": args.encoding, **report.to_dict()}, indent=2))
+    else:
+        print(f"audit of {args.encoding} ({table.shape[0]} positions x {table.shape[1]} dims, {args.dtype})")
+        print(report.format())
+    return 0
+
+
+# --- plot -----------------------------------------------------------------------------
+
+# Each figure: its defaults (d_model, max_len, rates) taken from the seed it comes from,
+# and a function of the parsed arguments that returns a Figure.
+FigureBuilder = Callable[[argparse.Namespace], Any]
+
+
+def _table(a: argparse.Namespace) -> torch.Tensor:
+    return sinusoidal(a.max_len, a.d_model, base=a.base, layout=a.layout, rates=a.rates)
+
+
+def _figures() -> dict[str, tuple[tuple[int | None, int | None, str | None], FigureBuilder, str]]:
+    from attnlab import plotting as P
+    from attnlab.encodings import angle_rates
+
+    return {
+        # seed 000
+        "encoding-degrees": ((None, 8, None), lambda a: P.encoding_degrees(3, a.bases, a.max_len),
+                             "fixed-base dials for --bases over --max-len positions (seed 000)"),
+        "exponential-dials": ((8, 10, None), lambda a: P.exponential_dials(a.d_model, a.max_len, base=a.base),
+                              "dials of each sinusoid pair (seed 000)"),
+        "encoding-heatmap": ((8, 10, None), lambda a: P.encoding_heatmap(a.d_model, a.max_len),
+                             "sines and cosines against position, and as meshes (seed 000)"),
+        "distances": ((8, 5, None), lambda a: P.plot_distances(_table(a), n=a.max_len),
+                      "distance between every two positions, values in the cells (seed 000)"),
+        # seed 001
+        "angle-rates": ((100, 50, "linspace"),
+                        lambda a: P.plot_angle_rates(angle_rates(a.d_model, base=a.base, rates=a.rates or "vaswani")),
+                        "angle rate of each pair, log scale (seed 001)"),
+        "angle-map": ((100, 50, "linspace"),
+                      lambda a: P.plot_angle_map(a.max_len, angle_rates(a.d_model, base=a.base,
+                                                                        rates=a.rates or "vaswani")),
+                      "angle of every pair at every position, in degrees (seed 001)"),
+        "encoding": ((100, 50, "linspace"), lambda a: P.plot_encoding(_table(a)),
+                     "the table as a diverging heatmap (seed 001)"),
+        "similarity": ((100, 50, "linspace"), lambda a: P.plot_similarity(_table(a)),
+                       "cosine similarity between every two positions (seed 001)"),
+        "nearby": ((100, 50, "linspace"), lambda a: P.plot_nearby(_table(a), position=a.position),
+                   "dot product and SSE of every position against --position (seed 001)"),
+        "shifted": ((100, 50, "linspace"),
+                    lambda a: P.plot_shifted(_table(a).double(), a.delta, base=a.base, layout=a.layout,
+                                             rates=a.rates),
+                    "the table moved --delta positions by the shift matrix (seed 001)"),
+        # seed 002
+        "columns": ((32, 60, None), lambda a: P.plot_columns(_table(a), columns=a.columns),
+                    "columns 6-9 (or --columns) against position (seed 002)"),
+        "heatmap-p": ((32, 60, None),
+                      lambda a: P.plot_encoding(_table(a), cmap="Blues", vmin=None, vmax=None,
+                                                xlabel="Column (encoding dimension)", ylabel="Row (position)"),
+                      "heatmap of the table P (seed 002)"),
+        "binary": ((None, 8, None), lambda a: P.plot_binary(a.max_len, d_model=a.d_model),
+                   "binary codes of 0..L-1 beside the sinusoids (seed 002)"),
+    }
+
+
+def _cmd_plot(args: argparse.Namespace) -> int:
+    out = check_writable(args.out)
+    if out.suffix.lower() not in (".png", ".pdf", ".svg"):
+        raise UsageError(f"--out {str(args.out)!r}: expected a .png, .pdf or .svg file name")
+    (d_model, max_len, rates), build, _ = _figures()[args.name]
+    # Flags the user did not give take the defaults of the seed the figure comes from.
+    args.d_model = args.d_model if args.d_model is not None else d_model
+    args.max_len = args.max_len if args.max_len is not None else max_len
+    args.rates = args.rates if args.rates is not None else (None if args.layout == "t2t" else rates)
+    fig = build(args)
+    atomic_write(out, lambda tmp: fig.savefig(tmp, dpi=args.dpi, bbox_inches="tight"))
+    print(f"wrote {out}", file=sys.stderr)
+    return 0
+
+
+# --- the parser -----------------------------------------------------------------------
+
+FIGURE_NAMES = (
+    "encoding-degrees", "exponential-dials", "encoding-heatmap", "distances",
+    "angle-rates", "angle-map", "encoding", "similarity", "nearby", "shifted",
+    "columns", "heatmap-p", "binary",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``attnlab`` argument parser (exposed for the tests and for docs)."""
+    parser = _Parser(prog="attnlab", description="Attention and positional encoding, exact and explained.",
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"attnlab {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    def add(name: str, help_: str, epilog: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help_, description=help_, epilog=epilog,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+
+    enc = add("encode", "print (or save) a positional-encoding table",
+              "examples:\n  attnlab encode --d-model 8 --max-len 10 --round 4\n"
+              "  attnlab encode --d-model 512 --max-len 4096 --out pe.npy")
+    _add_table_options(enc, d_model=8, max_len=10)
+    enc.add_argument("--encoding", choices=ENCODINGS, default="sinusoidal")
+    enc.add_argument("--bases", type=_int_list, default=(4, 5, 7), help="fixed-base bases (default 4,5,7)")
+    enc.add_argument("--seed", type=_int, default=0, help="seed of the random learned table")
+    enc.add_argument("--dtype", choices=DTYPES, default="float32")
+    enc.add_argument("--round", type=_non_negative_int, default=None, metavar="N",
+                     help="round the printed values to N decimals (the seeds print 4)")
+    enc.add_argument("--out", type=Path, default=None, help="write the table to a .npy or .csv file")
+    enc.set_defaults(func=_cmd_encode)
+
+    aud = add("audit", "measure an encoding's properties: bounded, unique, shift-invariant, ...",
+              "examples:\n  attnlab audit --encoding sinusoidal --d-model 8 --max-len 10\n"
+              "  attnlab audit --encoding fixed-base --max-len 200 --json\n"
+              "  attnlab audit --encoding seed-float32 --d-model 64 --max-len 100000")
+    _add_table_options(aud, d_model=8, max_len=10)
+    aud.add_argument("--encoding", choices=ENCODINGS, default="sinusoidal")
+    aud.add_argument("--bases", type=_int_list, default=(4, 5, 7), help="fixed-base bases (default 4,5,7)")
+    aud.add_argument("--seed", type=_int, default=0, help="seed of the random learned table")
+    aud.add_argument("--dtype", choices=DTYPES, default="float32")
+    aud.add_argument("--max-positions", type=_positive_int, default=1024,
+                     help="positions used by the pairwise checks (default 1024)")
+    aud.add_argument("--json", action="store_true", help="print the report as JSON")
+    aud.set_defaults(func=_cmd_audit)
+
+    figure_list = "\n".join(f"  {name}" for name in FIGURE_NAMES)
+    plo = add("plot", "draw one of the figures to a file",
+              f"figures:\n{figure_list}\n\nexamples:\n  attnlab plot exponential-dials --out dials.png\n"
+              "  attnlab plot shifted --delta -10 --out shifted.png")
+    plo.add_argument("name", choices=FIGURE_NAMES, metavar="NAME", help="which figure (listed below)")
+    plo.add_argument("--out", type=Path, required=True, help="output file (.png, .pdf or .svg)")
+    _add_table_options(plo, d_model=None, max_len=None)
+    plo.add_argument("--bases", type=_int_list, default=(4, 5, 7), help="bases for encoding-degrees")
+    plo.add_argument("--position", type=_non_negative_int, default=20, help="position for 'nearby'")
+    plo.add_argument("--delta", type=_int, default=-10, help="shift for 'shifted' (seed 001: -10)")
+    plo.add_argument("--columns", type=_int_list, default=(6, 7, 8, 9), help="columns for 'columns'")
+    plo.add_argument("--dpi", type=_positive_int, default=100)
+    plo.set_defaults(func=_cmd_plot)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status (0 ok, 2 bad input)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (UsageError, ValueError, TypeError, OSError) as err:
+        if os.environ.get("ATTNLAB_DEBUG"):
+            raise  # the whole traceback, for whoever is debugging attnlab itself
+        # One line, no traceback: the library's messages already name the argument.
+        message = " ".join(str(err).split())
+        print(f"attnlab {args.command}: error: {message}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""Every example in README.md runs, and the output it shows is the output we print."""
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from attnlab.cli import main
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+TEXT = README.read_text()
+
+
+def blocks(lang):
+    return re.findall(rf"```{lang}\n(.*?)```", TEXT, flags=re.S)
+
+
+def test_first_two_commands_are_make_run_and_make_test():
+    commands = [line.split("#")[0].strip() for b in blocks("bash") for line in b.splitlines() if line.strip()]
+    assert commands[:2] == ["make run", "make test"]
+
+
+@pytest.mark.parametrize("index", range(len(blocks("python"))))
+def test_python_examples_run(index, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # examples that save figures write here
+    exec(compile(blocks("python")[index], f"README.md python block {index}", "exec"), {})
+
+
+def console_sessions():
+    """(command, expected output lines) for each `$ attnlab ...` line of the console blocks."""
+    sessions = []
+    for block in blocks("console"):
+        current = None
+        for line in block.splitlines():
+            if line.startswith("$ "):
+                current = (line[2:], [])
+                sessions.append(current)
+            elif current is not None:
+                current[1].append(line)
+    return sessions
+
+
+@pytest.mark.parametrize("command, expected", console_sessions(), ids=lambda v: v if isinstance(v, str) else "")
+def test_console_examples_run_and_print_what_is_shown(command, expected, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    argv = shlex.split(command)
+    assert argv[0] == "attnlab"
+    assert main(argv[1:]) == 0
+    out = capsys.readouterr().out
+    if expected:
+        assert out.splitlines() == expected
