@@ -17,9 +17,9 @@ import math
 
 import numpy as np
 import torch
+from harness import interleaved, write_result
 
 from attnlab.encodings import sinusoidal
-from harness import interleaved, write_result
 
 
 def seeds_formula(max_len: int, d_model: int) -> torch.Tensor:
@@ -67,7 +67,8 @@ def main(argv: list[str] | None = None) -> dict:
     path = write_result("sinusoidal_table", result)
     t = timings
     print(f"sinusoidal {n} x {d}: attnlab {t['attnlab']['median']:.2f}s "
-          f"(min {t['attnlab']['min']:.2f}, max {t['attnlab']['max']:.2f}) | seeds {t['seeds']['median']:.2f}s "
+          f"(min {t['attnlab']['min']:.2f}, max {t['attnlab']['max']:.2f}) | "
+          f"seeds {t['seeds']['median']:.2f}s "
           f"(min {t['seeds']['min']:.2f}, max {t['seeds']['max']:.2f}) | ratio {ratio:.2f}x (target <= 2)")
     print(f"max abs error vs float64: attnlab {err_ours:.2e} (target <= 1e-6) | seeds {err_seed:.2e}")
     print(f"wrote {path}")

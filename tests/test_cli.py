@@ -109,7 +109,8 @@ def test_bad_input_is_one_line_and_exit_2(argv, words, tmp_path, monkeypatch, ca
 
 def test_console_script_and_module_exit_2_without_traceback(tmp_path):
     env = dict(os.environ, MPLBACKEND="Agg")
-    for cmd in ([sys.executable, "-m", "attnlab"], [os.path.join(os.path.dirname(sys.executable), "attnlab")]):
+    script = os.path.join(os.path.dirname(sys.executable), "attnlab")
+    for cmd in ([sys.executable, "-m", "attnlab"], [script]):
         proc = subprocess.run(cmd + ["encode", "--d-model", "0"], capture_output=True, text=True, env=env)
         assert proc.returncode == 2
         assert proc.stdout == ""

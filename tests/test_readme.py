@@ -41,7 +41,9 @@ def console_sessions():
     return sessions
 
 
-@pytest.mark.parametrize("command, expected", console_sessions(), ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize(
+    "command, expected", console_sessions(), ids=lambda v: v if isinstance(v, str) else ""
+)
 def test_console_examples_run_and_print_what_is_shown(command, expected, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     argv = shlex.split(command)

@@ -227,7 +227,8 @@ def _figures() -> dict[str, tuple[tuple[int | None, int | None, str | None], Fig
                       "distance between every two positions, values in the cells (seed 000)"),
         # seed 001
         "angle-rates": ((100, 50, "linspace"),
-                        lambda a: P.plot_angle_rates(angle_rates(a.d_model, base=a.base, rates=a.rates or "vaswani")),
+                        lambda a: P.plot_angle_rates(
+                            angle_rates(a.d_model, base=a.base, rates=a.rates or "vaswani")),
                         "angle rate of each pair, log scale (seed 001)"),
         "angle-map": ((100, 50, "linspace"),
                       lambda a: P.plot_angle_map(a.max_len, angle_rates(a.d_model, base=a.base,
@@ -248,7 +249,8 @@ def _figures() -> dict[str, tuple[tuple[int | None, int | None, str | None], Fig
                     "columns 6-9 (or --columns) against position (seed 002)"),
         "heatmap-p": ((32, 60, None),
                       lambda a: P.plot_encoding(_table(a), cmap="Blues", vmin=None, vmax=None,
-                                                xlabel="Column (encoding dimension)", ylabel="Row (position)"),
+                                                xlabel="Column (encoding dimension)", ylabel="Row (position)",
+                                                origin="upper"),
                       "heatmap of the table P (seed 002)"),
         "binary": ((None, 8, None), lambda a: P.plot_binary(a.max_len, d_model=a.d_model),
                    "binary codes of 0..L-1 beside the sinusoids (seed 002)"),

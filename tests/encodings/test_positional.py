@@ -17,7 +17,8 @@ def test_seed000_pe_buffer_and_posenc_output():
     assert list(posenc.state_dict()) == ["pe"]
     torch.testing.assert_close(posenc.pe, torch.tensor([[[0.0, 1.0], [0.8415, 0.5403]]]), atol=5e-5, rtol=0)
     assert not posenc.pe.requires_grad
-    torch.testing.assert_close(SOURCE_SEQ + posenc.pe, torch.tensor([[[-1.0, 0.0], [-0.1585, 1.5403]]]), atol=5e-5, rtol=0)
+    expected_sum = torch.tensor([[[-1.0, 0.0], [-0.1585, 1.5403]]])
+    torch.testing.assert_close(SOURCE_SEQ + posenc.pe, expected_sum, atol=5e-5, rtol=0)
     torch.testing.assert_close(
         posenc(SOURCE_SEQ), torch.tensor([[[-1.4142, -0.4142], [-0.5727, 1.9545]]]), atol=5e-5, rtol=0
     )

@@ -31,7 +31,9 @@ SEED000_FIRST_FOUR = [
 
 # Seed 004, the printed denominators for d_model=16, then sin and cos of position 1.
 SEED004_DENOMINATORS = [1.0, 3.1623e-01, 1.0e-01, 3.1623e-02, 1.0e-02, 3.1623e-03, 1.0e-03, 3.1623e-04]
-SEED004_SIN_ROW1 = [8.4147e-01, 3.1098e-01, 9.9833e-02, 3.1618e-02, 9.9998e-03, 3.1623e-03, 1.0000e-03, 3.1623e-04]
+SEED004_SIN_ROW1 = [
+    8.4147e-01, 3.1098e-01, 9.9833e-02, 3.1618e-02, 9.9998e-03, 3.1623e-03, 1.0000e-03, 3.1623e-04,
+]
 SEED004_COS_ROW4 = [-0.6536, 0.3011, 0.9211, 0.9920, 0.9992, 0.9999, 1.0000, 1.0000]
 
 # reference/pe_and_attention_anchors.md §5.3: PE(1, :) at d=8 for each layout.

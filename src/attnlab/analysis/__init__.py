@@ -1,5 +1,6 @@
-"""Analysis of positional encodings: similarity views (and, soon, the audit)."""
+"""Analysis of positional encodings: the audit of seed 000's requirements, similarity views."""
 
+from attnlab.analysis.properties import AuditReport, PropertyCheck, audit
 from attnlab.analysis.similarity import (
     as_table,
     binary_codes,
@@ -12,7 +13,10 @@ from attnlab.analysis.similarity import (
 )
 
 __all__ = [
+    "AuditReport",
+    "PropertyCheck",
     "as_table",
+    "audit",
     "binary_codes",
     "cosine_similarity_matrix",
     "distance_matrix",

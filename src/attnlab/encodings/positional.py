@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 
-import torch
 from torch import Tensor, nn
 
 from attnlab._validate import check_finite_float, check_int, check_probability

@@ -71,7 +71,7 @@ def angle_rates(
 
     Example:
         >>> angle_rates(8)
-        tensor([1.0000, 0.1000, 0.0100, 0.0010], dtype=torch.float64)
+        tensor([1.0000e+00, 1.0000e-01, 1.0000e-02, 1.0000e-03], dtype=torch.float64)
     """
     d_model = check_int("d_model", d_model, minimum=1)
     base = check_finite_float("base", base, positive=True)

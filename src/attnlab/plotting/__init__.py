@@ -1,0 +1,38 @@
+"""Every attnlab figure: functions that take tensors or arrays and return a Figure.
+
+Figures are built on :class:`matplotlib.figure.Figure`, not ``pyplot``: nothing is
+shown, registered or restyled globally. In a notebook, display one by leaving it
+as the cell's value; elsewhere, ``fig.savefig("name.png")``. Functions that draw a
+single axes take ``ax=`` to draw into an existing figure.
+
+* seed 000 (the book's dials and meshes): :func:`encoding_degrees`,
+  :func:`exponential_dials`, :func:`encoding_heatmap`, :func:`plot_mesh`,
+  :func:`plot_distances`;
+* seed 001 (angles, similarity, shift): :func:`plot_angle_rates`,
+  :func:`plot_angle_map`, :func:`plot_encoding`, :func:`plot_similarity`,
+  :func:`plot_nearby`, :func:`plot_shifted`;
+* seed 002 (columns, binary analogy, heatmap of P): :func:`plot_columns`,
+  :func:`plot_binary`, :func:`plot_encoding`.
+"""
+
+from attnlab.plotting.dials import encoding_degrees, exponential_dials
+from attnlab.plotting.mesh import encoding_heatmap, plot_distances, plot_mesh
+from attnlab.plotting.rates import plot_angle_map, plot_angle_rates
+from attnlab.plotting.similarity import plot_nearby, plot_similarity
+from attnlab.plotting.tables import plot_binary, plot_columns, plot_encoding, plot_shifted
+
+__all__ = [
+    "encoding_degrees",
+    "encoding_heatmap",
+    "exponential_dials",
+    "plot_angle_map",
+    "plot_angle_rates",
+    "plot_binary",
+    "plot_columns",
+    "plot_distances",
+    "plot_encoding",
+    "plot_mesh",
+    "plot_nearby",
+    "plot_shifted",
+    "plot_similarity",
+]

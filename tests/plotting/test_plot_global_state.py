@@ -1,0 +1,76 @@
+"""The figures touch no global matplotlib state and never go through pyplot."""
+
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.figure import Figure
+
+import attnlab.plotting
+from attnlab.encodings import angle_rates, sinusoidal
+from attnlab.plotting import (
+    encoding_degrees,
+    encoding_heatmap,
+    exponential_dials,
+    plot_angle_map,
+    plot_angle_rates,
+    plot_binary,
+    plot_columns,
+    plot_distances,
+    plot_encoding,
+    plot_mesh,
+    plot_nearby,
+    plot_shifted,
+    plot_similarity,
+)
+
+TABLE = sinusoidal(12, 10)
+CALLS = {
+    "encoding_degrees": lambda: encoding_degrees(2, (4, 5), 3),
+    "exponential_dials": lambda: exponential_dials(4, 3),
+    "encoding_heatmap": lambda: encoding_heatmap(4, 5),
+    "plot_mesh": lambda: plot_mesh(TABLE, showvals=True, colorbar=True),
+    "plot_distances": lambda: plot_distances(TABLE, 4),
+    "plot_angle_rates": lambda: plot_angle_rates(angle_rates(10)),
+    "plot_angle_map": lambda: plot_angle_map(12, angle_rates(10)),
+    "plot_encoding": lambda: plot_encoding(TABLE),
+    "plot_similarity": lambda: plot_similarity(TABLE),
+    "plot_nearby": lambda: plot_nearby(TABLE, 3),
+    "plot_shifted": lambda: plot_shifted(TABLE, -2),
+    "plot_columns": lambda: plot_columns(TABLE, (6, 7, 8, 9)),
+    "plot_binary": lambda: plot_binary(4),
+}
+
+
+def test_every_public_function_is_covered():
+    assert sorted(CALLS) == sorted(attnlab.plotting.__all__)
+
+
+def test_no_global_state_changes(tmp_path):
+    rc_before = {k: np.copy(v) if isinstance(v, np.ndarray) else v
+                 for k, v in matplotlib.rcParams.items()}
+    figs_before = plt.get_fignums()
+    for name, call in CALLS.items():
+        fig = call()
+        assert type(fig) is Figure, name
+        fig.savefig(tmp_path / f"{name}.png")  # drawing must not change anything either
+    assert plt.get_fignums() == figs_before
+    assert dict(matplotlib.rcParams.items()) == rc_before
+
+
+def test_drawing_never_imports_pyplot():
+    # In a fresh interpreter: importing and drawing must not pull pyplot in (it
+    # would register figures and pick a backend behind the user's back).
+    code = (
+        "import sys; import attnlab.plotting as p; from attnlab.encodings import sinusoidal; "
+        "p.plot_mesh(sinusoidal(3, 4), showvals=True, colorbar=True).savefig(sys.argv[1]); "
+        "p.exponential_dials(2, 2).savefig(sys.argv[1]); "
+        "print('matplotlib.pyplot' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(Path(tempfile.mkdtemp()) / "f.png")],
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
