@@ -72,6 +72,7 @@ class PositionalEncoding(nn.Module):
             input that is not ``[B, L, D]``.
 
     Example:
+        >>> import torch
         >>> posenc = PositionalEncoding(2, 2)
         >>> posenc(torch.tensor([[[-1.0, -1.0], [-1.0, 1.0]]])).round(decimals=4)
         tensor([[[-1.4142, -0.4142],
