@@ -48,31 +48,23 @@ class _Parser(argparse.ArgumentParser):
 
 # --- argument types: each names the flag and the bad value in its message ------------
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be positive, got {value}")
-    return value
+def _int_arg(minimum: int | None = None) -> Callable[[str], int]:
+    """An argparse type: a whole number, at least ``minimum`` when given."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if minimum is not None and value < minimum:
+            bound = "positive" if minimum == 1 else f">= {minimum}"
+            raise argparse.ArgumentTypeError(f"must be {bound}, got {value}")
+        return value
+
+    return parse
 
 
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
-def _int(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+_positive_int, _non_negative_int, _int = _int_arg(1), _int_arg(0), _int_arg()
 
 
 def _positive_float(text: str) -> float:
@@ -107,6 +99,17 @@ def _add_table_options(p: argparse.ArgumentParser, *, d_model: int | None, max_l
     p.add_argument("--rates", choices=RATES, default=None,
                    help="angle rates: vaswani (base^(-2i/D)) or linspace (seed 001, t2t)")
     p.add_argument("--base", type=_positive_float, default=10000.0, help="wavelength scale (default 10000)")
+
+
+def _add_encoding_options(p: argparse.ArgumentParser) -> None:
+    """Which encoding to build, and in what dtype (shared by encode and audit)."""
+    _add_table_options(p, d_model=8, max_len=10)
+    p.add_argument("--encoding", choices=ENCODINGS, default="sinusoidal",
+                   help="sinusoidal (with --layout/--rates), fixed-base (with --bases), learned "
+                        "(an untrained N(0, 0.02) table), seed-float32 (the seeds' float32 formula)")
+    p.add_argument("--bases", type=_int_list, default=(4, 5, 7), help="fixed-base bases (default 4,5,7)")
+    p.add_argument("--seed", type=_int, default=0, help="seed of the random learned table")
+    p.add_argument("--dtype", choices=DTYPES, default="float32")
 
 
 # --- encode ---------------------------------------------------------------------------
@@ -195,7 +198,8 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"encoding": args.encoding, **report.to_dict()}, indent=2))
     else:
-        print(f"audit of {args.encoding} ({table.shape[0]} positions x {table.shape[1]} dims, {args.dtype})")
+        variant = f", layout {args.layout}" if args.encoding == "sinusoidal" else ""
+        print(f"encoding: {args.encoding}{variant}")
         print(report.format())
     return 0
 
@@ -296,11 +300,7 @@ def build_parser() -> argparse.ArgumentParser:
     enc = add("encode", "print (or save) a positional-encoding table",
               "examples:\n  attnlab encode --d-model 8 --max-len 10 --round 4\n"
               "  attnlab encode --d-model 512 --max-len 4096 --out pe.npy")
-    _add_table_options(enc, d_model=8, max_len=10)
-    enc.add_argument("--encoding", choices=ENCODINGS, default="sinusoidal")
-    enc.add_argument("--bases", type=_int_list, default=(4, 5, 7), help="fixed-base bases (default 4,5,7)")
-    enc.add_argument("--seed", type=_int, default=0, help="seed of the random learned table")
-    enc.add_argument("--dtype", choices=DTYPES, default="float32")
+    _add_encoding_options(enc)
     enc.add_argument("--round", type=_non_negative_int, default=None, metavar="N",
                      help="round the printed values to N decimals (the seeds print 4)")
     enc.add_argument("--out", type=Path, default=None, help="write the table to a .npy or .csv file")
@@ -310,11 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
               "examples:\n  attnlab audit --encoding sinusoidal --d-model 8 --max-len 10\n"
               "  attnlab audit --encoding fixed-base --max-len 200 --json\n"
               "  attnlab audit --encoding seed-float32 --d-model 64 --max-len 100000")
-    _add_table_options(aud, d_model=8, max_len=10)
-    aud.add_argument("--encoding", choices=ENCODINGS, default="sinusoidal")
-    aud.add_argument("--bases", type=_int_list, default=(4, 5, 7), help="fixed-base bases (default 4,5,7)")
-    aud.add_argument("--seed", type=_int, default=0, help="seed of the random learned table")
-    aud.add_argument("--dtype", choices=DTYPES, default="float32")
+    _add_encoding_options(aud)
     aud.add_argument("--max-positions", type=_positive_int, default=1024,
                      help="positions used by the pairwise checks (default 1024)")
     aud.add_argument("--json", action="store_true", help="print the report as JSON")

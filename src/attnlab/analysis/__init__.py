@@ -4,6 +4,7 @@ from attnlab.analysis.properties import AuditReport, PropertyCheck, audit
 from attnlab.analysis.similarity import (
     as_table,
     binary_codes,
+    check_table,
     cosine_similarity_matrix,
     distance_matrix,
     dot_products,
@@ -18,6 +19,7 @@ __all__ = [
     "as_table",
     "audit",
     "binary_codes",
+    "check_table",
     "cosine_similarity_matrix",
     "distance_matrix",
     "dot_products",

@@ -63,7 +63,7 @@ import torch
 from torch import Tensor
 
 from attnlab._validate import check_finite_float, check_int
-from attnlab.analysis.similarity import distance_matrix
+from attnlab.analysis.similarity import check_table, distance_matrix
 
 __all__ = ["VERDICTS", "AuditReport", "PropertyCheck", "audit"]
 
@@ -187,31 +187,6 @@ class AuditReport:
         return self.format()
 
 
-def _as_2d(x: Any, name: str) -> Tensor:
-    """``x`` as a tensor ``[L, D]`` in its own dtype and device (no float64 copy yet).
-
-    The checks of :func:`attnlab.analysis.similarity.as_table`, without its
-    float64 conversion, which would be 4 GB for a 1e6 x 512 table.
-    """
-    if isinstance(x, np.ndarray):
-        if not np.issubdtype(x.dtype, np.number) or np.iscomplexobj(x):
-            raise TypeError(f"{name} must hold real numbers, got dtype {x.dtype}")
-        x = torch.from_numpy(np.ascontiguousarray(x))
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{name} must be a tensor or numpy array [L, D], got {type(x).__name__}")
-    if x.is_complex() or x.dtype == torch.bool:
-        raise TypeError(f"{name} must hold real numbers, got dtype {x.dtype}")
-    if x.dim() == 3 and x.shape[0] == 1:  # a `pe` buffer [1, L, D]
-        x = x[0]
-    if x.dim() != 2:
-        raise ValueError(f"{name} must have shape [L, D] or [1, L, D], got {list(x.shape)}")
-    if x.shape[0] == 0 or x.shape[1] == 0:
-        raise ValueError(
-            f"{name} must have at least one position and one column, got {list(x.shape)}"
-        )
-    return x.detach()
-
-
 def _chunks(t: Tensor) -> Iterable[tuple[int, Tensor]]:
     """Yield ``(first_row, rows as float64 on CPU)`` in chunks of ~32 MB."""
     step = max(1, _CHUNK_ELEMENTS // t.shape[1])
@@ -291,8 +266,8 @@ def audit(
         >>> audit(sinusoidal(10, 8))["monotonic"].value
         3.0
     """
-    t = _as_2d(table, "table")
-    ref = None if reference is None else _as_2d(reference, "reference")
+    t = check_table(table, "table")
+    ref = None if reference is None else check_table(reference, "reference")
     if ref is not None and ref.shape != t.shape:
         raise ValueError(
             f"reference must have the table's shape {list(t.shape)}, got {list(ref.shape)}"

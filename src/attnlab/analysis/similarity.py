@@ -22,6 +22,7 @@ from attnlab._validate import check_int
 
 __all__ = [
     "as_table",
+    "check_table",
     "binary_codes",
     "cosine_similarity_matrix",
     "distance_matrix",
@@ -32,10 +33,11 @@ __all__ = [
 ]
 
 
-def as_table(table: Any, name: str = "table") -> Tensor:
-    """Return ``table`` as a float64 tensor ``[L, D]``.
+def check_table(table: Any, name: str = "table") -> Tensor:
+    """Return ``table`` as a detached tensor ``[L, D]`` in its own dtype and device.
 
-    Accepts a tensor or array ``[L, D]`` or ``[1, L, D]`` (a ``pe`` buffer).
+    Accepts a tensor or array ``[L, D]`` or ``[1, L, D]`` (a ``pe`` buffer). No
+    float64 copy is made here: for a 1e6 x 512 table that would be 4 GB.
 
     Raises:
         TypeError: if it is not a tensor or array of real numbers.
@@ -49,13 +51,18 @@ def as_table(table: Any, name: str = "table") -> Tensor:
         raise TypeError(f"{name} must be a tensor or numpy array [L, D], got {type(table).__name__}")
     if table.is_complex() or table.dtype == torch.bool:
         raise TypeError(f"{name} must hold real numbers, got dtype {table.dtype}")
-    if table.dim() == 3 and table.shape[0] == 1:
+    if table.dim() == 3 and table.shape[0] == 1:  # a `pe` buffer [1, L, D]
         table = table[0]
     if table.dim() != 2:
-        raise ValueError(f"{name} must have shape [L, D], got {list(table.shape)}")
+        raise ValueError(f"{name} must have shape [L, D] or [1, L, D], got {list(table.shape)}")
     if table.shape[0] == 0 or table.shape[1] == 0:
         raise ValueError(f"{name} must have at least one position and one column, got {list(table.shape)}")
-    return table.detach().to("cpu", torch.float64)
+    return table.detach()
+
+
+def as_table(table: Any, name: str = "table") -> Tensor:
+    """Return ``table`` (as accepted by :func:`check_table`) as a float64 CPU tensor ``[L, D]``."""
+    return check_table(table, name).to("cpu", torch.float64)
 
 
 def _check_position(position: int, n: int) -> int:
