@@ -1,0 +1,37 @@
+"""Attention: the functional core, masks, scoring functions and the modules on it.
+
+* :func:`attend`: scaled dot-product attention (fused kernel, or explicit with weights).
+* masks: :func:`causal_mask` (bottom-right aligned), :func:`padding_mask`,
+  :func:`padding_mask_from_lengths`, :func:`subsequent_mask`, converters to and
+  from ``nn.MultiheadAttention``'s polarity.
+* :class:`Attention` (seed 003's single head) and :class:`MultiHeadAttention`.
+* :func:`record_attention` / :func:`collect_attention`: weights only when asked.
+"""
+
+from attnlab.attention.attention import Attention
+from attnlab.attention.functional import attend
+from attnlab.attention.masks import (
+    causal_mask,
+    from_torch_mask,
+    padding_mask,
+    padding_mask_from_lengths,
+    subsequent_mask,
+    to_torch_mask,
+)
+from attnlab.attention.multihead import MultiHeadAttention
+from attnlab.attention.recording import collect_attention, is_recording, record_attention
+
+__all__ = [
+    "Attention",
+    "MultiHeadAttention",
+    "attend",
+    "causal_mask",
+    "collect_attention",
+    "from_torch_mask",
+    "is_recording",
+    "padding_mask",
+    "padding_mask_from_lengths",
+    "record_attention",
+    "subsequent_mask",
+    "to_torch_mask",
+]

@@ -1,0 +1,107 @@
+"""``Attention``: seed 003's single-head attention, with its stateful interface.
+
+The decoder of a recurrent seq2seq model asks, at every step, which encoder
+states matter for the next output: its hidden state is the query, the encoder's
+states are the keys (and, unprojected, the values), and the answer is the
+context vector ``alphas @ values`` (Bahdanau et al. 2015; Luong et al. 2015,
+with the scaled dot product of Vaswani et al. 2017 as the score).
+
+Same names, signature, attributes and parameter order as the seed
+(``linear_query``, ``linear_key``, ``linear_value``; ``init_keys``; ``alphas``),
+so after ``torch.manual_seed(k)`` it gives the seed's numbers. Underneath it
+calls :func:`attnlab.attention.attend`. It always keeps ``alphas``: the seed's
+``EncoderDecoderAttn`` reads them at every step, and with one query per step
+the explicit softmax costs the same as the fused kernel.
+
+Shape notation: ``B`` batch, ``T`` queries (1 per decoding step), ``S`` keys,
+``F`` input features, ``Dk`` hidden dim.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from attnlab._validate import check_int
+from attnlab.attention.functional import attend
+
+__all__ = ["Attention"]
+
+
+class Attention(nn.Module):
+    """Single-head scaled dot-product attention over keys set by ``init_keys``.
+
+    Args:
+        hidden_dim: ``Dk``, the width of the projected queries and keys.
+        input_dim: ``F``, width of the raw queries and keys; defaults to ``hidden_dim``.
+        proj_values: project the values with ``linear_value`` (default False: the
+            values are the raw keys, as in seed 003).
+
+    Attributes:
+        alphas: the last attention weights ``[B, T, S]`` (detached), as the seed.
+        attn_weights: the same as ``[B, 1, T, S]`` (attnlab's per-layer layout).
+
+    Shapes:
+        ``init_keys(keys [B, S, F])``; ``forward(query [B, T, F], mask=None) -> [B, T, Dv]``
+        with ``Dv = Dk`` if ``proj_values`` else ``F``; ``mask`` boolean ``[B, 1, S]``
+        or ``[B, T, S]``, True = may attend.
+
+    Example:
+        >>> _ = torch.manual_seed(11)
+        >>> attnh = Attention(2)
+        >>> attnh.init_keys(torch.tensor([[[-.38, .44], [.85, -.05]]]))
+        >>> _ = attnh(torch.tensor([[[-1., 1.]]]), mask=torch.tensor([[[True, False]]]))
+        >>> attnh.alphas
+        tensor([[[1., 0.]]])
+    """
+
+    def __init__(self, hidden_dim: int, input_dim: int | None = None, proj_values: bool = False) -> None:
+        super().__init__()
+        self.d_k = check_int("hidden_dim", hidden_dim, minimum=1)
+        self.input_dim = self.d_k if input_dim is None else check_int("input_dim", input_dim, minimum=1)
+        self.proj_values = bool(proj_values)
+        # Created even when unused (proj_values=False) so the RNG draws match the seed.
+        self.linear_query = nn.Linear(self.input_dim, self.d_k)
+        self.linear_key = nn.Linear(self.input_dim, self.d_k)
+        self.linear_value = nn.Linear(self.input_dim, self.d_k)
+        self.alphas: Tensor | None = None
+        self.attn_weights: Tensor | None = None
+        self.keys: Tensor | None = None
+        self.proj_keys: Tensor | None = None
+        self.values: Tensor | None = None
+
+    def _check(self, name: str, x: Tensor) -> None:
+        if not isinstance(x, Tensor) or x.dim() != 3 or x.shape[-1] != self.input_dim:
+            shape = list(x.shape) if isinstance(x, Tensor) else type(x).__name__
+            raise ValueError(f"{name} must have shape [B, L, {self.input_dim}], got {shape}")
+
+    def init_keys(self, keys: Tensor) -> None:
+        """Set the keys ``[B, S, F]``: project them, and the values if ``proj_values``."""
+        self._check("keys", keys)
+        self.keys = keys
+        self.proj_keys = self.linear_key(keys)  # [B, S, Dk]
+        self.values = self.linear_value(keys) if self.proj_values else keys  # [B, S, Dv]
+
+    def score_function(self, query: Tensor) -> Tensor:
+        """Scaled dot products of the projected query with the projected keys: ``[B, T, S]``."""
+        if self.proj_keys is None:
+            raise RuntimeError("no keys: call init_keys(keys) first")
+        proj_query = self.linear_query(query)  # [B, T, Dk]
+        # [B, T, Dk] x [B, Dk, S] -> [B, T, S]
+        return torch.bmm(proj_query, self.proj_keys.transpose(1, 2)) / self.d_k**0.5
+
+    def forward(self, query: Tensor, mask: Tensor | None = None) -> Tensor:
+        """Context vectors ``[B, T, Dv]`` for ``query [B, T, F]``; keeps ``alphas [B, T, S]``."""
+        self._check("query", query)
+        if self.proj_keys is None or self.values is None:
+            raise RuntimeError("no keys: call init_keys(keys) first")
+        if mask is not None and isinstance(mask, Tensor) and mask.dim() == 3:
+            mask = mask.unsqueeze(1)  # [B, 1|T, S] -> [B, 1, 1|T, S]
+        q = self.linear_query(query).unsqueeze(1)  # [B, 1, T, Dk]: one head
+        context, weights = attend(
+            q, self.proj_keys.unsqueeze(1), self.values.unsqueeze(1), mask=mask, need_weights=True
+        )  # [B, 1, T, Dv], [B, 1, T, S]
+        assert weights is not None
+        self.attn_weights = weights.detach()
+        self.alphas = self.attn_weights[:, 0]  # [B, T, S]
+        return context[:, 0]  # [B, T, Dv]

@@ -1,0 +1,202 @@
+"""``attend``: the one attention function every attnlab module calls.
+
+Scaled dot-product attention (Vaswani et al. 2017, §3.2.1, arXiv:1706.03762)::
+
+    weights = softmax(q @ k^T * scale + bias, masked)     # [B, H, T, S]
+    out     = weights @ v                                  # [B, H, T, Dv]
+
+Two paths, one result (they agree to 1e-6 in float32):
+
+* without weights, torch's fused ``F.scaled_dot_product_attention`` (flash /
+  memory-efficient kernels: memory linear in the length, no ``[T, S]`` matrix
+  kept for backward on kernels that support it);
+* with ``need_weights=True``, an explicit softmax that returns the weights too,
+  for plots and for the seeds' ``alphas``.
+
+Conventions (DESIGN.md): ``mask`` is boolean, **True = may attend**,
+broadcastable to ``[B, H, T, S]`` (SDPA's convention; ``nn.MultiheadAttention``
+uses the opposite, see :mod:`attnlab.attention.masks`). Masked scores become
+``-inf``, never ``-1e9`` (which overflows float16). A query row with no key it
+may attend to gets an output of zeros and zero gradients, never NaN, on every
+device and kernel. Half-precision scores are softmaxed in float32.
+
+Shape notation: ``B`` batch, ``H`` heads, ``T`` queries, ``S`` keys,
+``Dh`` query/key width, ``Dv`` value width.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from attnlab._validate import check_finite_float, check_probability
+
+__all__ = ["attend"]
+
+
+def _check_inputs(query: Tensor, key: Tensor, value: Tensor) -> None:
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{name} must be a tensor, got {type(t).__name__}")
+        if t.dim() != 4:
+            raise ValueError(f"{name} must have shape [B, H, L, D] (4 dims), got {list(t.shape)}")
+        if not t.is_floating_point():
+            raise TypeError(f"{name} must be floating point, got dtype {t.dtype}")
+    if query.shape[-1] != key.shape[-1]:
+        raise ValueError(
+            f"query and key must have the same width Dh, got query {list(query.shape)} "
+            f"and key {list(key.shape)}"
+        )
+    if key.shape[-2] != value.shape[-2]:
+        raise ValueError(
+            f"key and value must have the same length S, got key {list(key.shape)} "
+            f"and value {list(value.shape)}"
+        )
+    if not (query.dtype == key.dtype == value.dtype):
+        raise TypeError(
+            f"query, key and value must share a dtype, got {query.dtype}, {key.dtype}, {value.dtype}"
+        )
+    for dim, label in ((0, "batch B"), (1, "heads H")):
+        sizes = {query.shape[dim], key.shape[dim], value.shape[dim]}
+        if len(sizes - {1}) > 1:
+            raise ValueError(
+                f"query, key and value disagree on {label}: {list(query.shape)}, {list(key.shape)}, "
+                f"{list(value.shape)}"
+            )
+
+
+def _broadcast_check(name: str, t: Tensor, target: tuple[int, int, int, int]) -> None:
+    try:
+        torch.broadcast_shapes(t.shape, target)
+    except RuntimeError:
+        raise ValueError(
+            f"{name} of shape {list(t.shape)} does not broadcast to [B, H, T, S] = {list(target)}"
+        ) from None
+    if torch.broadcast_shapes(t.shape, target) != torch.Size(target):
+        raise ValueError(f"{name} of shape {list(t.shape)} is larger than [B, H, T, S] = {list(target)}")
+
+
+def attend(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    *,
+    mask: Tensor | None = None,
+    bias: Tensor | None = None,
+    dropout_p: float = 0.0,
+    scale: float | None = None,
+    need_weights: bool = False,
+) -> tuple[Tensor, Tensor | None]:
+    """Scaled dot-product attention with a boolean mask and an additive bias.
+
+    Args:
+        query: ``[B, H, T, Dh]``.
+        key: ``[B, H, S, Dh]``.
+        value: ``[B, H, S, Dv]``.
+        mask: boolean, True where query ``t`` may attend to key ``s``;
+            broadcastable to ``[B, H, T, S]`` (e.g. ``[B, 1, 1, S]`` for padding,
+            ``[T, S]`` for causal). None lets every query see every key.
+        bias: additive float scores, ``[H, T, S]`` or ``[B, H, T, S]`` (or
+            anything broadcastable): the hook for relative encodings and ALiBi.
+        dropout_p: dropout on the attention weights; pass 0.0 in eval (this
+            function does not know the module's mode).
+        scale: multiplier of ``q @ k^T``; defaults to ``1 / sqrt(Dh)``.
+        need_weights: also return the attention weights (the explicit path).
+
+    Returns:
+        ``(out [B, H, T, Dv], weights [B, H, T, S] or None)``. The weights are
+        those before dropout (the distribution the model computed); ``out`` uses
+        the dropped-out ones. Rows with no key to attend to are all zeros in both.
+
+    Raises:
+        TypeError: for non-tensor or non-floating inputs, a non-boolean mask
+            (for an additive float mask use ``bias``), or mismatched dtypes.
+        ValueError: for wrong ranks, mismatched sizes, or a mask / bias that
+            does not broadcast to ``[B, H, T, S]``.
+
+    Example:
+        >>> q = torch.tensor([.55, .95]).view(1, 1, 1, 2)
+        >>> k = torch.tensor([[.65, .2], [.85, -.4], [-.95, -.75]]).view(1, 1, 3, 2)
+        >>> out, w = attend(q, k, k, scale=1.0, need_weights=True)
+        >>> w.round(decimals=4)
+        tensor([[[[0.5557, 0.3508, 0.0935]]]])
+    """
+    _check_inputs(query, key, value)
+    dropout_p = check_probability("dropout_p", dropout_p)
+    if scale is None:
+        scale = 1.0 / math.sqrt(query.shape[-1])
+    else:
+        scale = check_finite_float("scale", scale)
+    B = max(query.shape[0], key.shape[0], value.shape[0])
+    H = max(query.shape[1], key.shape[1], value.shape[1])
+    T, S = query.shape[-2], key.shape[-2]
+    target = (B, H, T, S)
+
+    empty_rows = None  # [B|1, H|1, T, 1] True where a query may attend to nothing
+    if mask is not None:
+        if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
+            got = mask.dtype if isinstance(mask, Tensor) else type(mask).__name__
+            raise TypeError(
+                f"mask must be a boolean tensor (True = may attend), got {got}; "
+                "for an additive float mask pass it as bias="
+            )
+        _broadcast_check("mask", mask, target)
+        mask = mask.to(query.device)
+        # Rows with nothing to attend to attend everywhere instead (a finite softmax
+        # and finite gradients on every kernel), and their output is zeroed below.
+        # Done unconditionally: testing `empty_rows.any()` would sync a GPU every call.
+        empty_rows = ~mask.any(dim=-1, keepdim=True)
+        mask = mask | empty_rows
+    if bias is not None:
+        if not isinstance(bias, Tensor) or not bias.is_floating_point():
+            got = bias.dtype if isinstance(bias, Tensor) else type(bias).__name__
+            raise TypeError(f"bias must be a floating-point tensor of additive scores, got {got}")
+        _broadcast_check("bias", bias, target)
+        bias = bias.to(device=query.device)
+
+    if need_weights:
+        out, weights = _explicit(query, key, value, mask, bias, dropout_p, scale)
+    else:
+        attn_mask: Tensor | None = mask
+        if bias is not None:
+            # SDPA takes one mask: fold the boolean mask into the additive bias.
+            attn_mask = bias.to(query.dtype)
+            if mask is not None:
+                attn_mask = attn_mask.masked_fill(~mask, float("-inf"))
+        out = F.scaled_dot_product_attention(
+            query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, scale=scale
+        )  # [B, H, T, Dv]
+        weights = None
+    if empty_rows is not None:
+        out = out.masked_fill(empty_rows, 0.0)
+        if weights is not None:
+            weights = weights.masked_fill(empty_rows, 0.0)
+    return out, weights
+
+
+def _explicit(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    mask: Tensor | None,
+    bias: Tensor | None,
+    dropout_p: float,
+    scale: float,
+) -> tuple[Tensor, Tensor]:
+    """The textbook path, returning the weights: ``softmax(q k^T * scale + bias) v``."""
+    # Half precision: scores and softmax in float32 so large logits neither
+    # overflow nor lose the small differences softmax depends on.
+    compute = torch.float32 if query.dtype in (torch.float16, torch.bfloat16) else query.dtype
+    q, k = query.to(compute), key.to(compute)
+    scores = (q @ k.transpose(-2, -1)) * scale  # [B, H, T, Dh] x [B, H, Dh, S] -> [B, H, T, S]
+    if bias is not None:
+        scores = scores + bias.to(compute)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)  # [B, H, T, S]
+    dropped = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
+    out = dropped.to(value.dtype) @ value  # [B, H, T, S] x [B, H, S, Dv] -> [B, H, T, Dv]
+    return out, weights.to(query.dtype)

@@ -1,0 +1,158 @@
+"""Boolean attention masks: True = may attend.
+
+attnlab's masks follow ``F.scaled_dot_product_attention`` (and the seeds, whose
+``mask == 0`` means "hidden"): True where a query may look at a key.
+``nn.MultiheadAttention`` uses the opposite polarity (True = ignore); convert at
+that boundary only, with :func:`to_torch_mask` / :func:`from_torch_mask`.
+
+A causal mask is ``[T, S]``. When ``T == S`` it is the lower triangle. When
+there are fewer queries than keys (decoding with a cache: the last ``T`` of
+``S`` positions are being computed) it is aligned to the **bottom right**:
+query ``t`` sits at position ``S - T + t`` and sees keys up to that position.
+(SDPA's ``is_causal`` aligns top-left, which is wrong there: pytorch#108108.)
+
+Example masks (1 = may attend)::
+
+    causal_mask(3)        causal_mask(2, 4)       padding from lengths [3, 1]
+    1 0 0                 1 1 1 0                 1 1 1
+    1 1 0                 1 1 1 1                 1 0 0
+    1 1 1
+
+Shape notation: ``B`` batch, ``T`` queries, ``S`` keys, ``F`` features.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from attnlab._validate import check_int
+
+__all__ = [
+    "causal_mask",
+    "from_torch_mask",
+    "padding_mask",
+    "padding_mask_from_lengths",
+    "subsequent_mask",
+    "to_torch_mask",
+]
+
+
+def padding_mask(x: Tensor) -> Tensor:
+    """Mask out padding, where padding is a step whose features are all zero (seed 003).
+
+    Args:
+        x: ``[B, S, F]`` padded sequences.
+
+    Returns:
+        bool ``[B, 1, S]``: True for real steps. Unsqueeze once more (``[B, 1, 1, S]``)
+        to broadcast over heads and queries in :func:`attnlab.attention.attend`.
+
+    Raises:
+        ValueError: if ``x`` is not 3-D.
+
+    Example:
+        >>> padding_mask(torch.tensor([[[-1., 1.], [0., 0.]]]))
+        tensor([[[ True, False]]])
+    """
+    if not isinstance(x, Tensor) or x.dim() != 3:
+        shape = list(x.shape) if isinstance(x, Tensor) else type(x).__name__
+        raise ValueError(f"x must have shape [B, S, F], got {shape}")
+    # "any feature non-zero" is a real step; the seed writes (x != 0).all(axis=2), which
+    # also hides a real point that has one coordinate exactly 0.
+    return (x != 0).any(dim=-1).unsqueeze(1)  # [B, 1, S]
+
+
+def padding_mask_from_lengths(lengths: Tensor | list[int], max_len: int | None = None) -> Tensor:
+    """Mask from valid lengths (seed 002's ``valid_lens``): True for the first ``lengths[b]`` steps.
+
+    Args:
+        lengths: ``[B]`` integer lengths.
+        max_len: ``S``; defaults to ``max(lengths)``.
+
+    Returns:
+        bool ``[B, 1, S]``.
+
+    Raises:
+        ValueError: for negative lengths, lengths above ``max_len``, or not 1-D.
+    """
+    lengths = torch.as_tensor(lengths)
+    if lengths.dim() != 1 or lengths.is_floating_point():
+        raise ValueError(
+            f"lengths must be a 1-D tensor of integers, got {lengths.dtype} {list(lengths.shape)}"
+        )
+    if (lengths < 0).any():
+        raise ValueError(f"lengths must be >= 0, got {lengths.tolist()}")
+    longest = int(lengths.max()) if lengths.numel() else 0
+    if max_len is None:
+        max_len = longest
+    max_len = check_int("max_len", max_len, minimum=0)
+    if longest > max_len:
+        raise ValueError(f"a length ({longest}) exceeds max_len={max_len}")
+    steps = torch.arange(max_len, device=lengths.device)
+    return (steps[None, :] < lengths[:, None]).unsqueeze(1)  # [B, 1, S]
+
+
+def causal_mask(
+    n_queries: int, n_keys: int | None = None, *, device: torch.device | str | None = None
+) -> Tensor:
+    """Causal mask aligned to the bottom right: query ``t`` sees keys ``<= S - T + t``.
+
+    Args:
+        n_queries: ``T``.
+        n_keys: ``S`` (>= ``T``); defaults to ``T``.
+        device: where to build it.
+
+    Returns:
+        bool ``[T, S]``.
+
+    Raises:
+        ValueError: if ``T < 1`` or ``S < T``.
+    """
+    n_queries = check_int("n_queries", n_queries, minimum=1)
+    n_keys = n_queries if n_keys is None else check_int("n_keys", n_keys, minimum=1)
+    if n_keys < n_queries:
+        raise ValueError(f"n_keys ({n_keys}) must be >= n_queries ({n_queries}) for a causal mask")
+    ones = torch.ones(n_queries, n_keys, dtype=torch.bool, device=device)
+    return torch.tril(ones, diagonal=n_keys - n_queries)  # [T, S]
+
+
+def subsequent_mask(size: int) -> Tensor:
+    """The seeds' ``subsequent_mask``: a causal mask ``[1, size, size]``, as booleans.
+
+    Example:
+        >>> subsequent_mask(2)
+        tensor([[[ True, False],
+                 [ True,  True]]])
+    """
+    return causal_mask(size).unsqueeze(0)  # [1, L, L]
+
+
+def to_torch_mask(mask: Tensor) -> Tensor:
+    """attnlab's mask (True = may attend) to ``nn.MultiheadAttention``'s (True = ignore).
+
+    Works for ``attn_mask [T, S]`` and for a key-padding mask: pass ``[B, S]``
+    (squeeze the ``[B, 1, S]`` of :func:`padding_mask` first).
+    """
+    if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
+        raise TypeError(f"mask must be a boolean tensor, got {getattr(mask, 'dtype', type(mask).__name__)}")
+    return ~mask
+
+
+def from_torch_mask(mask: Tensor) -> Tensor:
+    """``nn.MultiheadAttention``'s mask (True = ignore, or a float mask of 0 / -inf) to attnlab's.
+
+    Raises:
+        TypeError: for a float mask holding values other than 0 and -inf (an
+            additive mask: pass it to ``attend`` as ``bias`` instead).
+    """
+    if not isinstance(mask, Tensor):
+        raise TypeError(f"mask must be a tensor, got {type(mask).__name__}")
+    if mask.dtype == torch.bool:
+        return ~mask
+    if mask.is_floating_point():
+        hidden = torch.isneginf(mask)
+        if not torch.all(hidden | (mask == 0)):
+            raise TypeError("a float mask with values other than 0 and -inf is additive: pass it as bias=")
+        return ~hidden
+    return mask == 0  # byte masks: non-zero = ignore
