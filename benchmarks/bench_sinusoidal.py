@@ -17,9 +17,10 @@ import math
 
 import numpy as np
 import torch
-from harness import interleaved, write_result
 
 from attnlab.encodings import sinusoidal
+
+from harness import interleaved, write_result
 
 
 def seeds_formula(max_len: int, d_model: int) -> torch.Tensor:

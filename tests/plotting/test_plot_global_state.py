@@ -8,16 +8,20 @@ from pathlib import Path
 import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
+import torch
 from matplotlib.figure import Figure
 
 import attnlab.plotting
+from attnlab.attention import MultiHeadAttention
 from attnlab.encodings import angle_rates, sinusoidal
 from attnlab.plotting import (
+    alignment_matrix,
     encoding_degrees,
     encoding_heatmap,
     exponential_dials,
     plot_angle_map,
     plot_angle_rates,
+    plot_attention,
     plot_binary,
     plot_columns,
     plot_distances,
@@ -26,6 +30,7 @@ from attnlab.plotting import (
     plot_nearby,
     plot_shifted,
     plot_similarity,
+    query_and_keys,
 )
 
 TABLE = sinusoidal(12, 10)
@@ -43,7 +48,18 @@ CALLS = {
     "plot_shifted": lambda: plot_shifted(TABLE, -2),
     "plot_columns": lambda: plot_columns(TABLE, (6, 7, 8, 9)),
     "plot_binary": lambda: plot_binary(4),
+    "alignment_matrix": lambda: alignment_matrix(),
+    "figure9": lambda: attnlab.plotting.figure9(),
+    "query_and_keys": lambda: query_and_keys([0.55, 0.95], [[0.65, 0.2], [0.85, -0.4], [-0.95, -0.75]]),
+    "plot_attention": lambda: _plot_self_attention(),
 }
+
+
+def _plot_self_attention():
+    mha = MultiHeadAttention(2, 4)
+    x = torch.randn(1, 3, 4)
+    mha.init_keys(x)
+    return plot_attention(mha, x)
 
 
 def test_every_public_function_is_covered():

@@ -4,6 +4,8 @@
 * masks: :func:`causal_mask` (bottom-right aligned), :func:`padding_mask`,
   :func:`padding_mask_from_lengths`, :func:`subsequent_mask`, converters to and
   from ``nn.MultiheadAttention``'s polarity.
+* scoring functions (seed 003 and beyond): uniform, dot, scaled dot, additive
+  (Bahdanau), general (Luong), and the variance demonstration.
 * :class:`Attention` (seed 003's single head) and :class:`MultiHeadAttention`.
 * :func:`record_attention` / :func:`collect_attention`: weights only when asked.
 """
@@ -20,18 +22,36 @@ from attnlab.attention.masks import (
 )
 from attnlab.attention.multihead import MultiHeadAttention
 from attnlab.attention.recording import collect_attention, is_recording, record_attention
+from attnlab.attention.scoring import (
+    AdditiveScore,
+    GeneralScore,
+    alphas_from_scores,
+    context_vector,
+    dot_product_variance,
+    dot_scores,
+    scaled_dot_scores,
+    uniform_scores,
+)
 
 __all__ = [
+    "AdditiveScore",
     "Attention",
+    "GeneralScore",
     "MultiHeadAttention",
+    "alphas_from_scores",
     "attend",
     "causal_mask",
     "collect_attention",
+    "context_vector",
+    "dot_product_variance",
+    "dot_scores",
     "from_torch_mask",
     "is_recording",
     "padding_mask",
     "padding_mask_from_lengths",
     "record_attention",
+    "scaled_dot_scores",
     "subsequent_mask",
     "to_torch_mask",
+    "uniform_scores",
 ]

@@ -12,9 +12,12 @@ single axes take ``ax=`` to draw into an existing figure.
   :func:`plot_angle_map`, :func:`plot_encoding`, :func:`plot_similarity`,
   :func:`plot_nearby`, :func:`plot_shifted`;
 * seed 002 (columns, binary analogy, heatmap of P): :func:`plot_columns`,
-  :func:`plot_binary`, :func:`plot_encoding`.
+  :func:`plot_binary`, :func:`plot_encoding`;
+* seeds 003 and 000 (attention): :func:`plot_attention`, :func:`query_and_keys`,
+  :func:`alignment_matrix` (the book's :func:`figure9`).
 """
 
+from attnlab.plotting.attention import alignment_matrix, figure9, plot_attention, query_and_keys
 from attnlab.plotting.dials import encoding_degrees, exponential_dials
 from attnlab.plotting.mesh import encoding_heatmap, plot_distances, plot_mesh
 from attnlab.plotting.rates import plot_angle_map, plot_angle_rates
@@ -22,11 +25,14 @@ from attnlab.plotting.similarity import plot_nearby, plot_similarity
 from attnlab.plotting.tables import plot_binary, plot_columns, plot_encoding, plot_shifted
 
 __all__ = [
+    "alignment_matrix",
     "encoding_degrees",
     "encoding_heatmap",
     "exponential_dials",
+    "figure9",
     "plot_angle_map",
     "plot_angle_rates",
+    "plot_attention",
     "plot_binary",
     "plot_columns",
     "plot_distances",
@@ -35,4 +41,5 @@ __all__ = [
     "plot_nearby",
     "plot_shifted",
     "plot_similarity",
+    "query_and_keys",
 ]
