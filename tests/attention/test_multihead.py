@@ -195,3 +195,23 @@ def test_attention_matches_its_textbook_formula():
     torch.testing.assert_close(ours(query), ref(query, keys), atol=1e-6, rtol=0)
     torch.testing.assert_close(ours.alphas, ref.alphas, atol=1e-6, rtol=0)
     assert ours.attn_weights.shape == (2, 1, 1, 5)
+
+
+def test_construction_draws_exactly_what_the_seeds_draw():
+    # Modules created after the attention layer (FFN, cross-attention) must start from the
+    # seeds' weights too, so the RNG must be left where the per-head modules leave it.
+    torch.manual_seed(7)
+    SeedMultiHead(3, 2, 2)
+    after_seed = torch.rand(4)
+    torch.manual_seed(7)
+    MultiHeadAttention(3, 2, input_dim=2, head_dim=2)
+    torch.testing.assert_close(torch.rand(4), after_seed, atol=0, rtol=0)
+
+
+def test_weights_are_forgotten_outside_recording():
+    mha = MultiHeadAttention(2, 4)
+    x = torch.randn(1, 3, 4)
+    with record_attention():
+        mha(x, x, x)
+    mha(x, x, x)
+    assert mha.attn_weights is None and collect_attention(mha) == {}

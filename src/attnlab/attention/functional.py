@@ -69,14 +69,15 @@ def _check_inputs(query: Tensor, key: Tensor, value: Tensor) -> None:
 
 
 def _broadcast_check(name: str, t: Tensor, target: tuple[int, int, int, int]) -> None:
-    try:
-        torch.broadcast_shapes(t.shape, target)
-    except RuntimeError:
-        raise ValueError(
-            f"{name} of shape {list(t.shape)} does not broadcast to [B, H, T, S] = {list(target)}"
-        ) from None
-    if torch.broadcast_shapes(t.shape, target) != torch.Size(target):
-        raise ValueError(f"{name} of shape {list(t.shape)} is larger than [B, H, T, S] = {list(target)}")
+    """Raise unless ``t`` broadcasts to ``target`` without growing it.
+
+    Written out rather than with ``torch.broadcast_shapes``, whose Python
+    implementation costs more than the attention itself at the seeds' sizes.
+    """
+    shape = tuple(t.shape)
+    ok = len(shape) <= 4 and all(s in (1, n) for s, n in zip(reversed(shape), reversed(target), strict=False))
+    if not ok:
+        raise ValueError(f"{name} of shape {list(shape)} does not broadcast to [B, H, T, S] = {list(target)}")
 
 
 def attend(

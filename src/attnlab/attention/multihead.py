@@ -54,7 +54,8 @@ class MultiHeadAttention(nn.Module):
     Attributes:
         in_proj: ``nn.Linear(F, 3 * H * Dh)``, rows ordered q | k | v, heads contiguous.
         linear_out: ``nn.Linear(H * Dh, D)`` (``H * F`` when ``proj_values=False``).
-        attn_weights: the last weights ``[B, H, T, S]`` when recording (else None).
+        attn_weights: the weights ``[B, H, T, S]`` of the last call if it ran inside
+            ``record_attention()`` (else None).
 
     Shapes:
         ``forward(query [B, T, F], key [B, S, F] = None, value [B, S, F] = None,
@@ -109,7 +110,9 @@ class MultiHeadAttention(nn.Module):
         # Draw parameters in the seeds' order: linear_out, then q, k, v per head.
         self.linear_out = nn.Linear(inner, self.d_model)
         per_head = [[nn.Linear(self.input_dim, self.head_dim) for _ in range(3)] for _ in range(self.n_heads)]
-        self.in_proj = nn.Linear(self.input_dim, 3 * inner)
+        # skip_init: the packed projection must not draw from the RNG itself, or every
+        # module created after this one would start from different weights than the seeds'.
+        self.in_proj = nn.utils.skip_init(nn.Linear, self.input_dim, 3 * inner)
         with torch.no_grad():
             # rows: [q_head0 .. q_headH-1 | k_head0 .. | v_head0 ..]
             self.in_proj.weight.copy_(torch.cat([h[j].weight for j in range(3) for h in per_head]))
@@ -209,8 +212,8 @@ class MultiHeadAttention(nn.Module):
             dropout_p=self.dropout if self.training else 0.0,
             need_weights=need_weights or record,
         )  # out [B, H, T, Dv], weights [B, H, T, S] or None
-        if record:
-            self.attn_weights = weights.detach() if weights is not None else None
+        # Outside recording, forget old weights: collect_attention must not report a stale run.
+        self.attn_weights = weights.detach() if record and weights is not None else None
         B, H, T, Dv = out.shape
         context = out.transpose(1, 2).reshape(B, T, H * Dv)  # [B, T, H * Dv], heads side by side
         result = self.linear_out(context)  # [B, T, D]

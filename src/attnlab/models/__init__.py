@@ -1,0 +1,38 @@
+"""Sequence-to-sequence models built on attnlab's attention and positional encodings.
+
+* :mod:`attnlab.models.rnn_seq2seq` (seed 003): :class:`Encoder`, :class:`Decoder`,
+  :class:`EncoderDecoder`, :class:`DecoderAttn`, :class:`EncoderDecoderAttn`:
+  GRUs, teacher forcing, and a decoder that attends over the encoder's states.
+* :mod:`attnlab.models.selfattn_seq2seq` (seed 000): :class:`EncoderSelfAttn`,
+  :class:`DecoderSelfAttn`, :class:`EncoderPe`, :class:`DecoderPe`,
+  :class:`EncoderDecoderSelfAttn`: self-attention and positional encoding,
+  causal-masked training and greedy prediction.
+
+The classes keep the seeds' names, signatures, attributes and parameter order,
+so after ``torch.manual_seed(k)`` they reproduce the seeds' numbers. Attention
+weights, ``[B, H, T, S]`` per layer, come from
+``with attnlab.attention.record_attention(): model(x)`` and then
+``attnlab.attention.collect_attention(model)``.
+"""
+
+from attnlab.models.rnn_seq2seq import Decoder, DecoderAttn, Encoder, EncoderDecoder, EncoderDecoderAttn
+from attnlab.models.selfattn_seq2seq import (
+    DecoderPe,
+    DecoderSelfAttn,
+    EncoderDecoderSelfAttn,
+    EncoderPe,
+    EncoderSelfAttn,
+)
+
+__all__ = [
+    "Decoder",
+    "DecoderAttn",
+    "DecoderPe",
+    "DecoderSelfAttn",
+    "Encoder",
+    "EncoderDecoder",
+    "EncoderDecoderAttn",
+    "EncoderDecoderSelfAttn",
+    "EncoderPe",
+    "EncoderSelfAttn",
+]
