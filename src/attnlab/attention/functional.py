@@ -136,7 +136,7 @@ def attend(
     T, S = query.shape[-2], key.shape[-2]
     target = (B, H, T, S)
 
-    empty_rows = None  # [B|1, H|1, T, 1] True where a query may attend to nothing
+    empty_rows: Tensor | None = None  # [B|1, H|1, T, 1] True where a query may attend to nothing
     if mask is not None:
         if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
             got = mask.dtype if isinstance(mask, Tensor) else type(mask).__name__
@@ -148,9 +148,14 @@ def attend(
         mask = mask.to(query.device)
         # Rows with nothing to attend to attend everywhere instead (a finite softmax
         # and finite gradients on every kernel), and their output is zeroed below.
-        # Done unconditionally: testing `empty_rows.any()` would sync a GPU every call.
+        # On an accelerator this is done unconditionally (asking whether any row is
+        # empty would sync the device every call); on the CPU asking is free, and
+        # skipping the guard when no row is empty saves two ops and a backward node.
         empty_rows = ~mask.any(dim=-1, keepdim=True)
-        mask = mask | empty_rows
+        if query.device.type == "cpu" and not bool(empty_rows.any()):
+            empty_rows = None
+        else:
+            mask = mask | empty_rows
     if bias is not None:
         if not isinstance(bias, Tensor) or not bias.is_floating_point():
             got = bias.dtype if isinstance(bias, Tensor) else type(bias).__name__
