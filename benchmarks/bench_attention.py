@@ -9,7 +9,8 @@
    ``seed_formulation.py``. Target: seeds / attnlab >= 2.
 3. ``long``: self-attention without weights at L=16384, D=512, H=8, B=1; peak
    extra memory of ``attend`` against a bare ``F.scaled_dot_product_attention``
-   call, each measured in a fresh subprocess (peak RSS above the baseline).
+   call, each measured in a fresh subprocess (peak RSS, VmHWM, above the RSS
+   just before the call).
    Target: attnlab / bare <= 2. The explicit softmax would need B*H*L*L*4 bytes
    for the scores alone (8.6 GB) and as much again for the weights; it is reported,
    not run.
@@ -111,7 +112,7 @@ def bench_seed_step(repeats: int) -> dict:
 
 
 _PEAK_SCRIPT = r"""
-import json, resource, sys, torch, torch.nn.functional as F
+import json, sys, torch, torch.nn.functional as F
 which, L, D, H = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 torch.manual_seed(0)
 q = torch.randn(1, H, L, D // H); k = torch.randn(1, H, L, D // H); v = torch.randn(1, H, L, D // H)
@@ -120,15 +121,20 @@ if which == "attnlab":
     fn = lambda: attend(q, k, v)[0]
 else:
     fn = lambda: F.scaled_dot_product_attention(q, k, v)
-def rss_kb():
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * resource.getpagesize() // 1024
+def status_kb(field):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
 with torch.no_grad():
     fn()  # warm-up: allocator and kernels initialised before the baseline
-    base = rss_kb()
+    # Reset this process's peak RSS (VmHWM) to its current RSS, so the peak is this call's.
+    # (ru_maxrss would not do: Linux carries it over from the parent across fork + exec.)
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    base = status_kb("VmRSS")
     import time; t0 = time.perf_counter(); out = fn(); dt = time.perf_counter() - t0
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-extra = max(peak - base, 0) / 1024
+extra = max(status_kb("VmHWM") - base, 0) / 1024
 print(json.dumps({"extra_peak_mb": extra, "seconds": dt, "finite": bool(torch.isfinite(out).all())}))
 """
 
