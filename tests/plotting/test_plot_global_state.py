@@ -26,14 +26,18 @@ from attnlab.plotting import (
     plot_columns,
     plot_distances,
     plot_encoding,
+    plot_losses,
     plot_mesh,
     plot_nearby,
     plot_shifted,
     plot_similarity,
     query_and_keys,
+    sequence_pred,
 )
 
 TABLE = sinusoidal(12, 10)
+SQUARES = [[[-1.0, -1.0], [-1.0, 1.0], [1.0, 1.0], [1.0, -1.0]],
+           [[1.0, 1.0], [-1.0, 1.0], [-1.0, -1.0], [1.0, -1.0]]]
 CALLS = {
     "encoding_degrees": lambda: encoding_degrees(2, (4, 5), 3),
     "exponential_dials": lambda: exponential_dials(4, 3),
@@ -52,7 +56,13 @@ CALLS = {
     "figure9": lambda: attnlab.plotting.figure9(),
     "query_and_keys": lambda: query_and_keys([0.55, 0.95], [[0.65, 0.2], [0.85, -0.4], [-0.95, -0.75]]),
     "plot_attention": lambda: _plot_self_attention(),
+    "plot_losses": lambda: plot_losses([0.5, 0.3, 0.2], [None, 0.35, 0.25]),
+    "sequence_pred": lambda: sequence_pred(_tiny_square_model, torch.tensor(SQUARES), n_rows=1, n_cols=2),
 }
+
+
+def _tiny_square_model(source):
+    return source.flip(1)  # [B, 2, 2]: "predicts" the first two corners backwards
 
 
 def _plot_self_attention():

@@ -14,7 +14,8 @@ single axes take ``ax=`` to draw into an existing figure.
 * seed 002 (columns, binary analogy, heatmap of P): :func:`plot_columns`,
   :func:`plot_binary`, :func:`plot_encoding`;
 * seeds 003 and 000 (attention): :func:`plot_attention`, :func:`query_and_keys`,
-  :func:`alignment_matrix` (the book's :func:`figure9`).
+  :func:`alignment_matrix` (the book's :func:`figure9`);
+* seeds 000 and 003 (training): :func:`plot_losses`, :func:`sequence_pred`.
 """
 
 from attnlab.plotting.attention import alignment_matrix, figure9, plot_attention, query_and_keys
@@ -23,6 +24,7 @@ from attnlab.plotting.mesh import encoding_heatmap, plot_distances, plot_mesh
 from attnlab.plotting.rates import plot_angle_map, plot_angle_rates
 from attnlab.plotting.similarity import plot_nearby, plot_similarity
 from attnlab.plotting.tables import plot_binary, plot_columns, plot_encoding, plot_shifted
+from attnlab.plotting.training import plot_losses, sequence_pred
 
 __all__ = [
     "alignment_matrix",
@@ -37,9 +39,11 @@ __all__ = [
     "plot_columns",
     "plot_distances",
     "plot_encoding",
+    "plot_losses",
     "plot_mesh",
     "plot_nearby",
     "plot_shifted",
     "plot_similarity",
     "query_and_keys",
+    "sequence_pred",
 ]

@@ -1,0 +1,31 @@
+"""The data the models are taught on: the seeds' noisy squares, padded batches, loaders.
+
+* :mod:`attnlab.data.squares`: :func:`generate_sequences`, the book's generator
+  number for number (without touching numpy's global random state), and
+  :func:`squares_tensor`, which stacks its output into ``[N, 4, 2]``;
+* :mod:`attnlab.data.padding`: :func:`pad_sequences` for sequences of different
+  lengths (right padding, mask True = real step) and :func:`collate_padded`, a
+  DataLoader ``collate_fn`` for such ``(source, target)`` pairs;
+* :mod:`attnlab.data.loaders`: :class:`SquareSequences` (a Dataset) and
+  :func:`make_loaders`, the seeds' train/test loaders with a real test set and
+  a shuffle of their own.
+
+This package never imports :mod:`attnlab.models`: a model is told its sizes
+(``n_features=2``, ``input_len``, ``target_len``) by its caller.
+"""
+
+from attnlab.data.loaders import SquareLoaders, SquareSequences, make_loaders
+from attnlab.data.padding import PaddedBatch, collate_padded, pad_sequences
+from attnlab.data.squares import CORNERS, generate_sequences, squares_tensor
+
+__all__ = [
+    "CORNERS",
+    "PaddedBatch",
+    "SquareLoaders",
+    "SquareSequences",
+    "collate_padded",
+    "generate_sequences",
+    "make_loaders",
+    "pad_sequences",
+    "squares_tensor",
+]

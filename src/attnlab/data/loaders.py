@@ -1,0 +1,177 @@
+"""The noisy squares as a torch Dataset, and the train/test loaders of the main job.
+
+Seeds 000 and 003 build their loaders from :func:`generate_sequences`: 128
+training squares (seed 13), batches of 16 shuffled by a ``torch.Generator`` of
+the loader's own, and a test set that is meant to be the seed-19 squares but is
+built from the *training* points (``full_test = torch.as_tensor(points)``), so
+their validation loss measures the training set. :func:`make_loaders` builds the
+same training loader and a real test loader from the seed-19 squares.
+
+Nothing here touches a global random state: the squares come from their own
+``numpy.random.RandomState``, and each loader has its own ``torch.Generator``
+(``loader.generator``, which is also ``loader.sampler.generator``), so a trainer
+can save and restore its state for an exact resume. Iterating even an
+unshuffled DataLoader draws a number from its generator, or from torch's global
+one when it has none, so the test loader gets a generator of its own too.
+
+Shape notation: ``N`` squares, ``B`` batch, ``S`` source (input) points, ``T``
+target points (``S + T = 4``), ``F = 2`` coordinates.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, cast
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from attnlab._validate import check_choice, check_int
+from attnlab.data.squares import check_seed, generate_sequences, squares_tensor
+
+__all__ = ["SquareLoaders", "SquareSequences", "make_loaders"]
+
+_CORNERS = 4
+
+
+class SquareSequences(Dataset):
+    """Noisy squares (:func:`generate_sequences`) as ``(inputs, target)`` pairs.
+
+    Item ``i`` is ``(full[i], target[i])`` with ``inputs="full"``: in training the
+    seeds' models read the whole square (the source, then the target they are
+    teacher-forced with). With ``inputs="source"`` it is ``(source[i],
+    target[i])``: what a model is evaluated on.
+
+    Args:
+        n: how many squares, ``N >= 1``.
+        seed: the generator's seed (see :func:`generate_sequences`).
+        input_len: ``S``, the points given; the other ``4 - S`` are the target.
+        inputs: ``"full"`` or ``"source"``, what each item's first element is.
+
+    Attributes:
+        full: float32 ``[N, 4, 2]``, the squares.
+        directions: int64 ``[N]``, 1 = clockwise, 0 = counter-clockwise.
+        input_len: ``S``.
+        inputs: ``"full"`` or ``"source"``.
+
+    Raises:
+        TypeError / ValueError: naming the argument, for a bad ``n``, ``seed``,
+            ``input_len`` (1 to 3) or ``inputs``.
+
+    Example:
+        >>> test = SquareSequences(128, seed=19, inputs="source")
+        >>> [x.shape for x in test[0]], test.directions[:5].tolist()
+        ([torch.Size([2, 2]), torch.Size([2, 2])], [1, 0, 1, 1, 1])
+    """
+
+    def __init__(self, n: int = 128, seed: int | None = 13, *, input_len: int = 2,
+                 inputs: str = "full") -> None:
+        self.input_len = check_int("input_len", input_len, minimum=1)
+        if self.input_len >= _CORNERS:
+            raise ValueError(f"input_len must be 1 to {_CORNERS - 1} (the rest of the 4 corners is the "
+                             f"target), got {input_len}")
+        self.inputs = check_choice("inputs", inputs, ("full", "source"))
+        points, directions = generate_sequences(n, seed=seed)
+        self.full = squares_tensor(points)  # [N, 4, 2]
+        self.directions = torch.from_numpy(directions).long()  # [N]
+
+    @property
+    def source(self) -> torch.Tensor:
+        """The given points ``[N, S, 2]``."""
+        return self.full[:, : self.input_len]
+
+    @property
+    def target(self) -> torch.Tensor:
+        """The points to predict ``[N, T, 2]``."""
+        return self.full[:, self.input_len :]
+
+    def __len__(self) -> int:
+        return self.full.shape[0]
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
+        square = self.full[index]  # [4, 2]
+        inputs = square if self.inputs == "full" else square[: self.input_len]
+        return inputs, square[self.input_len :]
+
+
+class SquareLoaders(NamedTuple):
+    """The ``(train_loader, test_loader)`` pair :func:`make_loaders` returns, with shortcuts.
+
+    It unpacks as a pair; the properties reach into ``test.dataset`` (a
+    :class:`SquareSequences`) for what the figures need.
+    """
+
+    train: DataLoader
+    test: DataLoader
+
+    @property
+    def full_test(self) -> torch.Tensor:
+        """The test squares ``[N, 4, 2]`` (for :func:`attnlab.plotting.sequence_pred`)."""
+        return cast(SquareSequences, self.test.dataset).full
+
+    @property
+    def test_directions(self) -> torch.Tensor:
+        """The test squares' directions ``[N]``, 1 = clockwise."""
+        return cast(SquareSequences, self.test.dataset).directions
+
+
+def make_loaders(
+    n_train: int = 128,
+    n_test: int = 128,
+    batch_size: int = 16,
+    *,
+    train_seed: int = 13,
+    test_seed: int = 19,
+    shuffle_seed: int = 0,
+    input_len: int = 2,
+) -> SquareLoaders:
+    """The loaders of seeds 000 and 003, with a test set that really is the seed-19 squares.
+
+    The training loader yields ``(full [B, 4, 2], target [B, T, 2])``, shuffled
+    every epoch by its own ``torch.Generator`` seeded with ``shuffle_seed``
+    (``train_loader.generator``; save its ``get_state()`` to resume exactly).
+    The test loader yields ``(source [B, S, 2], target [B, T, 2])`` in order.
+    Neither reads nor changes torch's or numpy's global random state.
+
+    Args:
+        n_train: training squares (the seeds: 128).
+        n_test: test squares (the seeds: 128).
+        batch_size: squares per batch (the seeds: 16); the last batch may be smaller.
+        train_seed: :func:`generate_sequences` seed of the training squares.
+        test_seed: seed of the test squares; must differ from ``train_seed``.
+        shuffle_seed: seed of the training loader's generator.
+        input_len: ``S``, the points a model is given (``T = 4 - S``).
+
+    Returns:
+        ``(train_loader, test_loader)`` as a :class:`SquareLoaders`; the test
+        squares and their directions are ``.full_test`` and ``.test_directions``
+        (also ``test_loader.dataset.full`` / ``.directions``).
+
+    Raises:
+        TypeError / ValueError: naming the argument, for counts or sizes below 1,
+            bad seeds, equal train and test seeds, or ``input_len`` outside 1 to 3.
+
+    Example:
+        >>> train_loader, test_loader = make_loaders()
+        >>> [t.shape for t in next(iter(train_loader))], [t.shape for t in next(iter(test_loader))]
+        ([torch.Size([16, 4, 2]), torch.Size([16, 2, 2])], [torch.Size([16, 2, 2]), torch.Size([16, 2, 2])])
+    """
+    n_train = check_int("n_train", n_train, minimum=1)
+    n_test = check_int("n_test", n_test, minimum=1)
+    batch_size = check_int("batch_size", batch_size, minimum=1)
+    shuffle_seed = check_int("shuffle_seed", shuffle_seed, minimum=0)
+    for name, value in (("train_seed", train_seed), ("test_seed", test_seed)):
+        if value is None:
+            raise TypeError(f"{name} must be an integer, got None (the run would not be repeatable)")
+        check_seed(value, name)
+    if train_seed == test_seed:
+        raise ValueError(f"test_seed ({test_seed}) must differ from train_seed ({train_seed}): "
+                         "the test squares would be the training squares")
+
+    train = SquareSequences(n_train, train_seed, input_len=input_len, inputs="full")
+    test = SquareSequences(n_test, test_seed, input_len=input_len, inputs="source")
+    train_loader = DataLoader(train, batch_size=batch_size, shuffle=True,
+                              generator=torch.Generator().manual_seed(shuffle_seed))
+    # Unshuffled, but iterating it still draws a base seed: from this generator, not torch's global one.
+    test_loader = DataLoader(test, batch_size=batch_size, shuffle=False,
+                             generator=torch.Generator().manual_seed(shuffle_seed))
+    return SquareLoaders(train_loader, test_loader)
