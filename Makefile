@@ -17,9 +17,10 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[test]"
 	touch $(STAMP)
 
+# The main job: seed 000's self-attention + positional-encoding model on the noisy
+# squares; leaves runs/selfattn-pe-<time>/ with metrics, checkpoint, figures, report.html.
 run: $(STAMP)
-	$(BIN)/attnlab encode --d-model 8 --max-len 10 --round 4
-	$(BIN)/attnlab audit --encoding sinusoidal --d-model 8 --max-len 10
+	$(BIN)/attnlab train
 
 test: $(STAMP)
 	MPLBACKEND=Agg $(BIN)/python -m pytest

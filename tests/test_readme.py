@@ -41,11 +41,17 @@ def console_sessions():
     return sessions
 
 
+@pytest.fixture(scope="module")
+def console_dir(tmp_path_factory):
+    """One folder for all console examples: later ones use the runs earlier ones made."""
+    return tmp_path_factory.mktemp("readme-console")
+
+
 @pytest.mark.parametrize(
     "command, expected", console_sessions(), ids=lambda v: v if isinstance(v, str) else ""
 )
-def test_console_examples_run_and_print_what_is_shown(command, expected, tmp_path, monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)
+def test_console_examples_run_and_print_what_is_shown(command, expected, console_dir, monkeypatch, capsys):
+    monkeypatch.chdir(console_dir)
     argv = shlex.split(command)
     assert argv[0] == "attnlab"
     assert main(argv[1:]) == 0

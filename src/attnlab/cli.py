@@ -1,7 +1,9 @@
-"""The ``attnlab`` command line: print, audit and draw positional encodings.
+"""The ``attnlab`` command line: train the seed models, print, audit and draw encodings.
 
 One subcommand per verb (``attnlab VERB --help`` for each)::
 
+    attnlab train                                   # seed 000's model, run folder in runs/
+    attnlab predict --run runs/NAME --points "-1,-1 -1,1"
     attnlab encode --d-model 8 --max-len 10 --round 4
     attnlab audit --encoding fixed-base --max-len 200
     attnlab plot exponential-dials --out dials.png
@@ -265,6 +267,10 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     out = check_writable(args.out)
     if out.suffix.lower() not in (".png", ".pdf", ".svg"):
         raise UsageError(f"--out {str(args.out)!r}: expected a .png, .pdf or .svg file name")
+    if args.name in RUN_FIGURES:
+        return _plot_run(args, out)
+    if args.run is not None:
+        raise UsageError(f"--run goes with the run figures ({', '.join(RUN_FIGURES)}), not {args.name!r}")
     (d_model, max_len, rates), build, _ = _figures()[args.name]
     # Flags the user did not give take the defaults of the seed the figure comes from.
     args.d_model = args.d_model if args.d_model is not None else d_model
@@ -276,12 +282,109 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+RUN_FIGURES = ("attention", "predictions", "losses")
+
+
+def _plot_run(args: argparse.Namespace, out: Path) -> int:
+    """Figures of a trained run: its losses, its predictions, or its attention maps."""
+    from attnlab import plotting as P
+    from attnlab.runs import load_run, test_squares
+
+    if args.run is None:
+        raise UsageError(f"plot {args.name} needs --run RUN_FOLDER")
+    config, model, state = load_run(args.run)
+    if args.name == "losses":
+        fig = P.plot_losses(state["loss"], state["val_loss"])
+    else:
+        full_test, directions = test_squares(config)
+        if args.name == "predictions":
+            fig = P.sequence_pred(model, full_test, directions)
+        else:
+            fig = _attention_figure(model, full_test, directions, args.layer)
+    atomic_write(out, lambda tmp: fig.savefig(tmp, dpi=args.dpi, bbox_inches="tight"))
+    print(f"wrote {out}", file=sys.stderr)
+    return 0
+
+
+def _attention_figure(model: Any, full_test: torch.Tensor, directions: Any, layer: str | None) -> Any:
+    from attnlab.runs import attention_figures
+
+    figures = attention_figures(model, full_test, directions)
+    if not figures:
+        raise UsageError("this run's model has no attention layer")
+    if layer is None:
+        if len(figures) == 1:
+            return next(iter(figures.values()))
+        raise UsageError(f"the model has several attention layers; choose one with --layer: {', '.join(figures)}")
+    if layer not in figures:
+        raise UsageError(f"unknown --layer {layer!r}; this model has: {', '.join(figures)}")
+    return figures[layer]
+
+
+# --- train and predict ----------------------------------------------------------------
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from attnlab.runs import RunConfig, train_run
+
+    extra = {} if args.train_seed is None else {"train_seed": args.train_seed}
+    config = RunConfig(model=args.model, epochs=args.epochs, seed=args.seed, lr=args.lr,
+                       batch_size=args.batch_size, n_train=args.n_train, **extra)
+    folder = args.out if args.out is not None else _default_run_folder(args.model)
+    print(f"training {config.model} for {config.epochs} epochs -> {folder}", flush=True)
+    result = train_run(config, folder, resume=args.resume, progress=None if args.progress else False)
+    print(f"final train MSE {result.train_mse:.4f} | test MSE {result.test_mse:.4f} "
+          f"({result.epochs} epochs, {config.n_test} test squares)")
+    print(f"run folder: {result.folder} (open {result.folder / 'report.html'})")
+    return 0
+
+
+def _default_run_folder(model: str) -> Path:
+    import datetime as dt
+
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"{model}-{stamp}"
+
+
+def _parse_points(text: str) -> torch.Tensor:
+    """'x0,y0 x1,y1' -> tensor [1, 2, 2]."""
+    pairs = text.replace(";", " ").split()
+    if len(pairs) != 2:
+        raise UsageError(f"--points {text!r}: expected two points 'x0,y0 x1,y1'")
+    values = []
+    for pair in pairs:
+        parts = pair.split(",")
+        try:
+            if len(parts) != 2:
+                raise ValueError
+            x, y = (float(v) for v in parts)
+        except ValueError:
+            raise UsageError(f"--points {text!r}: cannot read {pair!r} as 'x,y'") from None
+        if not all(np.isfinite([x, y])):
+            raise UsageError(f"--points {text!r}: {pair!r} is not finite")
+        values.append([x, y])
+    return torch.tensor([values], dtype=torch.float32)  # [1, 2, 2]
+
+
+def _cmd_predict(args: argparse.Namespace) -> int:
+    from attnlab.runs import load_run, predict_corners
+
+    points = _parse_points(args.points)
+    _, model, _ = load_run(args.run)
+    corners = predict_corners(model, points)[0].tolist()  # [2, 2]
+    if args.json:
+        print(json.dumps({"points": points[0].tolist(), "predicted": corners}))
+    else:
+        for k, (x, y) in enumerate(corners, start=3):
+            print(f"corner {k}: {x:.4f}, {y:.4f}")
+    return 0
+
+
 # --- the parser -----------------------------------------------------------------------
 
 FIGURE_NAMES = (
     "encoding-degrees", "exponential-dials", "encoding-heatmap", "distances",
     "angle-rates", "angle-map", "encoding", "similarity", "nearby", "shifted",
-    "columns", "heatmap-p", "binary",
+    "columns", "heatmap-p", "binary", *RUN_FIGURES,
 )
 
 
@@ -327,8 +430,37 @@ def build_parser() -> argparse.ArgumentParser:
     plo.add_argument("--position", type=_non_negative_int, default=20, help="position for 'nearby'")
     plo.add_argument("--delta", type=_int, default=-10, help="shift for 'shifted' (seed 001: -10)")
     plo.add_argument("--columns", type=_int_list, default=(6, 7, 8, 9), help="columns for 'columns'")
+    plo.add_argument("--run", type=Path, default=None, help="run folder, for attention|predictions|losses")
+    plo.add_argument("--layer", default=None, help="attention layer to draw (attention figure)")
     plo.add_argument("--dpi", type=_positive_int, default=100)
     plo.set_defaults(func=_cmd_plot)
+
+    from attnlab.runs import MODELS
+
+    tra = add("train", "train a seed model on the noisy squares and write a run folder",
+              "examples:\n  attnlab train\n  attnlab train --model gru-attn --epochs 50 --out runs/gru\n"
+              "  attnlab train --epochs 100 --out runs/gru --model gru-attn --resume")
+    tra.add_argument("--model", choices=MODELS, default="selfattn-pe",
+                     help="selfattn-pe (seed 000, default), gru or gru-attn (seed 003)")
+    tra.add_argument("--epochs", type=_positive_int, default=100, help="total epochs (default 100)")
+    tra.add_argument("--seed", type=_int, default=43, help="torch seed of the initial weights (default 43)")
+    tra.add_argument("--train-seed", type=_non_negative_int, default=None,
+                     help="seed of shuffling and teacher forcing (default: the seeds' loader, 67280421310721)")
+    tra.add_argument("--lr", type=_positive_float, default=0.01, help="Adam learning rate (default 0.01)")
+    tra.add_argument("--batch-size", type=_positive_int, default=16)
+    tra.add_argument("--n-train", type=_positive_int, default=128, help="training squares (default 128)")
+    tra.add_argument("--out", type=Path, default=None, help="run folder (default runs/MODEL-TIMESTAMP)")
+    tra.add_argument("--resume", action="store_true", help="continue the run in --out up to --epochs")
+    tra.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    tra.set_defaults(func=_cmd_train)
+
+    pre = add("predict", "predict the last two corners of a square from its first two",
+              'examples:\n  attnlab predict --run runs/NAME --points "-1,-1 -1,1"\n'
+              '  attnlab predict --run runs/NAME --points "1,1 1,-1" --json')
+    pre.add_argument("--run", type=Path, required=True, help="a run folder written by attnlab train")
+    pre.add_argument("--points", required=True, help="the first two corners, 'x0,y0 x1,y1'")
+    pre.add_argument("--json", action="store_true", help="print JSON")
+    pre.set_defaults(func=_cmd_predict)
     return parser
 
 

@@ -1,0 +1,84 @@
+"""Batches and modes: moving ``(x, y)`` batches to a device, counting their samples, keeping train/eval modes.
+
+The trainer knows nothing about the task. A batch is a pair ``(x, y)``: ``x`` is
+what the model takes (``model(x)``) and ``y`` what the loss compares its output
+with (``loss_fn(model(x), y)``). Either may be a tensor or a tuple, list or dict
+of tensors; everything is moved to the device as it is, with no dtype change
+(integer token ids stay integers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+from torch import nn
+
+__all__ = ["batch_size", "preserved_modes", "to_device", "unpack_batch"]
+
+
+def to_device(obj: Any, device: torch.device) -> Any:
+    """``obj`` with every tensor in it moved to ``device`` (tuples, lists and dicts are walked)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.to(device)
+    if isinstance(obj, dict):
+        return {key: to_device(value, device) for key, value in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        moved = [to_device(value, device) for value in obj]
+        return type(obj)(moved) if type(obj) in (list, tuple) else moved
+    return obj
+
+
+def unpack_batch(batch: Any, device: torch.device) -> tuple[Any, Any]:
+    """Split a loader's batch into ``(x, y)`` on ``device``.
+
+    Raises:
+        TypeError: if the batch is not a pair.
+    """
+    if not isinstance(batch, (list, tuple)) or len(batch) != 2:
+        kind = f"a {type(batch).__name__}"
+        if isinstance(batch, (list, tuple)):
+            kind += f" of length {len(batch)}"
+        raise TypeError(f"each batch must be a pair (x, y), got {kind}")
+    return to_device(batch[0], device), to_device(batch[1], device)
+
+
+def _first_tensor(obj: Any) -> torch.Tensor | None:
+    if isinstance(obj, torch.Tensor):
+        return obj
+    values = obj.values() if isinstance(obj, dict) else obj if isinstance(obj, (list, tuple)) else ()
+    for value in values:
+        found = _first_tensor(value)
+        if found is not None:
+            return found
+    return None
+
+
+def batch_size(x: Any, y: Any) -> int:
+    """Number of samples in a batch: the first dimension of ``y`` (or of ``x`` if ``y`` holds no tensor).
+
+    Raises:
+        TypeError: if neither holds a tensor with a batch dimension.
+    """
+    for part in (y, x):
+        tensor = _first_tensor(part)
+        if tensor is not None and tensor.dim() > 0:
+            return int(tensor.shape[0])
+    raise TypeError("cannot tell the batch size: neither x nor y holds a tensor with a batch dimension")
+
+
+@contextmanager
+def preserved_modes(model: nn.Module) -> Iterator[None]:
+    """Restore the train/eval flag of every submodule on exit.
+
+    ``model.train(flag)`` alone would overwrite submodules a caller froze on
+    purpose (a BatchNorm kept in eval mode), so each module's own flag is kept.
+    """
+    modes = [(module, module.training) for module in model.modules()]
+    try:
+        yield
+    finally:
+        for module, training in modes:
+            module.training = training

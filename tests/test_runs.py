@@ -1,0 +1,135 @@
+"""The main job: `attnlab train` / `predict` / `plot` on a run folder, end to end."""
+
+import json
+
+import pytest
+import torch
+
+from attnlab.cli import main
+from attnlab.data import generate_sequences, squares_tensor
+from attnlab.runs import RunConfig, load_run, train_run
+
+RUN_FILES = {"config.json", "metrics.jsonl", "checkpoint.pt", "report.html", "summary.json",
+             "figures/losses.png", "figures/predictions.png"}
+
+
+def cli(capsys, *argv):
+    try:
+        code = main(list(argv))
+    except SystemExit as exit_:
+        code = exit_.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def default_run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("runs") / "selfattn"
+    return train_run(RunConfig(), folder, progress=False)
+
+
+def test_default_run_reaches_the_target_on_the_seed19_squares(default_run):
+    assert default_run.epochs == 100
+    assert default_run.test_mse <= 0.03, default_run.test_mse
+    files = set(default_run.files)
+    assert RUN_FILES <= files
+    attention = {f for f in files if f.startswith("figures/attention-")}
+    assert attention == {"figures/attention-encoder-layer-self_attn_heads.png",
+                         "figures/attention-decoder-layer-self_attn_heads.png",
+                         "figures/attention-decoder-layer-cross_attn_heads.png"}
+    lines = (default_run.folder / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(ln)["epoch"] for ln in lines] == list(range(1, 101))
+    report = (default_run.folder / "report.html").read_text()
+    assert report.count("<img") == 5 and "test MSE" in report
+
+
+def test_test_mse_is_measured_on_the_real_test_squares(default_run):
+    config, model, _ = load_run(default_run.folder)
+    points, _ = generate_sequences(n=config.n_test, seed=19)
+    full = squares_tensor(points)
+    with torch.no_grad():
+        mse = torch.nn.functional.mse_loss(model(full[:, :2]), full[:, 2:]).item()
+    assert mse == pytest.approx(default_run.test_mse, rel=1e-6)
+
+
+def test_gru_attention_model_reaches_the_target_too(tmp_path):
+    result = train_run(RunConfig(model="gru-attn"), tmp_path / "gru", progress=False)
+    assert result.test_mse <= 0.03, result.test_mse
+    assert "figures/attention-decoder-attn.png" in result.files
+
+
+def test_resume_gives_the_losses_of_an_unbroken_run(tmp_path, default_run):
+    half = RunConfig(epochs=50)
+    train_run(half, tmp_path / "r", progress=False)
+    resumed = train_run(RunConfig(epochs=100), tmp_path / "r", resume=True, progress=False)
+    straight = [json.loads(ln) for ln in (default_run.folder / "metrics.jsonl").read_text().splitlines()]
+    again = [json.loads(ln) for ln in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["loss"] for r in again] == [r["loss"] for r in straight]  # bit for bit
+    assert [r["val_loss"] for r in again] == [r["val_loss"] for r in straight]
+    assert resumed.test_mse == default_run.test_mse
+
+
+def test_predict_and_plot_from_a_run_folder(default_run, tmp_path, capsys):
+    code, out, err = cli(capsys, "predict", "--run", str(default_run.folder), "--points", "-1,-1 -1,1", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    _, model, _ = load_run(default_run.folder)
+    with torch.no_grad():
+        expected = model(torch.tensor([[[-1.0, -1.0], [-1.0, 1.0]]]))[0]
+    predicted = torch.tensor(doc["predicted"])
+    torch.testing.assert_close(predicted, expected)
+    # A clockwise square from (-1,-1), (-1,1) continues to about (1,1), (1,-1).
+    torch.testing.assert_close(predicted, torch.tensor([[1.0, 1.0], [1.0, -1.0]]), atol=0.5, rtol=0)
+    code, out, _ = cli(capsys, "predict", "--run", str(default_run.folder), "--points", "-1,-1 -1,1")
+    assert code == 0 and out.startswith("corner 3: ")
+    for name, extra in (("losses", []), ("predictions", []),
+                        ("attention", ["--layer", "decoder.layer.cross_attn_heads"])):
+        png = tmp_path / f"{name}.png"
+        code, _, err = cli(capsys, "plot", name, "--run", str(default_run.folder), "--out", str(png), *extra)
+        assert code == 0, err
+        assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_cli_train_prints_the_final_mse(tmp_path, capsys):
+    code, out, err = cli(capsys, "train", "--epochs", "3", "--out", str(tmp_path / "r"), "--no-progress")
+    assert code == 0, err
+    assert "final train MSE" in out and "test MSE" in out and err == ""
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["train", "--epochs", "-5"], "--epochs"),
+        (["train", "--model", "transformer-xl"], "transformer-xl"),
+        (["predict", "--run", "RUN", "--points", "1,2"], "--points"),
+        (["predict", "--run", "RUN", "--points", "1,x 2,3"], "1,x"),
+        (["predict", "--run", "NOWHERE", "--points", "1,1 2,2"], "NOWHERE"),
+        (["plot", "attention", "--run", "RUN", "--layer", "nope", "--out", "a.png"], "nope"),
+        (["plot", "losses", "--out", "a.png"], "--run"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(argv, words, default_run, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    argv = [str(default_run.folder) if a == "RUN" else a for a in argv]
+    before = {p: p.stat().st_mtime_ns for p in default_run.folder.rglob("*")}
+    code, out, err = cli(capsys, *argv)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and words in err, err
+    assert {p: p.stat().st_mtime_ns for p in default_run.folder.rglob("*")} == before
+
+
+def test_existing_run_is_never_overwritten_and_bad_checkpoints_are_refused(default_run, tmp_path, capsys):
+    code, _, err = cli(capsys, "train", "--out", str(default_run.folder), "--epochs", "2", "--no-progress")
+    assert code == 2 and "already holds" in err
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    for name in ("config.json", "metrics.jsonl"):
+        (broken / name).write_bytes((default_run.folder / name).read_bytes())
+    (broken / "checkpoint.pt").write_bytes((default_run.folder / "checkpoint.pt").read_bytes()[:200])
+    code, _, err = cli(capsys, "predict", "--run", str(broken), "--points", "1,1 2,2")
+    assert code == 2 and "checkpoint" in err.lower()
+    code, _, err = cli(capsys, "train", "--out", str(broken), "--epochs", "120", "--resume", "--no-progress")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    (broken / "checkpoint.pt").unlink()
+    code, _, err = cli(capsys, "train", "--out", str(broken), "--resume", "--no-progress")
+    assert code == 2 and "no checkpoint" in err

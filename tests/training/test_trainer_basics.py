@@ -1,0 +1,163 @@
+"""The book's interface: histories, to(), set_loaders, count_parameters, modes, argument checks."""
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+from trainer_helpers import MLP, make_data, make_trainer
+
+import attnlab.training as training
+from attnlab.training import StepByStep, Trainer
+
+
+def test_stepbystep_is_trainer_and_exports():
+    assert StepByStep is Trainer
+    assert {"Trainer", "StepByStep", "lr_range_test"} <= set(training.__all__)
+    for name in training.__all__:
+        assert hasattr(training, name)
+
+
+def test_histories_grow_per_epoch_and_loss_falls(trainer):
+    trainer.train(3)
+    assert trainer.total_epochs == 3
+    assert len(trainer.losses) == len(trainer.val_losses) == 3
+    assert all(type(v) is float for v in trainer.losses + trainer.val_losses)
+    trainer.train(5)
+    assert trainer.total_epochs == 8 and len(trainer.losses) == 8
+    assert trainer.losses[-1] < trainer.losses[0]
+    assert trainer.val_losses[-1] < trainer.val_losses[0]
+    assert trainer.learning_rates == []  # as the book: filled only by a scheduler
+
+
+def test_no_val_loader_gives_none_val_losses():
+    trainer = make_trainer(val=False)
+    trainer.train(2)
+    assert trainer.val_losses == [None, None]
+    assert trainer.best_val_loss is None
+
+
+def test_count_parameters_counts_trainable_only():
+    trainer = make_trainer()
+    assert trainer.count_parameters() == 3 * 8 + 8 + 8 + 1
+    trainer.model.net[0].weight.requires_grad_(False)
+    assert trainer.count_parameters() == 8 + 8 + 1
+
+
+def test_to_and_device():
+    trainer = make_trainer()
+    assert trainer.device == torch.device("cpu")
+    assert trainer.to("cpu") is trainer
+    assert next(trainer.model.parameters()).device.type == "cpu"
+    with pytest.raises(ValueError, match="device 'nonsense'"):
+        trainer.to("nonsense")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_to_unavailable_device_falls_back_with_a_warning():
+    trainer = make_trainer()
+    with pytest.warns(RuntimeWarning, match="could not move the model to cuda"):
+        trainer.to("cuda")
+    assert trainer.device.type == "cpu"
+
+
+def test_set_loaders_stores_and_checks():
+    trainer = make_trainer()
+    x, y = make_data(8)
+    batches = [(x[:4], y[:4]), (x[4:], y[4:])]  # any iterable of (x, y) pairs works
+    trainer.set_loaders(batches)
+    assert trainer.train_loader is batches and trainer.val_loader is None
+    trainer.train(1)
+    with pytest.raises(TypeError, match="train_loader"):
+        trainer.set_loaders(3)
+    with pytest.raises(TypeError, match="val_loader"):
+        trainer.set_loaders(batches, 3.0)
+
+
+def test_train_restores_modes_and_leaves_no_gradients(trainer):
+    trainer.model.eval()
+    trainer.model.net[2].train()  # a deliberately mixed setting survives
+    trainer.train(1)
+    assert not trainer.model.training and trainer.model.net[2].training
+    assert all(p.grad is None for p in trainer.model.parameters())
+
+
+def test_train_uses_train_mode_then_eval_mode_for_validation():
+    modes = []
+
+    class Spy(MLP):
+        def forward(self, x):
+            modes.append((self.training, torch.is_grad_enabled()))
+            return super().forward(x)
+
+    torch.manual_seed(0)
+    model = Spy()
+    trainer = Trainer(model, nn.MSELoss(), torch.optim.SGD(model.parameters(), lr=0.01), progress=False)
+    x, y = make_data(8)
+    trainer.set_loaders([(x, y)], [(x, y)])
+    trainer.train(1)
+    assert modes == [(True, True), (False, False)]
+
+
+def test_integer_inputs_train_unchanged():
+    # Token ids go to the model as integers: nothing casts batches to float.
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Embedding(10, 4), nn.Flatten(), nn.Linear(8, 1))
+    trainer = Trainer(model, nn.MSELoss(), torch.optim.SGD(model.parameters(), lr=0.1), progress=False)
+    x = torch.randint(0, 10, (12, 2), generator=torch.Generator().manual_seed(0))
+    trainer.set_loaders(DataLoader(TensorDataset(x, torch.randn(12, 1)), batch_size=4))
+    trainer.train(2)
+    assert len(trainer.losses) == 2
+
+
+@pytest.mark.parametrize(("kwargs", "error", "match"), [
+    ({"n_epochs": 0}, ValueError, "n_epochs must be positive, got 0"),
+    ({"n_epochs": -2}, ValueError, "n_epochs must be positive, got -2"),
+    ({"n_epochs": 1.5}, TypeError, "n_epochs must be an integer"),
+    ({"n_epochs": 1, "seed": -1}, ValueError, "seed must be >= 0"),
+    ({"n_epochs": 1, "early_stopping": 0}, ValueError, "early_stopping must be positive"),
+    ({"n_epochs": 1, "min_delta": -0.1}, ValueError, "min_delta must be >= 0"),
+    ({"n_epochs": 1, "on_epoch_end": 3}, TypeError, "on_epoch_end must be callable"),
+    ({"n_epochs": 1, "keep_best": "/no/such/folder/best.pt"}, ValueError, "keep_best"),
+])
+def test_train_argument_errors_name_the_argument(trainer, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        trainer.train(**kwargs)
+    assert trainer.total_epochs == 0
+
+
+def test_train_needs_loaders_and_batches():
+    trainer = make_trainer()
+    trainer.train_loader = None
+    with pytest.raises(ValueError, match="set_loaders"):
+        trainer.train(1)
+    trainer.set_loaders([])
+    with pytest.raises(ValueError, match="train_loader yielded no batches"):
+        trainer.train(1)
+    x, y = make_data(4)
+    trainer.set_loaders([(x, y, y)])
+    with pytest.raises(TypeError, match=r"pair \(x, y\)"):
+        trainer.train(1)
+
+
+def test_non_scalar_loss_is_refused():
+    torch.manual_seed(0)
+    model = nn.Linear(3, 1)
+    trainer = Trainer(model, nn.MSELoss(reduction="none"), torch.optim.SGD(model.parameters(), lr=0.1),
+                      progress=False)
+    trainer.set_loaders([make_data(4)])
+    with pytest.raises(ValueError, match="scalar"):
+        trainer.train(1)
+
+
+def test_constructor_checks_types():
+    model = nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(TypeError, match="model"):
+        Trainer("model", nn.MSELoss(), opt)
+    with pytest.raises(TypeError, match="loss_fn"):
+        Trainer(model, 3, opt)
+    with pytest.raises(TypeError, match="optimizer"):
+        Trainer(model, nn.MSELoss(), "sgd")
+    with pytest.raises(TypeError, match="progress"):
+        Trainer(model, nn.MSELoss(), opt, progress="yes")
+    assert "Linear" in repr(Trainer(model, nn.MSELoss(), opt))
