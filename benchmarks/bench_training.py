@@ -49,14 +49,14 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--epochs-per-sample", type=int, default=10)
     args = parser.parse_args(argv)
     from attnlab.data import make_loaders
-    from attnlab.runs import RunConfig, build_model
+    from attnlab.runs import RunConfig, build_model, make_optimizer
     from attnlab.training import Trainer
 
     config = RunConfig()
     data = make_loaders(n_train=config.n_train, n_test=config.n_test, batch_size=config.batch_size,
                         shuffle_seed=config.train_seed)
     model = build_model(config)
-    trainer = Trainer(model, nn.MSELoss(), torch.optim.Adam(model.parameters(), lr=config.lr), progress=False)
+    trainer = Trainer(model, nn.MSELoss(), make_optimizer(model, config), progress=False)
     trainer.set_loaders(data.train, data.test)
 
     # The seeds' side: their data structures (TensorDataset of the same squares).

@@ -14,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_attention  # noqa: E402
 import bench_sinusoidal  # noqa: E402
+import bench_training  # noqa: E402
 
 
 def main() -> None:
@@ -28,6 +29,9 @@ def main() -> None:
                  f"{a['seed_step']['speedup_seeds_over_attnlab']:.2f}x", ">= 2x"))
     rows.append(("self-attn L=16384 peak memory", "attnlab / bare SDPA",
                  f"{a['long']['ratio_attnlab_over_bare']:.2f}x", "<= 2x"))
+    t = bench_training.main([])
+    rows.append(("default train epoch", "seeds' code + book loop / attnlab",
+                 f"{t['speedup_seeds_over_attnlab']:.2f}x", ">= 3x"))
     print()
     print(f"{'benchmark':32} {'comparison':36} {'ratio':>8} {'target':>8}")
     for row in rows:

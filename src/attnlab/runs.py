@@ -133,6 +133,13 @@ def build_model(config: RunConfig) -> nn.Module:
                               teacher_forcing_prob=config.teacher_forcing_prob)
 
 
+def make_optimizer(model: nn.Module, config: RunConfig) -> torch.optim.Optimizer:
+    """Adam at ``config.lr``, fused: one kernel for every parameter instead of a Python loop
+    over them, which at this model's size costs more than its forward pass. Same algorithm
+    as the seeds' ``optim.Adam``; results differ only in the last bits."""
+    return torch.optim.Adam(model.parameters(), lr=config.lr, fused=True)
+
+
 def _data(config: RunConfig) -> Any:
     from attnlab.data import make_loaders
 
@@ -209,7 +216,7 @@ def train_run(
     data = _data(config)
     train_loader, test_loader = data.train, data.test
     model = build_model(config)
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+    optimizer = make_optimizer(model, config)
     trainer = Trainer(model, nn.MSELoss(), optimizer, progress=progress)
     trainer.set_loaders(train_loader, test_loader)
     metrics_path = folder / "metrics.jsonl"

@@ -94,7 +94,8 @@ def test_torch_and_numpy_global_rng_untouched():
 def test_the_train_loader_shuffles_with_its_own_generator():
     train_loader, test_loader = make_loaders()
     assert isinstance(train_loader.generator, torch.Generator)
-    assert train_loader.sampler.generator is train_loader.generator  # what the book re-seeds
+    # One generator shuffles and seeds the iterator: saving it is enough to resume exactly.
+    assert train_loader.sampler.sampler.generator is train_loader.generator
     assert test_loader.generator is not train_loader.generator
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import NamedTuple, cast
 
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, SequentialSampler
 
 from attnlab._validate import check_choice, check_int
 from attnlab.data.squares import check_seed, generate_sequences, squares_tensor
@@ -87,10 +87,12 @@ class SquareSequences(Dataset):
     def __len__(self) -> int:
         return self.full.shape[0]
 
-    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
-        square = self.full[index]  # [4, 2]
-        inputs = square if self.inputs == "full" else square[: self.input_len]
-        return inputs, square[self.input_len :]
+    def __getitem__(self, index: int | list[int] | torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One square ``(inputs [L, 2], target [T, 2])``, or a batch of them for a list of indices
+        (``[B, L, 2]``, ``[B, T, 2]``): one gather instead of ``B`` Python calls and a stack."""
+        square = self.full[index]  # [4, 2] or [B, 4, 2]
+        inputs = square if self.inputs == "full" else square[..., : self.input_len, :]
+        return inputs, square[..., self.input_len :, :]
 
 
 class SquareLoaders(NamedTuple):
@@ -169,9 +171,14 @@ def make_loaders(
 
     train = SquareSequences(n_train, train_seed, input_len=input_len, inputs="full")
     test = SquareSequences(n_test, test_seed, input_len=input_len, inputs="source")
-    train_loader = DataLoader(train, batch_size=batch_size, shuffle=True,
-                              generator=torch.Generator().manual_seed(shuffle_seed))
+    # Whole batches are fetched with one index list (batch_size=None + a BatchSampler):
+    # the same batches, in the same order, as DataLoader(shuffle=True, generator=g), whose
+    # random draws (the iterator's base seed, then the permutation) come from the same g.
+    g = torch.Generator().manual_seed(shuffle_seed)
+    train_loader = DataLoader(train, batch_size=None, generator=g,
+                              sampler=BatchSampler(RandomSampler(train, generator=g), batch_size, drop_last=False))
     # Unshuffled, but iterating it still draws a base seed: from this generator, not torch's global one.
-    test_loader = DataLoader(test, batch_size=batch_size, shuffle=False,
-                             generator=torch.Generator().manual_seed(shuffle_seed))
+    test_g = torch.Generator().manual_seed(shuffle_seed)
+    test_loader = DataLoader(test, batch_size=None, generator=test_g,
+                             sampler=BatchSampler(SequentialSampler(test), batch_size, drop_last=False))
     return SquareLoaders(train_loader, test_loader)
