@@ -213,7 +213,10 @@ class MultiHeadAttention(nn.Module):
             need_weights=need_weights or record,
         )  # out [B, H, T, Dv], weights [B, H, T, S] or None
         # Outside recording, forget old weights: collect_attention must not report a stale run.
-        self.attn_weights = weights.detach() if record and weights is not None else None
+        # (Assigned only when it changes: nn.Module.__setattr__ costs more than the check.)
+        recorded = weights.detach() if record and weights is not None else None
+        if recorded is not None or self.attn_weights is not None:
+            self.attn_weights = recorded
         B, H, T, Dv = out.shape
         context = out.transpose(1, 2).reshape(B, T, H * Dv)  # [B, T, H * Dv], heads side by side
         result = self.linear_out(context)  # [B, T, D]
