@@ -50,15 +50,7 @@ def bench_mha(repeats: int) -> dict:
     def run_ours() -> None:
         ours(x, x, x).sum().backward()
 
-    inner = 10  # steps per timed sample, so each sample is well above timer noise
-
-    def many(fn):
-        return lambda: [fn() for _ in range(inner)]
-
-    t = interleaved({"attnlab": many(run_ours), "torch": many(run_peer)}, repeats=repeats, warmup=1)
-    for v in t.values():
-        for key in ("min", "median", "max"):
-            v[key] /= inner
+    t = interleaved({"attnlab": run_ours, "torch": run_peer}, repeats=repeats, per_sample=10)
     ratio = t["attnlab"]["median"] / t["torch"]["median"]
     print(f"mha fwd+bwd B={B} T=S={T} D={D} H={H}: attnlab {t['attnlab']['median'] * 1e3:.2f} ms | "
           f"nn.MultiheadAttention {t['torch']['median'] * 1e3:.2f} ms | ratio {ratio:.3f} (target <= 1.1)")
@@ -96,15 +88,7 @@ def bench_seed_step(repeats: int) -> dict:
             opt.zero_grad()
 
         steps[name] = step
-    inner = 50
-
-    def many(fn):
-        return lambda: [fn() for _ in range(inner)]
-
-    t = interleaved({k: many(v) for k, v in steps.items()}, repeats=repeats, warmup=1)
-    for v in t.values():
-        for key in ("min", "median", "max"):
-            v[key] /= inner
+    t = interleaved(steps, repeats=repeats, per_sample=50)
     speedup = t["seeds"]["median"] / t["attnlab"]["median"]
     print(f"seed model train step B=16 L=2+2 D=2 H=3: attnlab {t['attnlab']['median'] * 1e3:.3f} ms | "
           f"seeds' per-head loop {t['seeds']['median'] * 1e3:.3f} ms | speed-up {speedup:.2f}x (target >= 2)")

@@ -23,8 +23,14 @@ import torch
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def interleaved(fns: dict[str, Callable[[], object]], *, repeats: int = 5, warmup: int = 1) -> dict:
-    """Time each callable ``repeats`` times, round-robin; return per-name min/median/max seconds."""
+def interleaved(
+    fns: dict[str, Callable[[], object]], *, repeats: int = 5, warmup: int = 1, per_sample: int = 1
+) -> dict:
+    """Time each callable ``repeats`` times, round-robin; return per-name min/median/max seconds.
+
+    Each timed sample calls a function ``per_sample`` times (so short calls stay well
+    above the timer's noise) and the figures are per call.
+    """
     for _ in range(warmup):
         for fn in fns.values():
             fn()
@@ -32,12 +38,18 @@ def interleaved(fns: dict[str, Callable[[], object]], *, repeats: int = 5, warmu
     for _ in range(repeats):
         for name, fn in fns.items():
             t0 = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - t0)
+            for _ in range(per_sample):
+                fn()
+            times[name].append((time.perf_counter() - t0) / per_sample)
     return {
         name: {"min": min(ts), "median": statistics.median(ts), "max": max(ts), "repeats": len(ts)}
         for name, ts in times.items()
     }
+
+
+def per_unit(timings: dict, units: int) -> dict:
+    """Divide every figure of :func:`interleaved`'s result by ``units`` (e.g. epochs per call)."""
+    return {name: {k: (v / units if k != "repeats" else v) for k, v in t.items()} for name, t in timings.items()}
 
 
 def machine() -> dict:
