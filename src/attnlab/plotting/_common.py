@@ -53,17 +53,27 @@ def table_array(table: Any, name: str = "table") -> np.ndarray:
     return as_table(table, name).numpy()
 
 
-def vector_array(values: Any, name: str) -> np.ndarray:
-    """A 1-D tensor, array or sequence of real numbers as a float64 numpy array ``[n]``."""
+def real_array(values: Any, name: str, *, ndim: int = 1, shape: str = "1-D") -> np.ndarray:
+    """A tensor, array or sequence of real numbers as a non-empty float64 numpy array of ``ndim`` dims.
+
+    Raises:
+        TypeError: if ``values`` does not hold numbers.
+        ValueError: if it is empty or has another number of dimensions (``shape`` names the expected one).
+    """
     if isinstance(values, torch.Tensor):
         values = values.detach().cpu().numpy()
     try:
         arr = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError) as exc:
-        raise TypeError(f"{name} must be a 1-D tensor or array of numbers, got {values!r}") from exc
-    if arr.ndim != 1 or arr.size == 0:
-        raise ValueError(f"{name} must be a non-empty 1-D tensor or array, got shape {arr.shape}")
+        raise TypeError(f"{name} must be a {shape} tensor or array of numbers, got {values!r}") from exc
+    if arr.ndim != ndim or arr.size == 0:
+        raise ValueError(f"{name} must be a non-empty {shape} tensor or array, got shape {list(arr.shape)}")
     return arr
+
+
+def vector_array(values: Any, name: str) -> np.ndarray:
+    """A 1-D tensor, array or sequence of real numbers as a float64 numpy array ``[n]``."""
+    return real_array(values, name)
 
 
 def no_negative_zero(text: str) -> str:

@@ -42,7 +42,7 @@ from torch import nn
 
 from attnlab._validate import check_int
 from attnlab.attention.recording import collect_attention, record_attention
-from attnlab.plotting._common import axes_or_new, fmt2, heatmap, readable_text_color
+from attnlab.plotting._common import axes_or_new, fmt2, heatmap, readable_text_color, real_array
 
 __all__ = ["alignment_matrix", "figure9", "plot_attention", "query_and_keys"]
 
@@ -483,14 +483,7 @@ def alignment_matrix(
         values = _BOOK_ALIGNMENT
         default_src, default_tgt = list(_BOOK_SOURCE), list(_BOOK_TARGET)
     else:
-        if isinstance(weights, torch.Tensor):
-            weights = weights.detach().cpu().numpy()
-        try:
-            values = np.asarray(weights, dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"weights must be a [T, S] tensor or array of numbers, got {weights!r}") from exc
-        if values.ndim != 2 or values.size == 0:
-            raise ValueError(f"weights must be a non-empty [T, S] matrix, got shape {list(values.shape)}")
+        values = real_array(weights, "weights", ndim=2, shape="[T, S]")
         default_src = [str(s) for s in range(values.shape[1])]
         default_tgt = [str(t) for t in range(values.shape[0])]
     n_tgt, n_src = values.shape
