@@ -53,6 +53,21 @@ def table_array(table: Any, name: str = "table") -> np.ndarray:
     return as_table(table, name).numpy()
 
 
+def float_array(values: Any, name: str, *, shape: str = "") -> np.ndarray:
+    """A tensor, array or sequence of numbers as a float64 numpy array of any shape.
+
+    Raises:
+        TypeError: naming ``name`` if ``values`` does not hold numbers.
+    """
+    if isinstance(values, torch.Tensor):
+        values = values.detach().cpu().numpy()
+    try:
+        return np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        what = f"a {shape} tensor" if shape else "a tensor"
+        raise TypeError(f"{name} must be {what} or array of numbers, got {values!r}") from exc
+
+
 def real_array(values: Any, name: str, *, ndim: int = 1, shape: str = "1-D") -> np.ndarray:
     """A tensor, array or sequence of real numbers as a non-empty float64 numpy array of ``ndim`` dims.
 
@@ -60,12 +75,7 @@ def real_array(values: Any, name: str, *, ndim: int = 1, shape: str = "1-D") -> 
         TypeError: if ``values`` does not hold numbers.
         ValueError: if it is empty or has another number of dimensions (``shape`` names the expected one).
     """
-    if isinstance(values, torch.Tensor):
-        values = values.detach().cpu().numpy()
-    try:
-        arr = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"{name} must be a {shape} tensor or array of numbers, got {values!r}") from exc
+    arr = float_array(values, name, shape=shape)
     if arr.ndim != ndim or arr.size == 0:
         raise ValueError(f"{name} must be a non-empty {shape} tensor or array, got shape {list(arr.shape)}")
     return arr

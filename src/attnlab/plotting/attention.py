@@ -42,7 +42,7 @@ from torch import nn
 
 from attnlab._validate import check_int
 from attnlab.attention.recording import collect_attention, record_attention
-from attnlab.plotting._common import axes_or_new, fmt2, heatmap, readable_text_color, real_array
+from attnlab.plotting._common import axes_or_new, float_array, fmt2, heatmap, readable_text_color, real_array
 
 __all__ = ["alignment_matrix", "figure9", "plot_attention", "query_and_keys"]
 
@@ -323,12 +323,7 @@ def _draw_cells(
 
 def _vectors(name: str, value: Any, *, single: bool) -> np.ndarray:
     """``value`` as float64 ``[2]`` (single) or ``[n, 2]``; ValueError unless 2-D vectors."""
-    if isinstance(value, torch.Tensor):
-        value = value.detach().cpu().numpy()
-    try:
-        arr = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"{name} must be a tensor or array of numbers, got {type(value).__name__}") from exc
+    arr = float_array(value, name)
     if arr.ndim == 0 or arr.shape[-1] != 2 or (single and arr.size != 2) or arr.size == 0:
         want = "a 2-D vector (2 numbers)" if single else "2-D vectors, shape [n, 2]"
         raise ValueError(f"{name} must be {want}, got shape {list(arr.shape)}")
