@@ -264,20 +264,16 @@ def test_changing_a_future_target_point_leaves_earlier_outputs_unchanged(j):
     assert ((after[:, j + 1 :] - before[:, j + 1 :]).abs().amax(dim=(0, 2)) > 1e-3).all()  # later ones do
 
 
-def test_predict_never_feeds_back_a_graph():
+@pytest.mark.parametrize(("use_cache", "lengths"), [(True, [1] * 5), (False, [1, 2, 3, 4, 5])])
+def test_predict_never_feeds_back_a_graph(use_cache, lengths):
     model = _model().eval()
     X = torch.randn(3, 3, 3, requires_grad=True)
     seen = []
-    decode = model.decode
-
-    def spy(inputs, *args, **kwargs):
-        seen.append(inputs)
-        return decode(inputs, *args, **kwargs)
-
-    model.decode = spy
+    model.decoder.register_forward_pre_hook(lambda module, args: seen.append(args[0]))
     with torch.enable_grad():
-        out = model(X)
-    assert len(seen) == 5 and [s.shape[1] for s in seen] == [1, 2, 3, 4, 5]
+        out = model.predict(X, use_cache=use_cache)
+    # Cached: one new input per step; uncached: the whole prefix every step.
+    assert [s.shape[1] for s in seen] == lengths
     assert all(s.grad_fn is None and not s.requires_grad for s in seen)
     assert not out.requires_grad and out.grad_fn is None
     assert torch.is_grad_enabled()
@@ -403,3 +399,56 @@ def test_bad_inputs_raise_clear_errors():
     model.eval()
     with pytest.raises(ValueError, match="X has 2 steps"):
         model(torch.randn(2, 2, 3))
+
+
+# -- cached decoding ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("target_len", "max_len"), [(2, 100), (5, 100), (40, 8)])
+def test_cached_predict_equals_full_recompute(target_len, max_len):
+    """The cache changes the cost, not the points: 1e-5, also past the PE's precomputed rows."""
+    torch.manual_seed(3)
+    encoder = EncoderPe(2, 4, 8, 3, max_len=max_len)
+    decoder = DecoderPe(2, 4, 8, 3, max_len=max_len)
+    model = EncoderDecoderSelfAttn(encoder, decoder, input_len=3, target_len=target_len).eval()
+    with torch.no_grad():
+        for p in model.parameters():  # larger weights: every step really depends on the earlier ones
+            p.normal_(0.0, 0.5)
+    source = torch.randn(4, 3, 3)
+    source_mask = torch.tensor([True, True, False]).view(1, 1, 3).expand(4, 1, 3)
+    for mask in (None, source_mask):
+        cached = model.predict(source, mask, use_cache=True)
+        full = model.predict(source, mask, use_cache=False)
+        assert cached.shape == (4, target_len, 3)
+        assert_close(cached, full, atol=1e-5, rtol=0)
+        assert_close(model(source, mask), cached)  # eval forward decodes with the cache
+
+
+def test_cached_predict_keeps_nothing_on_the_modules():
+    model = _model().eval()
+    before = {name: value for name, value in vars(model.decoder.layer.cross_attn_heads).items()
+              if isinstance(value, torch.Tensor) or value is None}
+    model.predict(torch.randn(2, 3, 3))
+    after = {name: value for name, value in vars(model.decoder.layer.cross_attn_heads).items()
+             if isinstance(value, torch.Tensor) or value is None}
+    assert after.keys() == before.keys() and all(after[k] is before[k] for k in before)
+    for module in model.modules():
+        assert not any(type(v).__name__ in {"DecodingCache", "KVCache"} for v in vars(module).values())
+
+
+def test_recording_decodes_without_the_cache_so_the_last_step_has_the_whole_matrix():
+    model = _model().eval()
+    with record_attention():
+        model(torch.randn(2, 3, 3))
+    weights = collect_attention(model)
+    assert list(weights["decoder.layer.self_attn_heads"].shape) == [2, 2, 5, 5]  # [B, H, T, T]
+    assert list(weights["decoder.layer.cross_attn_heads"].shape) == [2, 2, 5, 3]
+
+
+def test_training_forward_with_the_causal_flag_equals_the_seeds_mask():
+    model = _model().train()
+    X = torch.randn(4, 8, 3)
+    flagged = model(X)
+    model.encode(X[:, :3])
+    masked = model.decode(X[:, 2:-1], None, model.trg_masks)
+    assert_close(flagged, masked, atol=1e-6, rtol=0)

@@ -7,10 +7,13 @@
 * scoring functions (seed 003 and beyond): uniform, dot, scaled dot, additive
   (Bahdanau), general (Luong), and the variance demonstration.
 * :class:`Attention` (seed 003's single head) and :class:`MultiHeadAttention`.
+* :class:`KVCache` / :class:`DecodingCache`: keys and values kept between
+  decoding steps, owned by the decoding call.
 * :func:`record_attention` / :func:`collect_attention`: weights only when asked.
 """
 
 from attnlab.attention.attention import Attention
+from attnlab.attention.cache import DecodingCache, KVCache
 from attnlab.attention.functional import attend
 from attnlab.attention.masks import (
     causal_mask,
@@ -36,7 +39,9 @@ from attnlab.attention.scoring import (
 __all__ = [
     "AdditiveScore",
     "Attention",
+    "DecodingCache",
     "GeneralScore",
+    "KVCache",
     "MultiHeadAttention",
     "alphas_from_scores",
     "attend",

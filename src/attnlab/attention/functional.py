@@ -34,7 +34,7 @@ from torch import Tensor
 
 from attnlab._validate import check_finite_float, check_probability
 
-__all__ = ["attend"]
+__all__ = ["attend", "attend_unchecked", "check_bias", "check_mask"]
 
 
 def _check_inputs(query: Tensor, key: Tensor, value: Tensor) -> None:
@@ -80,6 +80,25 @@ def _broadcast_check(name: str, t: Tensor, target: tuple[int, int, int, int]) ->
         raise ValueError(f"{name} of shape {list(shape)} does not broadcast to [B, H, T, S] = {list(target)}")
 
 
+def check_mask(mask: Tensor, target: tuple[int, int, int, int]) -> None:
+    """Raise unless ``mask`` is a boolean tensor broadcastable to ``target`` ``[B, H, T, S]``."""
+    if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
+        got = mask.dtype if isinstance(mask, Tensor) else type(mask).__name__
+        raise TypeError(
+            f"mask must be a boolean tensor (True = may attend), got {got}; "
+            "for an additive float mask pass it as bias="
+        )
+    _broadcast_check("mask", mask, target)
+
+
+def check_bias(bias: Tensor, target: tuple[int, int, int, int]) -> None:
+    """Raise unless ``bias`` is a floating tensor broadcastable to ``target`` ``[B, H, T, S]``."""
+    if not isinstance(bias, Tensor) or not bias.is_floating_point():
+        got = bias.dtype if isinstance(bias, Tensor) else type(bias).__name__
+        raise TypeError(f"bias must be a floating-point tensor of additive scores, got {got}")
+    _broadcast_check("bias", bias, target)
+
+
 def attend(
     query: Tensor,
     key: Tensor,
@@ -90,6 +109,7 @@ def attend(
     dropout_p: float = 0.0,
     scale: float | None = None,
     need_weights: bool = False,
+    is_causal: bool = False,
 ) -> tuple[Tensor, Tensor | None]:
     """Scaled dot-product attention with a boolean mask and an additive bias.
 
@@ -106,6 +126,10 @@ def attend(
             function does not know the module's mode).
         scale: multiplier of ``q @ k^T``; defaults to ``1 / sqrt(Dh)``.
         need_weights: also return the attention weights (the explicit path).
+        is_causal: query ``t`` sees keys ``<= S - T + t``: the causal mask aligned
+            to the **bottom right**, so the ``T`` newest queries of a cached decoder
+            see every earlier key (SDPA's own ``is_causal`` is aligned top-left,
+            which is wrong as soon as ``T != S``). Combined with ``mask`` by "and".
 
     Returns:
         ``(out [B, H, T, Dv], weights [B, H, T, S] or None)``. The weights are
@@ -127,24 +151,55 @@ def attend(
     """
     _check_inputs(query, key, value)
     dropout_p = check_probability("dropout_p", dropout_p)
+    if scale is not None:
+        scale = check_finite_float("scale", scale)
+    target = (
+        max(query.shape[0], key.shape[0], value.shape[0]),
+        max(query.shape[1], key.shape[1], value.shape[1]),
+        query.shape[-2],
+        key.shape[-2],
+    )  # [B, H, T, S]
+    if mask is not None:
+        check_mask(mask, target)
+    if bias is not None:
+        check_bias(bias, target)
+    return attend_unchecked(
+        query, key, value, mask=mask, bias=bias, dropout_p=dropout_p, scale=scale,
+        need_weights=need_weights, is_causal=bool(is_causal),
+    )
+
+
+def attend_unchecked(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    *,
+    mask: Tensor | None,
+    bias: Tensor | None,
+    dropout_p: float,
+    scale: float | None,
+    need_weights: bool,
+    is_causal: bool,
+) -> tuple[Tensor, Tensor | None]:
+    """:func:`attend` without re-validating its arguments.
+
+    For attnlab's own modules, which build ``query``/``key``/``value`` themselves and
+    validate the user's mask once: at the seeds' sizes the checks cost as much as
+    the attention. Same arguments and results as :func:`attend`.
+    """
     if scale is None:
         scale = 1.0 / math.sqrt(query.shape[-1])
-    else:
-        scale = check_finite_float("scale", scale)
-    B = max(query.shape[0], key.shape[0], value.shape[0])
-    H = max(query.shape[1], key.shape[1], value.shape[1])
     T, S = query.shape[-2], key.shape[-2]
-    target = (B, H, T, S)
+    if is_causal and T == 1 and S >= 1:
+        is_causal = False  # bottom-right: the newest query sees every key
+    if is_causal and (T != S or mask is not None or bias is not None or need_weights):
+        # SDPA's flag is top-left aligned and exclusive of attn_mask: build the mask.
+        causal = torch.ones(T, S, dtype=torch.bool, device=query.device).tril(S - T)  # [T, S]
+        mask = causal if mask is None else mask.to(query.device) & causal
+        is_causal = False
 
     empty_rows: Tensor | None = None  # [B|1, H|1, T, 1] True where a query may attend to nothing
     if mask is not None:
-        if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
-            got = mask.dtype if isinstance(mask, Tensor) else type(mask).__name__
-            raise TypeError(
-                f"mask must be a boolean tensor (True = may attend), got {got}; "
-                "for an additive float mask pass it as bias="
-            )
-        _broadcast_check("mask", mask, target)
         mask = mask.to(query.device)
         # Rows with nothing to attend to attend everywhere instead (a finite softmax
         # and finite gradients on every kernel), and their output is zeroed below.
@@ -157,10 +212,6 @@ def attend(
         else:
             mask = mask | empty_rows
     if bias is not None:
-        if not isinstance(bias, Tensor) or not bias.is_floating_point():
-            got = bias.dtype if isinstance(bias, Tensor) else type(bias).__name__
-            raise TypeError(f"bias must be a floating-point tensor of additive scores, got {got}")
-        _broadcast_check("bias", bias, target)
         bias = bias.to(device=query.device)
 
     if need_weights:
@@ -173,7 +224,7 @@ def attend(
             if mask is not None:
                 attn_mask = attn_mask.masked_fill(~mask, float("-inf"))
         out = F.scaled_dot_product_attention(
-            query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, scale=scale
+            query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, scale=scale, is_causal=is_causal
         )  # [B, H, T, Dv]
         weights = None
     if empty_rows is not None:

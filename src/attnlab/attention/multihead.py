@@ -31,7 +31,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab._validate import check_int, check_probability
-from attnlab.attention.functional import attend
+from attnlab.attention.cache import KVCache
+from attnlab.attention.functional import attend_unchecked, check_mask
 from attnlab.attention.recording import is_recording
 
 __all__ = ["MultiHeadAttention"]
@@ -122,34 +123,43 @@ class MultiHeadAttention(nn.Module):
         self.attn_weights = None
 
     # -- projections ---------------------------------------------------------------
-
-    def _split_heads(self, x: Tensor) -> Tensor:
-        """``[B, L, H * Dh] -> [B, H, L, Dh]``."""
-        B, L, _ = x.shape
-        return x.view(B, L, self.n_heads, -1).transpose(1, 2)  # [B, H, L, Dh]
-
-    def _project_keys_values(self, key: Tensor, value: Tensor | None) -> tuple[Tensor, Tensor]:
-        inner = self.n_heads * self.head_dim
-        w, b = self.in_proj.weight, self.in_proj.bias
-        if value is None or value is key:
-            rows = 2 * inner if self.proj_values else inner
-            kv = F.linear(key, w[inner: inner + rows], b[inner: inner + rows])  # [B, S, 2 * H * Dh]
-            k = kv[..., :inner]
-            v = kv[..., inner:] if self.proj_values else None
-            value = key
-        else:
-            k = F.linear(key, w[inner: 2 * inner], b[inner: 2 * inner])  # [B, S, H * Dh]
-            v = F.linear(value, w[2 * inner:], b[2 * inner:]) if self.proj_values else None
-        keys = self._split_heads(k)  # [B, H, S, Dh]
-        if v is not None:
-            values = self._split_heads(v)  # [B, H, S, Dh]
-        else:
-            values = value.unsqueeze(1).expand(-1, self.n_heads, -1, -1)  # [B, H, S, F]
-        return keys, values
+    # F.linear on slices of in_proj rather than calls of the nn.Linear: at the seeds'
+    # sizes a module call costs more than the matmul, and the slices are views.
 
     def _project_queries(self, query: Tensor) -> Tensor:
+        """``query [B, T, F] -> q [B, H, T, Dh]``."""
+        B, T, _ = query.shape
         inner = self.n_heads * self.head_dim
-        return self._split_heads(F.linear(query, self.in_proj.weight[:inner], self.in_proj.bias[:inner]))
+        q = F.linear(query, self.in_proj.weight[:inner], self.in_proj.bias[:inner])  # [B, T, H * Dh]
+        return q.view(B, T, self.n_heads, self.head_dim).transpose(1, 2)  # [B, H, T, Dh]
+
+    def _project_keys_values(self, key: Tensor, value: Tensor | None) -> tuple[Tensor, Tensor]:
+        """``key [B, S, F]`` (and ``value``, default ``key``) -> ``keys [B, H, S, Dh]``, ``values``."""
+        B, S, _ = key.shape
+        H, Dh = self.n_heads, self.head_dim
+        inner = H * Dh
+        w, b = self.in_proj.weight, self.in_proj.bias
+        if not self.proj_values:
+            keys = F.linear(key, w[inner : 2 * inner], b[inner : 2 * inner]).view(B, S, H, Dh).transpose(1, 2)
+            raw = key if value is None else value
+            return keys, raw.unsqueeze(1).expand(-1, H, -1, -1)  # values [B, H, S, F], shared by the heads
+        if value is None or value is key:
+            kv = F.linear(key, w[inner:], b[inner:])  # [B, S, 2 * H * Dh], rows k | v
+            keys, values = kv.view(B, S, 2, H, Dh).permute(2, 0, 3, 1, 4).unbind(0)  # each [B, H, S, Dh]
+            return keys, values
+        keys = F.linear(key, w[inner : 2 * inner], b[inner : 2 * inner])  # [B, S, H * Dh]
+        values = F.linear(value, w[2 * inner :], b[2 * inner :])  # [B, S, H * Dh]
+        return (
+            keys.view(B, S, H, Dh).transpose(1, 2),  # [B, H, S, Dh]
+            values.view(B, value.shape[1], H, Dh).transpose(1, 2),  # [B, H, S, Dh]
+        )
+
+    def _project_self(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Self-attention: q, k and v of every head in one matmul, ``x [B, T, F]`` -> 3 x ``[B, H, T, Dh]``."""
+        B, T, _ = x.shape
+        qkv = F.linear(x, self.in_proj.weight, self.in_proj.bias)  # [B, T, 3 * H * Dh], rows q | k | v
+        q, k, v = qkv.view(B, T, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+        return q, k, v  # each [B, H, T, Dh]
 
     def init_keys(self, keys: Tensor) -> None:
         """Project ``keys [B, S, F]`` (also the values) once, for later ``forward(query, mask=...)``."""
@@ -172,45 +182,78 @@ class MultiHeadAttention(nn.Module):
         *,
         mask: Tensor | None = None,
         need_weights: bool = False,
+        is_causal: bool = False,
+        cache: KVCache | None = None,
     ) -> Tensor | tuple[Tensor, Tensor]:
         """Attend from ``query [B, T, F]`` to ``key``/``value`` (or to the keys of ``init_keys``).
 
-        Returns ``out [B, T, D]``, or ``(out, weights [B, H, T, S])`` with ``need_weights``.
+        Args:
+            query: ``[B, T, F]``.
+            key: ``[B, S, F]``; ``key is query`` (and ``value`` None or ``query``)
+                is self-attention, one matmul for q, k and v. None: the keys of
+                :meth:`init_keys` (or of a filled cross-attention ``cache``).
+            value: ``[B, S, F]``; defaults to ``key``.
+            mask: boolean, True = may attend, broadcastable to ``[B, H, T, S]``;
+                a 3-d mask ``[B|1, T|1, S]`` applies to every head.
+            need_weights: also return the weights ``[B, H, T, S]``.
+            is_causal: causal mask aligned bottom-right (see :func:`attend`); with a
+                self-attention ``cache`` the new queries see every cached step.
+            cache: a :class:`attnlab.attention.KVCache` for step-by-step decoding.
+                In self-attention the new steps' keys and values are appended to it
+                and the queries attend to all of them; otherwise (cross-attention)
+                it is filled from ``key``/``value`` on the first call and reused,
+                ``key`` ignored, afterwards.
+
+        Returns:
+            ``out [B, T, D]``, or ``(out, weights [B, H, T, S])`` with ``need_weights``.
+
+        Raises:
+            TypeError / ValueError: for inputs of the wrong type or shape, or a
+                mask that is not boolean or does not broadcast.
+            RuntimeError: without ``key``, before :meth:`init_keys`.
         """
         if isinstance(key, Tensor) and key.dtype == torch.bool and value is None and mask is None:
             # The seeds call mha(query, mask) positionally; keys are never boolean.
             key, mask = None, key
         self._check_input("query", query)
-        if key is None:
+        if key is query and (value is None or value is query) and self.proj_values:
+            q, keys, values = self._project_self(query)  # each [B, H, T, Dh]
+            if cache is not None:
+                keys, values = cache.append(keys, values)  # [B, H, S, Dh]: every step so far
+        elif cache is not None and len(cache):
+            # Cross-attention, later steps: the encoder's keys were projected on the first.
+            keys, values = cache.keys, cache.values  # type: ignore[assignment]
+            q = self._project_queries(query)
+        elif key is None:
             if value is not None:
                 raise ValueError("value given without key: pass both, or neither after init_keys()")
             if self._keys is None or self._values is None:
                 raise RuntimeError("no keys: call init_keys(keys) first, or pass key (and value)")
             keys, values = self._keys, self._values
-            if keys.shape[0] != query.shape[0]:
-                raise ValueError(
-                    f"query has batch {query.shape[0]} but init_keys() was given batch {keys.shape[0]}"
-                )
             q = self._project_queries(query)
-        elif key is query and (value is None or value is query) and self.proj_values:
-            # Self-attention: q, k and v of every head in one matmul.
-            qkv = self.in_proj(query)  # [B, T, 3 * H * Dh]
-            q, k, v = (self._split_heads(t) for t in qkv.chunk(3, dim=-1))  # each [B, H, T, Dh]
-            keys, values = k, v
         else:
             self._check_input("key", key)
             if value is not None:
                 self._check_input("value", value)
             keys, values = self._project_keys_values(key, value)
+            if cache is not None:
+                cache.store(keys, values)
             q = self._project_queries(query)
+        if keys.shape[0] != q.shape[0]:
+            raise ValueError(
+                f"query has batch {q.shape[0]} but the keys (given, from init_keys() or cached) "
+                f"have batch {keys.shape[0]}"
+            )
 
-        if mask is not None and isinstance(mask, Tensor) and mask.dim() == 3:
-            mask = mask.unsqueeze(1)  # [B|1, T|1, S] -> [B|1, 1, T|1, S]: same mask for every head
+        if mask is not None:
+            if isinstance(mask, Tensor) and mask.dim() == 3:
+                mask = mask.unsqueeze(1)  # [B|1, T|1, S] -> [B|1, 1, T|1, S]: same mask for every head
+            check_mask(mask, (q.shape[0], self.n_heads, q.shape[2], keys.shape[2]))
         record = is_recording()
-        out, weights = attend(
-            q, keys, values, mask=mask,
+        out, weights = attend_unchecked(
+            q, keys, values, mask=mask, bias=None, scale=None,
             dropout_p=self.dropout if self.training else 0.0,
-            need_weights=need_weights or record,
+            need_weights=need_weights or record, is_causal=is_causal,
         )  # out [B, H, T, Dv], weights [B, H, T, S] or None
         # Outside recording, forget old weights: collect_attention must not report a stale run.
         # (Assigned only when it changes: nn.Module.__setattr__ costs more than the check.)

@@ -128,11 +128,15 @@ class PositionalEncoding(nn.Module):
     def forward(self, x: Tensor, *, offset: int = 0) -> Tensor:
         """Encode ``x [B, L, D]`` at positions ``offset .. offset + L - 1``; returns ``[B, L, D]``."""
         check_sequence_input(x, self.d_model, type(self).__name__)
-        offset = check_int("offset", offset, minimum=0)
+        if type(offset) is not int or offset < 0:
+            offset = check_int("offset", offset, minimum=0)
         if self.scale_input:
             x = x * math.sqrt(self.d_model)
         pe = self.table(x.shape[1], offset=offset)  # [1, L, D]
-        return self.dropout(x + pe.to(x.dtype))
+        out = x + (pe if pe.dtype == x.dtype else pe.to(x.dtype))  # [B, L, D]
+        # Dropout only when it drops something: the module call costs more than the
+        # addition at the seeds' sizes.
+        return self.dropout(out) if self.training and self.dropout.p > 0 else out
 
     def extra_repr(self) -> str:
         return (

@@ -16,8 +16,10 @@ Training sees the whole target at once: the decoder's input is the target shifte
 right by one (starting from the last source point), and the causal
 ("subsequent") mask keeps step ``t`` from seeing inputs after ``t``. In eval mode
 :meth:`EncoderDecoderSelfAttn.predict` generates greedily, one point at a time,
-feeding back its own (detached) predictions; each step recomputes the whole
-prefix (a key/value cache is future work).
+feeding back its own (detached) predictions. The seeds re-run the decoder on the
+whole prefix at every step; attnlab decodes with a key/value cache
+(:class:`attnlab.attention.DecodingCache`): each step projects only its newest
+input, so a step costs the same at step 256 as at step 2.
 
 Seed fidelity: names, constructor signatures, attributes (``self_attn_heads``,
 ``cross_attn_heads``, ``ffn``, ``layer``, ``pe``, ``trg_masks``, ...) and parameter
@@ -28,7 +30,8 @@ wide heads (``head_dim=d_model``: every head is ``D`` wide) instead of a Python
 loop over heads. Their weights, ``[B, H, T, S]``, are kept when run inside
 :func:`attnlab.attention.record_attention` (the seeds' ``alphas``, ``[H, B, T, S]``,
 then work too); after ``predict`` the decoder's are those of the last step, the
-full ``T x T``.
+full ``T x T`` (``predict`` decodes without the cache while recording, so that
+the last step sees the whole matrix, as the seeds draw it).
 
 Shape notation: ``B`` batch, ``S`` source length, ``T`` target length,
 ``F`` features, ``D`` model dim, ``H`` heads.
@@ -42,7 +45,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlab._validate import check_int
-from attnlab.attention import MultiHeadAttention, subsequent_mask
+from attnlab.attention import DecodingCache, MultiHeadAttention, is_recording, subsequent_mask
 from attnlab.encodings import PositionalEncoding
 
 __all__ = ["DecoderPe", "DecoderSelfAttn", "EncoderDecoderSelfAttn", "EncoderPe", "EncoderSelfAttn"]
@@ -129,10 +132,15 @@ class DecoderSelfAttn(nn.Module):
     Shapes:
         ``init_keys(states [B, S, D])``; then ``forward(query [B, T, F],
         source_mask [B, 1, S] = None, target_mask [1, T, T] = None) -> [B, T, F]``.
+        Or statelessly, ``forward(query, source_mask, memory=states)``; and one
+        step at a time with ``cache=`` (see :meth:`forward`).
 
     Raises:
         TypeError / ValueError: naming the argument, for non-integer or non-positive sizes.
     """
+
+    #: forward() takes ``memory=``, ``cache=`` and ``is_causal=`` (cached decoding).
+    supports_cache = True
 
     def __init__(self, n_heads: int, d_model: int, ff_units: int, n_features: int | None = None) -> None:
         super().__init__()
@@ -148,17 +156,37 @@ class DecoderSelfAttn(nn.Module):
         self.cross_attn_heads.init_keys(states)
 
     def forward(
-        self, query: Tensor, source_mask: Tensor | None = None, target_mask: Tensor | None = None
+        self,
+        query: Tensor,
+        source_mask: Tensor | None = None,
+        target_mask: Tensor | None = None,
+        *,
+        memory: Tensor | None = None,
+        cache: DecodingCache | None = None,
+        is_causal: bool = False,
     ) -> Tensor:
         """Decode ``query [B, T, F]`` (the shifted target); returns ``[B, T, F]``.
 
         Args:
-            query: ``[B, T, F]``.
+            query: ``[B, T, F]``: the whole shifted target, or with ``cache`` the
+                newest step(s) only.
             source_mask: boolean ``[B, 1, S]``, True = may attend to that source position.
             target_mask: boolean ``[1, T, T]`` (or ``[T, T]``), usually causal.
+            memory: the encoder's states ``[B, S, D]``; None uses those of
+                :meth:`init_keys` (the seed's stateful use).
+            cache: a :class:`attnlab.attention.DecodingCache`; its layers
+                ``"self_attn"`` (the target's keys so far) and ``"cross_attn"`` (the
+                encoder's keys, projected on the first step) are read and filled.
+            is_causal: the causal mask without building it (bottom-right aligned,
+                so with a cache the new step sees every earlier one).
         """
-        att1 = self.self_attn_heads(query, query, query, mask=target_mask)  # [B, T, D]
-        att2 = self.cross_attn_heads(att1, mask=source_mask)  # [B, T, D]
+        self_cache = cross_cache = None
+        if cache is not None:
+            self_cache, cross_cache = cache.layer("self_attn"), cache.layer("cross_attn")
+        att1 = self.self_attn_heads(
+            query, query, query, mask=target_mask, is_causal=is_causal, cache=self_cache
+        )  # [B, T, D]
+        att2 = self.cross_attn_heads(att1, memory, mask=source_mask, cache=cross_cache)  # [B, T, D]
         return self.ffn(att2)  # [B, T, F]
 
 
@@ -217,6 +245,8 @@ class DecoderPe(nn.Module):
         TypeError / ValueError: naming the argument, for non-integer or non-positive sizes.
     """
 
+    supports_cache = True
+
     def __init__(
         self, n_heads: int, d_model: int, ff_units: int, n_features: int | None = None, max_len: int = 100
     ) -> None:
@@ -231,10 +261,25 @@ class DecoderPe(nn.Module):
         self.layer.init_keys(states)
 
     def forward(
-        self, query: Tensor, source_mask: Tensor | None = None, target_mask: Tensor | None = None
+        self,
+        query: Tensor,
+        source_mask: Tensor | None = None,
+        target_mask: Tensor | None = None,
+        *,
+        memory: Tensor | None = None,
+        cache: DecodingCache | None = None,
+        is_causal: bool = False,
     ) -> Tensor:
-        """Decode ``query [B, T, F]``; returns ``[B, T, F]``."""
-        return self.layer(self.pe(query), source_mask, target_mask)  # [B, T, F]
+        """Decode ``query [B, T, F]``; returns ``[B, T, F]``.
+
+        With a ``cache``, ``query`` holds the steps from ``cache.position`` on, and
+        is encoded at those positions. Other arguments: as :meth:`DecoderSelfAttn.forward`.
+        """
+        offset = 0 if cache is None else cache.position
+        encoded = self.pe(query, offset=offset)  # [B, T, F]
+        return self.layer(
+            encoded, source_mask, target_mask, memory=memory, cache=cache, is_causal=is_causal
+        )  # [B, T, F]
 
 
 class EncoderDecoderSelfAttn(nn.Module):
@@ -305,30 +350,51 @@ class EncoderDecoderSelfAttn(nn.Module):
         """Decode ``shifted_target_seq [B, T, F]`` against the encoded source; returns ``[B, T, F]``."""
         return self.decoder(shifted_target_seq, source_mask=source_mask, target_mask=target_mask)
 
-    def predict(self, source_seq: Tensor, source_mask: Tensor | None = None) -> Tensor:
+    def predict(
+        self, source_seq: Tensor, source_mask: Tensor | None = None, *, use_cache: bool | None = None
+    ) -> Tensor:
         """Greedy generation of ``T`` points, each step fed the previous predictions.
 
-        Starts from the last source point; step ``i`` decodes the ``i + 1`` inputs
-        so far under a causal mask of size ``i + 1`` and appends its last output.
+        Starts from the last source point. With the cache (the default), step
+        ``i`` decodes only its newest input, at position ``i``, against the keys
+        and values cached by the earlier steps and the encoder's keys projected
+        once; without it, step ``i`` re-decodes all ``i + 1`` inputs under a causal
+        mask (the seeds' way). Both give the same points (to float rounding).
         Encodes ``source_seq`` itself (the seed's ``predict`` relied on an earlier
-        :meth:`encode`), and runs without autograd: what is fed back, and returned,
-        never carries a graph.
+        :meth:`encode`) and runs without autograd: what is fed back, and
+        returned, never carries a graph.
 
         Args:
             source_seq: ``[B, S, F]``.
             source_mask: boolean ``[B, 1, S]``, True = may attend.
+            use_cache: decode with a :class:`attnlab.attention.DecodingCache`.
+                Default: yes, unless attention is being recorded (the figures want
+                the last step's whole ``T x T`` matrix) or the decoder does not
+                support it (no ``supports_cache``).
 
         Returns:
             The predictions ``[B, T, F]`` (no grad).
         """
+        if use_cache is None:
+            use_cache = getattr(self.decoder, "supports_cache", False) and not is_recording()
         with torch.no_grad():
-            self.encode(source_seq, source_mask)
-            inputs = source_seq[:, -1:].detach()  # [B, 1, F]
-            for i in range(self.target_len):
-                mask = self._target_mask(i + 1, source_seq.device)  # [1, i + 1, i + 1]
-                out = self.decode(inputs, source_mask, mask)  # [B, i + 1, F]
-                inputs = torch.cat([inputs, out[:, -1:]], dim=1)  # [B, i + 2, F]
-        return inputs[:, 1:]  # [B, T, F]
+            if not use_cache:
+                self.encode(source_seq, source_mask)
+                inputs = source_seq[:, -1:].detach()  # [B, 1, F]
+                for i in range(self.target_len):
+                    mask = self._target_mask(i + 1, source_seq.device)  # [1, i + 1, i + 1]
+                    out = self.decode(inputs, source_mask, mask)  # [B, i + 1, F]
+                    inputs = torch.cat([inputs, out[:, -1:]], dim=1)  # [B, i + 2, F]
+                return inputs[:, 1:]  # [B, T, F]
+            memory = self.encoder(source_seq, source_mask)  # [B, S, D]
+            cache = DecodingCache()
+            step = source_seq[:, -1:].detach()  # [B, 1, F]
+            outputs = []
+            for _ in range(self.target_len):
+                step = self.decoder(step, source_mask, memory=memory, cache=cache)  # [B, 1, F]
+                cache.advance(1)
+                outputs.append(step)
+        return torch.cat(outputs, dim=1)  # [B, T, F]
 
     def forward(self, X: Tensor, source_mask: Tensor | None = None) -> Tensor:
         """Training: decode the shifted target with the causal mask. Eval: :meth:`predict`.
@@ -358,8 +424,13 @@ class EncoderDecoderSelfAttn(nn.Module):
         source_seq = X[:, : self.input_len]  # [B, S, F]
         if not self.training:
             return self.predict(source_seq, source_mask)
-        self.encode(source_seq, source_mask)
         # Inputs are the target shifted right by one, starting from the last source point.
         shifted_target_seq = X[:, self.input_len - 1 : -1]  # [B, T, F]
+        if getattr(self.decoder, "supports_cache", False):
+            # Stateless, with the causal flag: the same result as the seed's
+            # encode + decode(mask), without building or checking a mask.
+            memory = self.encoder(source_seq, source_mask)  # [B, S, D]
+            return self.decoder(shifted_target_seq, source_mask, memory=memory, is_causal=True)  # [B, T, F]
+        self.encode(source_seq, source_mask)
         mask = self._target_mask(self.target_len, X.device)  # [1, T, T]
         return self.decode(shifted_target_seq, source_mask, mask)

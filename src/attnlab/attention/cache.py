@@ -1,0 +1,226 @@
+"""Key/value caches for autoregressive decoding.
+
+Greedy decoding generates one step at a time. Without a cache, step ``t``
+re-runs the decoder on all ``t`` inputs so far (the seeds' ``predict``), so a
+step costs more the longer the output, and ``T`` steps cost ``O(T^2)`` layer
+passes. With a cache, each attention layer keeps the keys and values it has
+already projected; a step projects only the newest input and attends to the
+cached keys (Pope et al. 2022, "Efficiently Scaling Transformer Inference",
+§2; torchtune's ``KVCache`` and HF's ``DynamicCache`` are the same idea):
+
+* self-attention appends the new step's keys and values (:meth:`KVCache.append`);
+* cross-attention projects the encoder's states once, on the first step, and
+  reuses them (:meth:`KVCache.store`).
+
+A :class:`DecodingCache` gathers the per-layer caches of one generation and the
+position reached (positional encodings need it). It belongs to the call that
+decodes: modules take it as an argument and never keep it, so two generations
+can never see each other's keys, and a user can inspect or reset it.
+
+Shape notation: ``B`` batch, ``H`` heads, ``S`` cached steps, ``Dh`` key width,
+``Dv`` value width.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+from torch import Tensor
+
+from attnlab._validate import check_int
+
+__all__ = ["DecodingCache", "KVCache"]
+
+
+class KVCache:
+    """The projected keys ``[B, H, S, Dh]`` and values ``[B, H, S, Dv]`` of one attention layer.
+
+    Appending grows a buffer geometrically (doubling its capacity), so a step
+    writes only its own keys instead of copying the whole cache as a
+    ``torch.cat`` would; :attr:`keys` and :attr:`values` are views of its first
+    ``S`` steps. When autograd records (a cache used under ``torch.enable_grad``
+    with inputs that need gradients), appending concatenates instead: an in-place
+    write would invalidate the views earlier steps saved for backward.
+
+    Example:
+        >>> cache = KVCache()
+        >>> k = torch.zeros(2, 4, 1, 8)             # [B, H, 1, Dh]: one new step
+        >>> keys, values = cache.append(k, k)
+        >>> keys, values = cache.append(k, k)
+        >>> len(cache), list(cache.keys.shape)
+        (2, [2, 4, 2, 8])
+        >>> cache.reset(); len(cache)
+        0
+    """
+
+    def __init__(self) -> None:
+        self._keys: Tensor | None = None  # [B, H, capacity, Dh]
+        self._values: Tensor | None = None  # [B, H, capacity, Dv]
+        self._length = 0
+
+    def __len__(self) -> int:
+        """``S``, the number of cached steps."""
+        return self._length
+
+    @property
+    def keys(self) -> Tensor | None:
+        """The cached keys ``[B, H, S, Dh]`` (None while empty)."""
+        return None if self._keys is None else self._keys[:, :, : self._length]
+
+    @property
+    def values(self) -> Tensor | None:
+        """The cached values ``[B, H, S, Dv]`` (None while empty)."""
+        return None if self._values is None else self._values[:, :, : self._length]
+
+    @property
+    def capacity(self) -> int:
+        """Steps the current buffers hold before they grow."""
+        return 0 if self._keys is None else self._keys.shape[2]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the buffers (capacity included)."""
+        return sum(t.numel() * t.element_size() for t in (self._keys, self._values) if t is not None)
+
+    def _check(self, keys: Tensor, values: Tensor) -> None:
+        for name, t in (("keys", keys), ("values", values)):
+            if not isinstance(t, Tensor) or t.dim() != 4:
+                got = list(t.shape) if isinstance(t, Tensor) else type(t).__name__
+                raise ValueError(f"{name} must be a tensor [B, H, S, D], got {got}")
+        if keys.shape[:3] != values.shape[:3]:
+            raise ValueError(f"keys {list(keys.shape)} and values {list(values.shape)} disagree on [B, H, S]")
+        if self._keys is not None and self._values is not None and (
+            keys.shape[:2] != self._keys.shape[:2]
+            or keys.shape[3] != self._keys.shape[3]
+            or values.shape[3] != self._values.shape[3]
+        ):
+            raise ValueError(
+                f"keys {list(keys.shape)} do not continue the cache's {list(self._keys.shape[:2])} + "
+                f"[S, {self._keys.shape[3]}]: reset() it before decoding another batch"
+            )
+
+    def append(self, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
+        """Add the newest steps' ``keys [B, H, n, Dh]``, ``values [B, H, n, Dv]``; return all cached.
+
+        Returns:
+            ``(keys [B, H, S + n, Dh], values [B, H, S + n, Dv])``.
+
+        Raises:
+            ValueError: if the shapes do not continue the cache (another batch size,
+                head count or width).
+        """
+        self._check(keys, values)
+        n = keys.shape[2]
+        if self._keys is None or self._values is None:
+            self._keys, self._values, self._length = keys, values, n
+            return keys, values
+        end = self._length + n
+        recording = torch.is_grad_enabled() and (
+            keys.requires_grad or values.requires_grad or self._keys.requires_grad
+        )
+        if recording:
+            self._keys = torch.cat([self._keys[:, :, : self._length], keys], dim=2)  # [B, H, S + n, Dh]
+            self._values = torch.cat([self._values[:, :, : self._length], values], dim=2)  # [B, H, S + n, Dv]
+        else:
+            if end > self.capacity:
+                self._keys = self._grow(self._keys, end)
+                self._values = self._grow(self._values, end)
+            self._keys[:, :, self._length : end] = keys
+            self._values[:, :, self._length : end] = values
+        self._length = end
+        keys_out, values_out = self.keys, self.values
+        assert keys_out is not None and values_out is not None
+        return keys_out, values_out
+
+    def _grow(self, buffer: Tensor, needed: int) -> Tensor:
+        """A buffer of at least twice the capacity, holding the first ``S`` cached steps."""
+        B, H, _, D = buffer.shape
+        grown = buffer.new_empty(B, H, max(needed, 2 * buffer.shape[2]), D)  # [B, H, capacity', D]
+        grown[:, :, : self._length] = buffer[:, :, : self._length]
+        return grown
+
+    def store(self, keys: Tensor, values: Tensor) -> None:
+        """Set the whole cache at once (cross-attention: the encoder's keys and values)."""
+        self._check(keys, values)
+        self._keys, self._values, self._length = keys, values, keys.shape[2]
+
+    def reset(self) -> None:
+        """Forget every cached step (and the buffers)."""
+        self._keys = self._values = None
+        self._length = 0
+
+    def __repr__(self) -> str:
+        if self._keys is None or self._values is None:
+            return "KVCache(empty)"
+        B, H, _, Dh = self._keys.shape
+        width = self._values.shape[3]
+        return f"KVCache(length={self._length}, keys=[{B}, {H}, {self._length}, {Dh}], values_width={width})"
+
+
+class DecodingCache:
+    """The caches of one autoregressive generation: a :class:`KVCache` per attention layer.
+
+    Layers are named by the module that decodes (``"self_attn"``,
+    ``"cross_attn"``, or ``"layers.0.self_attn"`` in a stack); a layer's cache is
+    created the first time it is asked for. :attr:`position` is the number of
+    steps decoded so far: the position of the next input, which positional
+    encodings and rotary embeddings need. The model that runs the decoding loop
+    calls :meth:`advance` once per step.
+
+    Example:
+        >>> cache = DecodingCache()
+        >>> _ = cache.layer("self_attn").append(torch.zeros(1, 2, 1, 4), torch.zeros(1, 2, 1, 4))
+        >>> cache.advance(1)
+        >>> cache
+        DecodingCache(position=1, layers={'self_attn': KVCache(length=1, keys=[1, 2, 1, 4], values_width=4)})
+    """
+
+    def __init__(self) -> None:
+        self._layers: dict[str, KVCache] = {}
+        self.position = 0
+
+    def layer(self, name: str) -> KVCache:
+        """The cache of the layer called ``name`` (created empty on first use)."""
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"a cache layer name must be a non-empty string, got {name!r}")
+        cache = self._layers.get(name)
+        if cache is None:
+            cache = self._layers[name] = KVCache()
+        return cache
+
+    def __getitem__(self, name: str) -> KVCache:
+        return self.layer(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._layers
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._layers)
+
+    def __len__(self) -> int:
+        """The number of layers cached."""
+        return len(self._layers)
+
+    def items(self) -> Iterator[tuple[str, KVCache]]:
+        """``(name, KVCache)`` pairs, in the order the layers were first used."""
+        return iter(self._layers.items())
+
+    def advance(self, steps: int = 1) -> None:
+        """Move :attr:`position` on by ``steps`` (after a step has been decoded)."""
+        self.position += check_int("steps", steps, minimum=0)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by every layer's buffers."""
+        return sum(c.nbytes for c in self._layers.values())
+
+    def reset(self) -> None:
+        """Empty every layer's cache and go back to position 0."""
+        for cache in self._layers.values():
+            cache.reset()
+        self.position = 0
+
+    def __repr__(self) -> str:
+        layers = ", ".join(f"{name!r}: {cache!r}" for name, cache in self._layers.items())
+        return f"DecodingCache(position={self.position}, layers={{{layers}}})"
