@@ -145,3 +145,17 @@ def test_cached_cross_attention_projects_the_keys_once_and_reuses_them():
     assert_close(again, first)
     assert_close(first, mha(query, memory))
     assert mha._keys is None  # nothing was kept on the module
+
+
+def test_a_reserved_capacity_is_allocated_once_and_filled_in_place():
+    cache = KVCache(capacity=4)
+    steps = [torch.full((1, 2, 1, 3), float(i)) for i in range(6)]
+    capacities = []
+    for k in steps:
+        cache.append(k, k)
+        capacities.append(cache.capacity)
+    assert capacities == [4, 4, 4, 4, 8, 8]
+    assert torch.equal(cache.keys, torch.cat(steps, dim=2))
+    assert DecodingCache(capacity=5).layer("x").append(steps[0], steps[0])[0].shape == (1, 2, 1, 3)
+    with pytest.raises(ValueError, match="capacity"):
+        KVCache(capacity=-1)

@@ -34,6 +34,15 @@ def test_last_batch_may_be_smaller():
     assert [len(s) for s, _ in test_loader] == [16, 4]
 
 
+def test_eval_batch_size_batches_only_the_test_set_the_same_squares_in_order():
+    small = make_loaders(n_test=40, batch_size=16)
+    large = make_loaders(n_test=40, batch_size=16, eval_batch_size=128)
+    assert [len(s) for s, _ in large.test] == [40]
+    assert [len(f) for f, _ in large.train] == [16] * 8
+    for i in (0, 1):
+        assert torch.equal(torch.cat([b[i] for b in small.test]), next(iter(large.test))[i])
+
+
 def test_input_len_moves_the_split():
     train_loader, test_loader = make_loaders(input_len=1)
     full, target = next(iter(train_loader))
@@ -167,6 +176,7 @@ def test_square_sequences_bad_arguments(kwargs, error, match):
     ({"train_seed": 2**32}, ValueError, "train_seed"),
     ({"test_seed": "19"}, TypeError, "test_seed"),
     ({"input_len": 4}, ValueError, "input_len"),
+    ({"eval_batch_size": 0}, ValueError, "eval_batch_size"),
 ])
 def test_make_loaders_bad_arguments(kwargs, error, match):
     with pytest.raises(error, match=match):

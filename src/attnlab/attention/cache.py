@@ -39,9 +39,11 @@ class KVCache:
     Appending grows a buffer geometrically (doubling its capacity), so a step
     writes only its own keys instead of copying the whole cache as a
     ``torch.cat`` would; :attr:`keys` and :attr:`values` are views of its first
-    ``S`` steps. When autograd records (a cache used under ``torch.enable_grad``
-    with inputs that need gradients), appending concatenates instead: an in-place
-    write would invalidate the views earlier steps saved for backward.
+    ``S`` steps. ``capacity`` reserves room for that many steps at the first
+    append, when the caller knows how long it will decode. When autograd
+    records (a cache used under ``torch.enable_grad`` with inputs that need
+    gradients), appending concatenates instead: an in-place write would
+    invalidate the views earlier steps saved for backward.
 
     Example:
         >>> cache = KVCache()
@@ -54,7 +56,8 @@ class KVCache:
         0
     """
 
-    def __init__(self) -> None:
+    def __init__(self, capacity: int = 0) -> None:
+        self._reserve = check_int("capacity", capacity, minimum=0)
         self._keys: Tensor | None = None  # [B, H, capacity, Dh]
         self._values: Tensor | None = None  # [B, H, capacity, Dv]
         self._length = 0
@@ -112,13 +115,17 @@ class KVCache:
         """
         self._check(keys, values)
         n = keys.shape[2]
-        if self._keys is None or self._values is None:
-            self._keys, self._values, self._length = keys, values, n
-            return keys, values
-        end = self._length + n
         recording = torch.is_grad_enabled() and (
-            keys.requires_grad or values.requires_grad or self._keys.requires_grad
+            keys.requires_grad or values.requires_grad or (self._keys is not None and self._keys.requires_grad)
         )
+        if self._keys is None or self._values is None:
+            if recording or n >= self._reserve:
+                # Kept as given (never written into: the buffer is replaced when it grows).
+                self._keys, self._values, self._length = keys, values, n
+                return keys, values
+            self._keys = keys.new_empty(*keys.shape[:2], self._reserve, keys.shape[3])  # [B, H, capacity, Dh]
+            self._values = values.new_empty(*values.shape[:2], self._reserve, values.shape[3])
+        end = self._length + n
         if recording:
             self._keys = torch.cat([self._keys[:, :, : self._length], keys], dim=2)  # [B, H, S + n, Dh]
             self._values = torch.cat([self._values[:, :, : self._length], values], dim=2)  # [B, H, S + n, Dv]
@@ -166,7 +173,8 @@ class DecodingCache:
     created the first time it is asked for. :attr:`position` is the number of
     steps decoded so far: the position of the next input, which positional
     encodings and rotary embeddings need. The model that runs the decoding loop
-    calls :meth:`advance` once per step.
+    calls :meth:`advance` once per step. ``capacity``: steps to reserve in every
+    layer's buffers (see :class:`KVCache`; they grow past it if needed).
 
     Example:
         >>> cache = DecodingCache()
@@ -176,7 +184,8 @@ class DecodingCache:
         DecodingCache(position=1, layers={'self_attn': KVCache(length=1, keys=[1, 2, 1, 4], values_width=4)})
     """
 
-    def __init__(self) -> None:
+    def __init__(self, capacity: int = 0) -> None:
+        self.capacity = check_int("capacity", capacity, minimum=0)
         self._layers: dict[str, KVCache] = {}
         self.position = 0
 
@@ -186,7 +195,7 @@ class DecodingCache:
             raise TypeError(f"a cache layer name must be a non-empty string, got {name!r}")
         cache = self._layers.get(name)
         if cache is None:
-            cache = self._layers[name] = KVCache()
+            cache = self._layers[name] = KVCache(self.capacity)
         return cache
 
     def __getitem__(self, name: str) -> KVCache:

@@ -125,6 +125,7 @@ def make_loaders(
     test_seed: int = 19,
     shuffle_seed: int = 0,
     input_len: int = 2,
+    eval_batch_size: int | None = None,
 ) -> SquareLoaders:
     """The loaders of seeds 000 and 003, with a test set that really is the seed-19 squares.
 
@@ -142,6 +143,9 @@ def make_loaders(
         test_seed: seed of the test squares; must differ from ``train_seed``.
         shuffle_seed: seed of the training loader's generator.
         input_len: ``S``, the points a model is given (``T = 4 - S``).
+        eval_batch_size: squares per test batch; defaults to ``batch_size``.
+            Evaluation keeps no graph, so a larger batch only saves time: the
+            trainer's loss is the batch-size-weighted mean either way.
 
     Returns:
         ``(train_loader, test_loader)`` as a :class:`SquareLoaders`; the test
@@ -160,6 +164,9 @@ def make_loaders(
     n_train = check_int("n_train", n_train, minimum=1)
     n_test = check_int("n_test", n_test, minimum=1)
     batch_size = check_int("batch_size", batch_size, minimum=1)
+    if eval_batch_size is None:
+        eval_batch_size = batch_size
+    eval_batch_size = check_int("eval_batch_size", eval_batch_size, minimum=1)
     shuffle_seed = check_int("shuffle_seed", shuffle_seed, minimum=0)
     for name, value in (("train_seed", train_seed), ("test_seed", test_seed)):
         if value is None:
@@ -180,5 +187,5 @@ def make_loaders(
     # Unshuffled, but iterating it still draws a base seed: from this generator, not torch's global one.
     test_g = torch.Generator().manual_seed(shuffle_seed)
     test_loader = DataLoader(test, batch_size=None, generator=test_g,
-                             sampler=BatchSampler(SequentialSampler(test), batch_size, drop_last=False))
+                             sampler=BatchSampler(SequentialSampler(test), eval_batch_size, drop_last=False))
     return SquareLoaders(train_loader, test_loader)

@@ -387,7 +387,7 @@ class EncoderDecoderSelfAttn(nn.Module):
                     inputs = torch.cat([inputs, out[:, -1:]], dim=1)  # [B, i + 2, F]
                 return inputs[:, 1:]  # [B, T, F]
             memory = self.encoder(source_seq, source_mask)  # [B, S, D]
-            cache = DecodingCache()
+            cache = DecodingCache(capacity=self.target_len)
             step = source_seq[:, -1:].detach()  # [B, 1, F]
             outputs = []
             for _ in range(self.target_len):
