@@ -51,6 +51,12 @@ class MultiHeadAttention(nn.Module):
         head_dim: ``Dh``; defaults to ``d_model // n_heads`` (which must divide).
             The seeds' wide heads are ``head_dim=d_model``.
         dropout: dropout on the attention weights while training.
+        position: a positional scheme that acts inside attention
+            (:class:`attnlab.encodings.AttentionPosition`: rotary, ALiBi, T5 or
+            Shaw relative, NoPE), composed in rather than switched on by a flag.
+            It applies to self-attention, where queries and keys are positions
+            of one sequence; with a cache the new queries sit at the positions
+            after the cached ones.
 
     Attributes:
         in_proj: ``nn.Linear(F, 3 * H * Dh)``, rows ordered q | k | v, heads contiguous.
@@ -86,6 +92,7 @@ class MultiHeadAttention(nn.Module):
         *,
         head_dim: int | None = None,
         dropout: float = 0.0,
+        position: nn.Module | None = None,
     ) -> None:
         super().__init__()
         self.n_heads = check_int("n_heads", n_heads, minimum=1)
@@ -118,6 +125,15 @@ class MultiHeadAttention(nn.Module):
             # rows: [q_head0 .. q_headH-1 | k_head0 .. | v_head0 ..]
             self.in_proj.weight.copy_(torch.cat([h[j].weight for j in range(3) for h in per_head]))
             self.in_proj.bias.copy_(torch.cat([h[j].bias for j in range(3) for h in per_head]))
+        if position is not None and not all(
+            callable(getattr(position, name, None)) for name in ("rotate", "bias", "value_term")
+        ):
+            raise TypeError(
+                "position must be an attnlab.encodings.AttentionPosition (rotate, bias, value_term), "
+                f"got {type(position).__name__}"
+            )
+        # A submodule, so its parameters (T5 buckets, Shaw's vectors) train and are saved.
+        self.position = position
         self._keys: Tensor | None = None  # [B, H, S, Dh] after init_keys
         self._values: Tensor | None = None  # [B, H, S, Dh or F]
         self.attn_weights = None
@@ -216,10 +232,22 @@ class MultiHeadAttention(nn.Module):
             # The seeds call mha(query, mask) positionally; keys are never boolean.
             key, mask = None, key
         self._check_input("query", query)
+        position = self.position
+        past = 0  # position of the first query (steps already cached)
         if key is query and (value is None or value is query) and self.proj_values:
             q, keys, values = self._project_self(query)  # each [B, H, T, Dh]
             if cache is not None:
+                past = len(cache)
+            if position is not None:
+                # Rotary turns q and k by their positions; keys are cached turned.
+                q, keys = position.rotate(q, keys, q_offset=past, k_offset=past)
+            if cache is not None:
                 keys, values = cache.append(keys, values)  # [B, H, S, Dh]: every step so far
+        elif position is not None:
+            raise ValueError(
+                f"this MultiHeadAttention has a position scheme ({type(position).__name__}), which applies to "
+                "self-attention only: call it as mha(x, x, x)"
+            )
         elif cache is not None and len(cache):
             # Cross-attention, later steps: the encoder's keys were projected on the first.
             keys, values = cache.keys, cache.values  # type: ignore[assignment]
@@ -250,11 +278,20 @@ class MultiHeadAttention(nn.Module):
                 mask = mask.unsqueeze(1)  # [B|1, T|1, S] -> [B|1, 1, T|1, S]: same mask for every head
             check_mask(mask, (q.shape[0], self.n_heads, q.shape[2], keys.shape[2]))
         record = is_recording()
+        bias = None
+        value_term = False
+        if position is not None:
+            bias = position.bias(q, keys.shape[2], q_offset=past, k_offset=0)  # [B|1, H|1, T, S] or None
+            value_term = bool(getattr(position, "needs_weights", False))
         out, weights = attend_unchecked(
-            q, keys, values, mask=mask, bias=None, scale=None,
+            q, keys, values, mask=mask, bias=bias, scale=None,
             dropout_p=self.dropout if self.training else 0.0,
-            need_weights=need_weights or record, is_causal=is_causal,
+            need_weights=need_weights or record or value_term, is_causal=is_causal,
         )  # out [B, H, T, Dv], weights [B, H, T, S] or None
+        if value_term and weights is not None and position is not None:
+            extra = position.value_term(weights, q_offset=past, k_offset=0)  # [B, H, T, Dv] (Shaw's values)
+            if extra is not None:
+                out = out + extra.to(out.dtype)
         # Outside recording, forget old weights: collect_attention must not report a stale run.
         # (Assigned only when it changes: nn.Module.__setattr__ costs more than the check.)
         recorded = weights.detach() if record and weights is not None else None
