@@ -26,6 +26,7 @@ from attnlab.plotting import (
     plot_columns,
     plot_distances,
     plot_encoding,
+    plot_length_generalisation,
     plot_losses,
     plot_mesh,
     plot_nearby,
@@ -39,6 +40,10 @@ TABLE = sinusoidal(12, 10)
 SQUARES = [[[-1.0, -1.0], [-1.0, 1.0], [1.0, 1.0], [1.0, -1.0]],
            [[1.0, 1.0], [-1.0, 1.0], [-1.0, -1.0], [1.0, -1.0]]]
 CALLS = {
+    "plot_length_generalisation": lambda: plot_length_generalisation(
+        [{"encoding": "sinusoidal", "seed": 0, "length": 4, "token_accuracy": 1.0, "sequence_accuracy": 1.0}],
+        train_len=4,
+    ),
     "encoding_degrees": lambda: encoding_degrees(2, (4, 5), 3),
     "exponential_dials": lambda: exponential_dials(4, 3),
     "encoding_heatmap": lambda: encoding_heatmap(4, 5),

@@ -1,5 +1,6 @@
 """Analysis of positional encodings: the audit of seed 000's requirements, similarity views."""
 
+from attnlab.analysis.position_audit import audit_position
 from attnlab.analysis.properties import AuditReport, PropertyCheck, audit
 from attnlab.analysis.similarity import (
     as_table,
@@ -18,6 +19,7 @@ __all__ = [
     "PropertyCheck",
     "as_table",
     "audit",
+    "audit_position",
     "binary_codes",
     "check_table",
     "cosine_similarity_matrix",

@@ -15,17 +15,55 @@ This package never imports :mod:`attnlab.models`: a model is told its sizes
 """
 
 from attnlab.data.loaders import SquareLoaders, SquareSequences, make_loaders
+from attnlab.data.metrics import mean_squared_error, sequence_accuracy, token_accuracy
 from attnlab.data.padding import PaddedBatch, collate_padded, pad_sequences
 from attnlab.data.squares import CORNERS, generate_sequences, squares_tensor
+from attnlab.data.tasks import (
+    BOS,
+    EOS,
+    FIRST_SYMBOL,
+    PAD,
+    TASKS,
+    TOKEN_TASKS,
+    SquaresBatch,
+    TaskBatch,
+    TaskDataset,
+    TaskSets,
+    TaskSpec,
+    Vocab,
+    make_task_batch,
+    make_task_sets,
+    squares_task,
+    task_loader,
+)
 
 __all__ = [
+    "BOS",
     "CORNERS",
+    "EOS",
+    "FIRST_SYMBOL",
+    "PAD",
     "PaddedBatch",
     "SquareLoaders",
     "SquareSequences",
+    "SquaresBatch",
+    "TASKS",
+    "TOKEN_TASKS",
+    "TaskBatch",
+    "TaskDataset",
+    "TaskSets",
+    "TaskSpec",
+    "Vocab",
     "collate_padded",
     "generate_sequences",
     "make_loaders",
+    "make_task_batch",
+    "make_task_sets",
+    "mean_squared_error",
     "pad_sequences",
+    "sequence_accuracy",
+    "squares_task",
     "squares_tensor",
+    "task_loader",
+    "token_accuracy",
 ]

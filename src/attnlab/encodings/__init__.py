@@ -2,21 +2,44 @@
 
 ``sinusoidal`` / ``angle_rates`` / ``shift_matrix`` (every layout of the paper's
 sinusoids), ``fixed_base`` (seed 000's dials), ``PositionalEncoding`` (the seeds'
-module, fixed) and ``LearnedPositionalEncoding`` (seed 002's exercise).
+module, fixed) and ``LearnedPositionalEncoding`` (seed 002's exercise): these
+are added to the inputs.
+
+Schemes that act inside attention (:class:`AttentionPosition`, passed to
+``MultiHeadAttention(position=...)``): ``Rotary`` (RoFormer), ``ALiBi``,
+``T5RelativeBias``, ``ShawRelative`` (Shaw et al. 2018) and ``NoPosition``.
 """
 
+from attnlab.encodings.alibi import ALiBi, alibi_slopes
+from attnlab.encodings.attention_position import AttentionPosition, NoPosition, relative_positions
 from attnlab.encodings.fixed_base import fixed_base
 from attnlab.encodings.learned import LearnedPositionalEncoding
 from attnlab.encodings.positional import PositionalEncoding
+from attnlab.encodings.relative import ShawRelative
+from attnlab.encodings.rotary import CONVENTIONS as ROTARY_CONVENTIONS
+from attnlab.encodings.rotary import Rotary, apply_rotary, interleaved_to_half_permutation
 from attnlab.encodings.sinusoidal import LAYOUTS, RATES, angle_rates, shift_matrix, sinusoidal
+from attnlab.encodings.t5 import T5RelativeBias, t5_bucket
 
 __all__ = [
+    "ALiBi",
+    "AttentionPosition",
     "LAYOUTS",
-    "RATES",
     "LearnedPositionalEncoding",
+    "NoPosition",
     "PositionalEncoding",
+    "RATES",
+    "ROTARY_CONVENTIONS",
+    "Rotary",
+    "ShawRelative",
+    "T5RelativeBias",
+    "alibi_slopes",
     "angle_rates",
+    "apply_rotary",
     "fixed_base",
+    "interleaved_to_half_permutation",
+    "relative_positions",
     "shift_matrix",
     "sinusoidal",
+    "t5_bucket",
 ]

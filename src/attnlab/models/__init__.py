@@ -23,16 +23,21 @@ from attnlab.models.selfattn_seq2seq import (
     EncoderPe,
     EncoderSelfAttn,
 )
+from attnlab.models.transformer import ENCODINGS, Transformer, TransformerDecoderLayer, TransformerEncoderLayer
 
 __all__ = [
     "Decoder",
     "DecoderAttn",
     "DecoderPe",
     "DecoderSelfAttn",
+    "ENCODINGS",
     "Encoder",
     "EncoderDecoder",
     "EncoderDecoderAttn",
     "EncoderDecoderSelfAttn",
     "EncoderPe",
     "EncoderSelfAttn",
+    "Transformer",
+    "TransformerDecoderLayer",
+    "TransformerEncoderLayer",
 ]

@@ -20,6 +20,7 @@ single axes take ``ax=`` to draw into an existing figure.
 
 from attnlab.plotting.attention import alignment_matrix, figure9, plot_attention, query_and_keys
 from attnlab.plotting.dials import encoding_degrees, exponential_dials
+from attnlab.plotting.lengths import plot_length_generalisation
 from attnlab.plotting.mesh import encoding_heatmap, plot_distances, plot_mesh
 from attnlab.plotting.rates import plot_angle_map, plot_angle_rates
 from attnlab.plotting.similarity import plot_nearby, plot_similarity
@@ -39,6 +40,7 @@ __all__ = [
     "plot_columns",
     "plot_distances",
     "plot_encoding",
+    "plot_length_generalisation",
     "plot_losses",
     "plot_mesh",
     "plot_nearby",

@@ -1,0 +1,475 @@
+"""Synthetic tasks for length generalisation: copy, reverse and sort tokens, and the noisy squares walked further.
+
+A length-generalisation lab trains a model at one length and tests it at longer
+ones. Every task here draws its data at any length, from a generator of its own:
+
+* ``copy``, ``reverse``, ``sort``: sequence-to-sequence token tasks. The source
+  is ``L`` content tokens drawn uniformly (with replacement) from ``n_symbols``
+  symbols; the target is the source itself, the source backwards, or the source
+  in ascending order (duplicates allowed, so it is a sorted multiset, not a
+  permutation of distinct items). Example with ``L = 4``, ids as in :class:`Vocab`::
+
+      source      [ 7,  3,  9,  7]
+      copy        [ 7,  3,  9,  7]     target_in  [BOS, 7, 3, 9, 7]
+      reverse     [ 7,  9,  3,  7]     target_out [7, 3, 9, 7, EOS]   (copy)
+      sort        [ 3,  7,  7,  9]
+
+  The decoder is teacher-forced with ``target_in = BOS + target`` and learns
+  ``target_out = target + EOS``; the source carries neither (an encoder sees it
+  whole, and the padding mask tells it where it ends).
+* ``squares``: the seeds' noisy squares (:mod:`attnlab.data.squares`), walked
+  round and round: corner ``k + 4`` is corner ``k`` again with fresh noise. The
+  model sees the first 2 corners and predicts the rest, float points, so it is
+  scored by mean squared error, not accuracy.
+
+:func:`make_task_sets` builds a training set at ``train_len`` and one test set
+per test length, from different seeds; :func:`task_loader` batches any of them.
+Nothing here reads or changes a global random state.
+
+Shape notation: ``N`` sequences (``B`` in a batch), ``S`` source length, ``T``
+target length (``S + 1`` for the token tasks), ``F = 2`` coordinates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, SequentialSampler
+
+from attnlab._validate import check_int
+from attnlab.data.squares import _NOISE_STD, CORNERS, check_seed
+
+__all__ = [
+    "BOS", "EOS", "FIRST_SYMBOL", "PAD", "TASKS", "TOKEN_TASKS",
+    "SquaresBatch", "TaskBatch", "TaskDataset", "TaskSets", "TaskSpec", "Vocab",
+    "make_task_batch", "make_task_sets", "squares_task", "task_loader",
+]
+
+PAD, BOS, EOS = 0, 1, 2
+FIRST_SYMBOL = 3  # content tokens are FIRST_SYMBOL .. FIRST_SYMBOL + n_symbols - 1
+TOKEN_TASKS = ("copy", "reverse", "sort")
+TASKS = (*TOKEN_TASKS, "squares")
+
+
+@dataclass(frozen=True)
+class Vocab:
+    """The token vocabulary: ``PAD = 0``, ``BOS = 1``, ``EOS = 2``, then ``n_symbols`` content tokens.
+
+    With the default 10 symbols the content ids are 3 to 12 and a model needs
+    an embedding table of ``size = 13`` rows (``padding_idx=PAD``).
+
+    Args:
+        n_symbols: how many content tokens, at least 2 (with one symbol copy,
+            reverse and sort would all be the same task).
+
+    Raises:
+        TypeError / ValueError: naming ``n_symbols`` if it is not an integer >= 2.
+    """
+
+    n_symbols: int = 10
+
+    def __post_init__(self) -> None:
+        check_int("n_symbols", self.n_symbols, minimum=2)
+
+    @property
+    def size(self) -> int:
+        """Number of token ids, special ones included: ``3 + n_symbols``."""
+        return FIRST_SYMBOL + self.n_symbols
+
+    @property
+    def symbols(self) -> range:
+        """The content token ids."""
+        return range(FIRST_SYMBOL, self.size)
+
+    def format(self, ids: Any) -> str:
+        """Token ids ``[L]`` as text, special tokens by name: ``'<bos> 7 3 9 <eos> <pad>'``."""
+        names = {PAD: "<pad>", BOS: "<bos>", EOS: "<eos>"}
+        return " ".join(names.get(int(i), str(int(i))) for i in torch.as_tensor(ids).reshape(-1).tolist())
+
+
+class TaskBatch(NamedTuple):
+    """A token task's sequences, right-padded with ``PAD``.
+
+    Attributes:
+        source: int64 ``[N, S]``, the content tokens (no BOS/EOS), ``PAD`` after each length.
+        target_in: int64 ``[N, T]``, ``T = S + 1``: ``BOS`` then the target (decoder input).
+        target_out: int64 ``[N, T]``: the target then ``EOS`` (what the decoder must predict).
+        source_mask: bool ``[N, 1, S]``, True on real tokens: the models' source mask.
+        target_mask: bool ``[N, 1, T]``, True on the real positions of both ``target_in``
+            and ``target_out`` (EOS included); ``target_out != PAD`` says the same.
+        lengths: int64 ``[N]``, each sequence's length ``L_i <= S``.
+    """
+
+    source: torch.Tensor
+    target_in: torch.Tensor
+    target_out: torch.Tensor
+    source_mask: torch.Tensor
+    target_mask: torch.Tensor
+    lengths: torch.Tensor
+
+    def to(self, device: torch.device | str) -> TaskBatch:
+        """The same batch with every tensor on ``device``."""
+        return TaskBatch(*(t.to(device) for t in self))
+
+
+class SquaresBatch(NamedTuple):
+    """Noisy squares walked for ``K`` corners: float32 points, no padding.
+
+    Attributes:
+        full: float32 ``[N, K, 2]``, the whole walk (what the seeds' models are
+            teacher-forced with in training).
+        source: float32 ``[N, S, 2]``, the corners given (``full[:, :S]``).
+        target: float32 ``[N, T, 2]``, the corners to predict, ``T = K - S``.
+        directions: int64 ``[N]``, 1 = clockwise, 0 = counter-clockwise.
+    """
+
+    full: torch.Tensor
+    source: torch.Tensor
+    target: torch.Tensor
+    directions: torch.Tensor
+
+    def to(self, device: torch.device | str) -> SquaresBatch:
+        """The same batch with every tensor on ``device``."""
+        return SquaresBatch(*(t.to(device) for t in self))
+
+
+def _check_task(task: Any, known: tuple[str, ...] = TASKS) -> str:
+    if not isinstance(task, str) or task not in known:
+        hint = ""
+        if task == "squares":
+            hint = " (the squares are float points, not tokens: use squares_task)"
+        raise ValueError(f"task {task!r} is not one of {', '.join(known)}{hint}")
+    return task
+
+
+def _as_generator(generator: Any) -> torch.Generator:
+    """A ``torch.Generator`` as it is, or a new one seeded with an integer."""
+    if isinstance(generator, torch.Generator):
+        return generator
+    if isinstance(generator, bool) or not isinstance(generator, (int, np.integer)):
+        raise TypeError(f"generator must be a torch.Generator or an integer seed, got {generator!r} "
+                        f"({type(generator).__name__}); the data must come from a seeded generator of its own")
+    seed = check_int("generator", int(generator), minimum=0)
+    return torch.Generator().manual_seed(seed)
+
+
+def make_task_batch(
+    task: str,
+    n: int,
+    length: int,
+    *,
+    n_symbols: int = 10,
+    min_len: int | None = None,
+    generator: torch.Generator | int,
+) -> TaskBatch:
+    """``n`` sequences of a token task: source ``[N, S]``, decoder input and output ``[N, S + 1]``.
+
+    Every sequence has ``length`` tokens, or, with ``min_len``, a length drawn
+    uniformly from ``min_len`` to ``length`` (training on mixed lengths makes a
+    model less tied to one), right-padded with ``PAD`` to ``S = length``. The
+    draws come from ``generator`` on its device, in this order: the tokens
+    ``[N, S]`` (padded positions included), then the lengths; so the same
+    generator state gives the same tokens with or without ``min_len``.
+
+    Args:
+        task: ``"copy"``, ``"reverse"`` or ``"sort"`` (ascending, duplicates kept).
+        n: how many sequences, ``N >= 1``.
+        length: ``S``, the (longest) source length, at least 1.
+        n_symbols: content tokens, ids ``3 .. 2 + n_symbols`` (see :class:`Vocab`).
+        min_len: shortest length when lengths vary, ``1 <= min_len <= length``;
+            None for every sequence at ``length``.
+        generator: a ``torch.Generator`` (advanced by the draws) or an integer
+            seed for a new one; never torch's global generator.
+
+    Returns:
+        A :class:`TaskBatch` on the generator's device.
+
+    Raises:
+        TypeError: naming the argument, for a non-integer count or length, or a
+            ``generator`` that is neither a Generator nor an integer.
+        ValueError: naming the argument and value, for an unknown task, ``n``
+            or ``length`` below 1, ``n_symbols`` below 2, or ``min_len`` outside 1..length.
+
+    Example:
+        >>> b = make_task_batch("reverse", 2, 4, generator=0)
+        >>> b.source.shape, b.target_in.shape, b.target_out.shape
+        (torch.Size([2, 4]), torch.Size([2, 5]), torch.Size([2, 5]))
+        >>> torch.equal(b.target_out[:, :4], b.source.flip(1)), b.target_out[:, 4].tolist()
+        (True, [2, 2])
+    """
+    task = _check_task(task, TOKEN_TASKS)
+    n = check_int("n", n, minimum=1)
+    length = check_int("length", length, minimum=1)
+    n_symbols = check_int("n_symbols", n_symbols, minimum=2)
+    if min_len is not None:
+        min_len = check_int("min_len", min_len, minimum=1)
+        if min_len > length:
+            raise ValueError(f"min_len ({min_len}) must not exceed length ({length})")
+    g = _as_generator(generator)
+
+    tokens = torch.randint(FIRST_SYMBOL, FIRST_SYMBOL + n_symbols, (n, length), generator=g,
+                           device=g.device)  # [N, S]
+    if min_len is None:
+        lengths = torch.full((n,), length, dtype=torch.int64, device=g.device)  # [N]
+    else:
+        lengths = torch.randint(min_len, length + 1, (n,), generator=g, device=g.device)  # [N]
+    steps = torch.arange(length + 1, device=g.device)  # [S + 1]
+    real = steps[:length] < lengths[:, None]  # [N, S]
+    source = tokens.masked_fill(~real, PAD)  # [N, S]
+
+    if task == "copy":
+        target = source.clone()
+    elif task == "reverse":
+        # Position j of a sequence of length L_i takes source position L_i - 1 - j; padding stays put.
+        back = (lengths[:, None] - 1 - steps[:length]).clamp(min=0)  # [N, S]
+        target = source.gather(1, back).masked_fill(~real, PAD)  # [N, S]
+    else:
+        # Padding sorts last (past every symbol), then is written back as PAD.
+        target = source.masked_fill(~real, FIRST_SYMBOL + n_symbols).sort(dim=1).values.masked_fill(~real, PAD)
+
+    pad_col = torch.full((n, 1), PAD, dtype=torch.int64, device=g.device)  # [N, 1]
+    bos_col = torch.full((n, 1), BOS, dtype=torch.int64, device=g.device)  # [N, 1]
+    target_out = torch.cat([target, pad_col], dim=1).scatter(1, lengths[:, None], EOS)  # [N, T]
+    target_in = torch.cat([bos_col, target], dim=1)  # [N, T]
+    target_real = steps[None, :] <= lengths[:, None]  # [N, T]: L_i tokens and EOS (or BOS and L_i tokens)
+    return TaskBatch(source, target_in, target_out, real.unsqueeze(1), target_real.unsqueeze(1), lengths)
+
+
+def squares_task(n: int, n_corners: int = 4, *, n_given: int = 2, seed: int = 13) -> SquaresBatch:
+    """Noisy squares walked for ``n_corners`` corners: the first ``n_given`` given, the rest to predict.
+
+    A walk visits the square's corners in its direction and goes on round:
+    corner ``k + 4`` is corner ``k`` again, with fresh Gaussian noise (std 0.1).
+    The draws replay :func:`attnlab.data.generate_sequences`'s order on one
+    ``numpy.random.RandomState(seed)`` (starting corners, directions, the noise
+    of 4 corners per square) and then continue the same stream with the noise
+    of corners 5, 6, ..., corner after corner (every square's 5th, then every
+    square's 6th, ...). So:
+
+    * the first ``min(K, 4)`` corners equal ``generate_sequences(n, seed=seed)``'s
+      number for number (with ``seed=13``, the seeds' training squares);
+    * for one seed, a longer walk continues the shorter one: test sets at
+      several lengths hold the same squares, walked further.
+
+    Args:
+        n: how many squares, ``N >= 1``.
+        n_corners: ``K``, corners per walk, at least ``n_given + 1``.
+        n_given: ``S``, the corners a model is given (the seeds: 2), at least 1.
+        seed: an integer in ``[0, 2**32 - 1]``; None is refused, the set must be repeatable.
+
+    Returns:
+        A :class:`SquaresBatch`: ``full [N, K, 2]``, ``source [N, S, 2]``,
+        ``target [N, K - S, 2]`` (float32, CPU) and ``directions [N]``.
+
+    Raises:
+        TypeError / ValueError: naming the argument and value, for a bad count,
+            ``n_corners <= n_given``, ``n_given < 1`` or a bad or missing seed.
+    """
+    n = check_int("n", n, minimum=1)
+    n_given = check_int("n_given", n_given, minimum=1)
+    n_corners = check_int("n_corners", n_corners, minimum=1)
+    if n_corners <= n_given:
+        raise ValueError(f"n_corners ({n_corners}) must exceed n_given ({n_given}): nothing would be left to predict")
+    if seed is None:
+        raise TypeError("seed must be an integer, got None (the set would not be repeatable)")
+    rng = np.random.RandomState(check_seed(seed))
+
+    # generate_sequences(n, seed=seed)'s draws, in its order, then the later corners' noise.
+    bases = rng.randint(4, size=n)  # [N]
+    directions = rng.randint(2, size=n)  # [N]
+    noise = rng.randn(4 * n, 2).reshape(n, 4, 2) * _NOISE_STD  # [N, 4, 2]
+    if n_corners > 4:
+        # Corner-major (every square's 5th corner, then every 6th, ...): the draws for the first
+        # K corners do not depend on K, so a longer walk continues a shorter one exactly.
+        more = rng.randn(n_corners - 4, n, 2).transpose(1, 0, 2) * _NOISE_STD  # [K - 4, N, 2] -> [N, K - 4, 2]
+        noise = np.concatenate([noise, more], axis=1)  # [N, K, 2]
+    steps = np.arange(n_corners)  # [K]
+    # Clockwise from the start corner; counter-clockwise is generate_sequences' reversed order,
+    # base + 3, base + 2, ..., which keeps going the same way past the fourth corner.
+    order = np.where(directions[:, None] == 1, bases[:, None] + steps, bases[:, None] + 3 - steps) % 4  # [N, K]
+    full = torch.from_numpy((CORNERS[order] + noise[:, :n_corners]).astype(np.float32))  # [N, K, 2]
+    return SquaresBatch(full, full[:, :n_given], full[:, n_given:], torch.from_numpy(directions).long())
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """What a length-generalisation run trains and tests on.
+
+    Args:
+        task: one of ``copy``, ``reverse``, ``sort``, ``squares``.
+        train_len: training length: the source length ``S`` of a token task
+            (the longest, with ``min_train_len``), or the corners per walk ``K`` of ``squares``.
+        test_lens: a test set at each of these lengths (usually ``train_len``
+            and longer ones); distinct, each at least 1 (3 for ``squares``).
+        n_train: training sequences.
+        n_test: sequences per test set.
+        n_symbols: content tokens of the token tasks (ignored by ``squares``).
+        min_train_len: train on lengths ``min_train_len .. train_len`` (token
+            tasks only); None for one length. Test sets always have one length.
+        train_seed: seed of the training set (the generator seed of
+            :func:`make_task_batch`, or ``squares_task``'s seed).
+        test_seed: seed of the test sets, different from ``train_seed``.
+
+    Raises:
+        TypeError / ValueError: naming the field and value, for any bad field.
+    """
+
+    task: str = "copy"
+    train_len: int = 8
+    test_lens: tuple[int, ...] = (8, 12, 16, 24, 32)
+    n_train: int = 4096
+    n_test: int = 256
+    n_symbols: int = 10
+    min_train_len: int | None = None
+    train_seed: int = 13
+    test_seed: int = 19
+
+    def __post_init__(self) -> None:
+        _check_task(self.task)
+        shortest = 3 if self.task == "squares" else 1  # squares: 2 corners given, at least 1 to predict
+        check_int("train_len", self.train_len, minimum=shortest)
+        if isinstance(self.test_lens, (str, bytes)) or not hasattr(self.test_lens, "__iter__"):
+            raise TypeError(f"test_lens must be a sequence of lengths, got {self.test_lens!r}")
+        lens = tuple(check_int("test_lens", v, minimum=shortest) for v in self.test_lens)
+        if not lens or len(set(lens)) != len(lens):
+            raise ValueError(f"test_lens must be a non-empty list of distinct lengths, got {list(self.test_lens)}")
+        object.__setattr__(self, "test_lens", lens)  # a list becomes a tuple: the spec stays hashable
+        check_int("n_train", self.n_train, minimum=1)
+        check_int("n_test", self.n_test, minimum=1)
+        Vocab(self.n_symbols)
+        if self.min_train_len is not None:
+            if self.task == "squares":
+                raise ValueError(f"min_train_len must be None for the squares task, got {self.min_train_len}")
+            check_int("min_train_len", self.min_train_len, minimum=1)
+            if self.min_train_len > self.train_len:
+                raise ValueError(f"min_train_len ({self.min_train_len}) must not exceed train_len "
+                                 f"({self.train_len})")
+        for name in ("train_seed", "test_seed"):
+            value = getattr(self, name)
+            if value is None:
+                raise TypeError(f"{name} must be an integer, got None (the sets would not be repeatable)")
+            check_seed(value, name)
+        if self.train_seed == self.test_seed:
+            raise ValueError(f"test_seed ({self.test_seed}) must differ from train_seed ({self.train_seed}): "
+                             "the test data would repeat the training data")
+
+    @property
+    def vocab(self) -> Vocab:
+        """The token vocabulary (``vocab.size`` rows of embedding)."""
+        return Vocab(self.n_symbols)
+
+
+class TaskSets(NamedTuple):
+    """The sets :func:`make_task_sets` builds: ``train`` and ``tests[length]``, and the spec."""
+
+    train: TaskBatch | SquaresBatch
+    tests: dict[int, TaskBatch | SquaresBatch]
+    spec: TaskSpec
+
+
+def _test_generator(test_seed: int, length: int) -> torch.Generator:
+    # One independent stream per test length: the same seed at two lengths would share draws.
+    seed = int(np.random.SeedSequence([test_seed, length]).generate_state(1, dtype=np.uint64)[0])
+    return torch.Generator().manual_seed(seed)
+
+
+def make_task_sets(spec: TaskSpec) -> TaskSets:
+    """The training set at ``spec.train_len`` and a test set at each of ``spec.test_lens``.
+
+    Token tasks: the training set is ``make_task_batch(..., generator=train_seed)``;
+    the test set at length ``L`` comes from a generator seeded by
+    ``SeedSequence([test_seed, L])``, a stream of its own. Squares: the training
+    set is ``squares_task(n_train, train_len, seed=train_seed)`` and every test
+    set uses ``test_seed``, so the test sets are the same squares walked further.
+
+    The seeds differ, so the test draws are independent of the training draws;
+    independent is not disjoint, though: at a short length a random test
+    sequence may also occur in training (there are only ``n_symbols ** L``).
+    Test lengths above the (longest) training length never do.
+
+    Args:
+        spec: the :class:`TaskSpec`.
+
+    Returns:
+        A :class:`TaskSets` of CPU batches; ``tests`` is ordered by length.
+
+    Raises:
+        TypeError: if ``spec`` is not a :class:`TaskSpec`.
+    """
+    if not isinstance(spec, TaskSpec):
+        raise TypeError(f"spec must be a TaskSpec, got {type(spec).__name__}")
+    tests: dict[int, TaskBatch | SquaresBatch] = {}
+    if spec.task == "squares":
+        train: TaskBatch | SquaresBatch = squares_task(spec.n_train, spec.train_len, seed=spec.train_seed)
+        for length in sorted(spec.test_lens):
+            tests[length] = squares_task(spec.n_test, length, seed=spec.test_seed)
+    else:
+        train = make_task_batch(spec.task, spec.n_train, spec.train_len, n_symbols=spec.n_symbols,
+                                min_len=spec.min_train_len, generator=spec.train_seed)
+        for length in sorted(spec.test_lens):
+            tests[length] = make_task_batch(spec.task, spec.n_test, length, n_symbols=spec.n_symbols,
+                                            generator=_test_generator(spec.test_seed, length))
+    return TaskSets(train, tests, spec)
+
+
+class TaskDataset(Dataset):
+    """A :class:`TaskBatch` or :class:`SquaresBatch` as a Dataset of its rows.
+
+    Indexing with a list of rows returns the batch of those rows (every field
+    indexed at once), which is how :func:`task_loader` fetches a mini-batch.
+    """
+
+    def __init__(self, batch: TaskBatch | SquaresBatch) -> None:
+        if not isinstance(batch, (TaskBatch, SquaresBatch)):
+            raise TypeError(f"batch must be a TaskBatch or SquaresBatch, got {type(batch).__name__}")
+        self.batch = batch
+
+    def __len__(self) -> int:
+        return self.batch[0].shape[0]
+
+    def __getitem__(self, index: int | list[int] | torch.Tensor) -> TaskBatch | SquaresBatch:
+        index = torch.as_tensor(index, dtype=torch.int64, device=self.batch[0].device)
+        return type(self.batch)(*(t[index] for t in self.batch))
+
+
+def task_loader(
+    batch: TaskBatch | SquaresBatch,
+    batch_size: int,
+    *,
+    shuffle: bool = True,
+    seed: int = 0,
+    device: torch.device | str | None = None,
+) -> DataLoader:
+    """Mini-batches of a task's set, fetched with one indexing op each.
+
+    The data is moved to ``device`` once; every mini-batch is then one gather
+    there, yielded as a :class:`TaskBatch` (or :class:`SquaresBatch`) of ``B``
+    rows. Shuffling uses the loader's own ``torch.Generator`` (``loader.generator``,
+    seeded with ``seed``), the house pattern of :func:`attnlab.data.make_loaders`.
+
+    Args:
+        batch: the set, e.g. ``make_task_sets(spec).train``.
+        batch_size: rows per mini-batch, ``B >= 1``; the last one may be smaller.
+        shuffle: a new order every epoch (training); in order when False (testing).
+        seed: the loader generator's seed.
+        device: where the mini-batches live; the set's device when None.
+
+    Returns:
+        A DataLoader yielding batches of the same type as ``batch``.
+
+    Raises:
+        TypeError / ValueError: naming the argument, for a bad set, ``batch_size``,
+            ``shuffle`` or ``seed``.
+    """
+    dataset = TaskDataset(batch if device is None else batch.to(device))
+    batch_size = check_int("batch_size", batch_size, minimum=1)
+    if not isinstance(shuffle, bool):
+        raise TypeError(f"shuffle must be a bool, got {shuffle!r}")
+    g = torch.Generator().manual_seed(check_int("seed", seed, minimum=0))
+    # Even an unshuffled loader draws a base seed per epoch: from g, not torch's global generator.
+    order = RandomSampler(dataset, generator=g) if shuffle else SequentialSampler(dataset)
+    return DataLoader(dataset, batch_size=None, generator=g,
+                      sampler=BatchSampler(order, batch_size, drop_last=False))

@@ -1,0 +1,145 @@
+"""ALiBi: attention with linear biases, a fixed per-head penalty on distance.
+
+Press, Smith and Lewis 2022, "Train Short, Test Long: Attention with Linear
+Biases Enables Input Length Extrapolation" (ICLR, arXiv:2108.12409), §3. No
+encoding is added to the tokens; instead head ``h`` adds ``-m_h * distance`` to
+every score, so far-away keys are penalised linearly, each head with its own
+slope ``m_h``. The slopes are a geometric sequence: for ``n`` heads, ``n`` a
+power of two, ``m_h = 2 ** (-8 h / n)``, ``h = 1 .. n`` (8 heads: 1/2, 1/4, ...,
+1/256). For other ``n`` the authors' ``get_slopes`` (ofirpress/
+attention_with_linear_biases) takes the ``p`` slopes of the closest power of two
+``p < n``, then every other slope of the ``2p``-head sequence (the odd powers of
+``2 ** (-8 / 2p)``, which fall between the first ones) until there are ``n``.
+BLOOM and MPT give the same slopes (anchors §4.4, §9).
+
+Causal or not. The paper adds ``-m * (i - j)`` to a causal decoder's visible
+scores (``j <= i``). This module adds the symmetric ``-m * |j - i|`` everywhere
+(x-transformers' form): on the visible half of a causal mask the two are equal,
+and the masked half is the mask's job, not the bias's. Without a causal mask the
+symmetric bias is a usable bidirectional variant, but it is not what the paper
+validated (it trained causal LMs only).
+
+Shape notation: ``B`` batch, ``H`` heads, ``T`` queries, ``S`` keys, ``Dh`` head dim.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from attnlab._validate import check_int
+from attnlab.encodings.attention_position import AttentionPosition, _check_heads, bias_dtype, relative_positions
+
+__all__ = ["ALiBi", "alibi_slopes"]
+
+
+def _slope_exponents(n_heads: int) -> list[float]:
+    """``e_h`` with slope ``m_h = 2 ** -e_h``, following the paper's ``get_slopes`` recursion."""
+    p = 1 << (n_heads.bit_length() - 1)  # largest power of two <= n_heads
+    # For a power of two p the slopes are (2 ** (-8/p)) ** h, h = 1..p.
+    exponents = [8.0 * h / p for h in range(1, p + 1)]
+    if p < n_heads:
+        # get_slopes(2p)[0::2]: slopes 1, 3, 5, ... of the 2p-head sequence.
+        extra = [8.0 * h / (2 * p) for h in range(1, 2 * p + 1, 2)]
+        exponents += extra[: n_heads - p]
+    return exponents
+
+
+def alibi_slopes(n_heads: int) -> Tensor:
+    """The ALiBi head slopes ``m_h`` of Press et al. 2022, computed in float64.
+
+    Args:
+        n_heads: number of heads ``H`` (any positive count; powers of two are the
+            paper's case, others follow its ``get_slopes`` recipe).
+
+    Returns:
+        float32 tensor ``[H]``, each slope in (0, 1).
+
+    Raises:
+        TypeError: if ``n_heads`` is not an integer.
+        ValueError: if ``n_heads < 1``.
+
+    Example:
+        >>> alibi_slopes(4)
+        tensor([0.2500, 0.0625, 0.0156, 0.0039])
+        >>> alibi_slopes(6)[4:]  # every other slope of the 8-head sequence
+        tensor([0.5000, 0.1250])
+    """
+    n_heads = check_int("n_heads", n_heads, minimum=1)
+    exponents = torch.tensor(_slope_exponents(n_heads), dtype=torch.float64)  # [H]
+    # 2 ** -e in float64, not start * ratio ** h: every slope rounded once.
+    return torch.pow(2.0, -exponents).to(torch.float32)
+
+
+class ALiBi(AttentionPosition):
+    """ALiBi (Press et al. 2022) as an attention position scheme: bias ``-m_h * |j - i|``.
+
+    ``bias(q, S)[0, h, i, j] = -m_h * |(k_offset + j) - (q_offset + i)|`` with
+    :func:`alibi_slopes`. Fixed (no parameters), any length (``max_len`` None),
+    so it extrapolates: the paper's point. The bias is added to the scaled
+    scores ``q . k / sqrt(Dh)`` as the paper does.
+
+    Args:
+        n_heads: number of heads ``H``.
+        causal: the use the scheme is meant for. The bias is the same either way
+            (module docstring): the flag records the intent, so that attention
+            can check a causal mask comes with it, and ``causal=False`` states
+            that the symmetric bidirectional variant is wanted on purpose.
+
+    Raises:
+        TypeError: if ``n_heads`` is not an integer or ``causal`` not a bool.
+        ValueError: if ``n_heads < 1``.
+
+    Example:
+        >>> alibi = ALiBi(2)
+        >>> alibi.bias(torch.zeros(1, 2, 3, 4), 3)[0, 0]  # slope 1/16, distance |j - i|
+        tensor([[ 0.0000, -0.0625, -0.1250],
+                [-0.0625,  0.0000, -0.0625],
+                [-0.1250, -0.0625,  0.0000]])
+    """
+
+    def __init__(self, n_heads: int, *, causal: bool = True) -> None:
+        super().__init__()
+        self.n_heads = check_int("n_heads", n_heads, minimum=1)
+        if not isinstance(causal, bool):
+            raise TypeError(f"causal must be a bool, got {causal!r} ({type(causal).__name__})")
+        self.causal = causal
+        # A plain float64 tensor rather than a buffer: `module.half()` must not
+        # round the slopes (they are powers of two only for power-of-two H).
+        self._slopes64 = torch.pow(2.0, -torch.tensor(_slope_exponents(self.n_heads), dtype=torch.float64))
+
+    @property
+    def slopes(self) -> Tensor:
+        """The head slopes ``m_h``, float32 ``[H]`` (as :func:`alibi_slopes`)."""
+        return self._slopes64.to(torch.float32)
+
+    def extra_repr(self) -> str:
+        """The constructor's arguments, for ``repr``."""
+        return f"n_heads={self.n_heads}, causal={self.causal}"
+
+    def bias(self, q: Tensor, n_keys: int, *, q_offset: int = 0, k_offset: int = 0) -> Tensor:
+        """The linear distance penalty ``-m_h * |key position - query position|``.
+
+        Args:
+            q: queries ``[B, H, T, Dh]``; only ``T``, dtype and device are used.
+            n_keys: number of keys ``S``.
+            q_offset: position of the first query.
+            k_offset: position of the first key.
+
+        Returns:
+            ``[1, H, T, S]``, float32 for half-precision ``q``, else ``q.dtype``.
+
+        Raises:
+            TypeError: for a non-floating ``q`` or non-integer sizes/offsets.
+            ValueError: if ``q`` is not ``[B, H, T, Dh]`` with ``H = n_heads``,
+                or ``n_keys < 0``.
+        """
+        _check_heads("q", q, n_heads=self.n_heads)
+        n_keys = check_int("n_keys", n_keys, minimum=0)
+        dtype = bias_dtype(q.dtype)
+        rel = relative_positions(q.shape[2], n_keys, q_offset=q_offset, k_offset=k_offset, device=q.device)
+        # Distances are exact integers in float32 up to 2**24; one rounding in the product.
+        # Negated as integers, so that distance 0 gives +0.0 and not -0.0.
+        neg_distance = (-rel.abs()).to(dtype)  # [T, S]
+        slopes = self._slopes64.to(device=q.device, dtype=dtype)  # [H]
+        return (slopes[:, None, None] * neg_distance)[None]  # [H, 1, 1] * [T, S] -> [1, H, T, S]

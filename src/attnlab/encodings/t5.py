@@ -1,0 +1,204 @@
+"""T5's relative position bias: one learned scalar per head and distance bucket.
+
+Raffel et al. 2020, "Exploring the Limits of Transfer Learning with a Unified
+Text-to-Text Transformer" (JMLR, arXiv:1910.10683), §2.1. Each head adds a
+learned scalar to the score of query ``i`` and key ``j``, chosen by a bucket of
+the relative position ``j - i``. Buckets are exact for short distances and
+logarithmically wider for long ones, and every distance beyond ``max_distance``
+shares the last bucket, so the bias is defined at any length.
+
+The bucketing is mesh-tensorflow's ``_relative_position_bucket``, which HF
+``T5Attention._relative_position_bucket`` reproduces; :func:`t5_bucket` follows
+them step by step so that T5 checkpoints load with the same buckets:
+
+* ``relative_position = memory_position - query_position`` (key minus query);
+* bidirectional: half the buckets for keys after the query (``n > 0``), half
+  for the rest, by ``|n|``; causal: only ``max(-n, 0)`` (keys before the query);
+* of the ``N`` buckets left, the first ``N / 2`` hold distances ``0 .. N/2 - 1``
+  exactly; distance ``r >= N/2`` goes to
+  ``N/2 + floor(log(r / (N/2)) / log(max_distance / (N/2)) * (N - N/2))``,
+  clamped to ``N - 1``.
+
+Shape notation: ``B`` batch, ``H`` heads, ``T`` queries, ``S`` keys, ``Dh`` head dim.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from attnlab._validate import check_int
+from attnlab.encodings.attention_position import AttentionPosition, _check_heads, bias_dtype, relative_positions
+
+__all__ = ["T5RelativeBias", "t5_bucket"]
+
+# Standard deviation of the initial bias table; see T5RelativeBias.
+_INIT_STD = 0.02
+
+
+def _check_buckets(num_buckets: int, max_distance: int, bidirectional: bool) -> tuple[int, int]:
+    """Validate the bucketing arguments; return them as ints."""
+    if not isinstance(bidirectional, bool):
+        raise TypeError(f"bidirectional must be a bool, got {bidirectional!r} ({type(bidirectional).__name__})")
+    num_buckets = check_int("num_buckets", num_buckets, minimum=1)
+    max_distance = check_int("max_distance", max_distance, minimum=1)
+    if bidirectional and num_buckets % 2:
+        raise ValueError(
+            f"num_buckets must be even when bidirectional (half per direction), got num_buckets={num_buckets}"
+        )
+    per_side = num_buckets // 2 if bidirectional else num_buckets
+    max_exact = per_side // 2
+    if max_exact < 1:
+        need = 4 if bidirectional else 2
+        raise ValueError(
+            f"num_buckets must be at least {need} ({'bidirectional' if bidirectional else 'causal'}: "
+            f"at least one exact bucket), got num_buckets={num_buckets}"
+        )
+    if max_distance <= max_exact:
+        raise ValueError(
+            f"max_distance must exceed the {max_exact} exactly-bucketed distances (the log buckets span "
+            f"{max_exact} .. max_distance), got max_distance={max_distance} with num_buckets={num_buckets}"
+        )
+    return num_buckets, max_distance
+
+
+def t5_bucket(
+    relative_position: Tensor,
+    *,
+    bidirectional: bool = True,
+    num_buckets: int = 32,
+    max_distance: int = 128,
+) -> Tensor:
+    """T5's bucket of each relative position (mesh-tensorflow / HF ``_relative_position_bucket``).
+
+    Args:
+        relative_position: key position minus query position, any shape, integer
+            (e.g. :func:`~attnlab.encodings.attention_position.relative_positions`).
+        bidirectional: True for an encoder (keys on both sides); False for a
+            causal decoder, where every key after the query lands in bucket 0.
+        num_buckets: number of buckets (32 in T5); even when bidirectional.
+        max_distance: distances from here on share the last bucket (128 in T5).
+
+    Returns:
+        int64 tensor of the same shape, values in ``0 .. num_buckets - 1``.
+
+    Raises:
+        TypeError: if ``relative_position`` is not an integer tensor, or a bad argument type.
+        ValueError: for an odd ``num_buckets`` when bidirectional, too few
+            buckets for one exact bucket, or ``max_distance`` not above the exact range.
+
+    Example:
+        >>> t5_bucket(torch.tensor([-200, -9, -1, 0, 1, 9, 200]))
+        tensor([15,  8,  1,  0, 17, 24, 31])
+        >>> t5_bucket(torch.tensor([-200, -9, -1, 0, 1, 9, 200]), bidirectional=False)
+        tensor([31,  9,  1,  0,  0,  0,  0])
+    """
+    num_buckets, max_distance = _check_buckets(num_buckets, max_distance, bidirectional)
+    if not isinstance(relative_position, Tensor):
+        raise TypeError(f"relative_position must be an integer tensor, got {type(relative_position).__name__}")
+    if relative_position.is_floating_point() or relative_position.is_complex() or relative_position.dtype == torch.bool:
+        raise TypeError(f"relative_position must be an integer tensor, got dtype {relative_position.dtype}")
+    n = relative_position.long()
+    bucket = torch.zeros_like(n)
+    if bidirectional:
+        num_buckets //= 2
+        bucket = bucket + (n > 0).long() * num_buckets  # keys after the query: upper half
+        n = n.abs()
+    else:
+        n = (-n).clamp(min=0)  # keys after the query all count as distance 0
+    max_exact = num_buckets // 2
+    is_small = n < max_exact
+    # float32 log, as mesh-tensorflow (tf.to_float) and HF (.float()) compute it:
+    # identical buckets to a float64 evaluation for the standard settings (tests
+    # check this), and the published float32 formula wins if they ever disagreed.
+    # clamp(min=1) only keeps log() finite where is_small discards the result.
+    ratio = n.clamp(min=1).float() / max_exact
+    log_bucket = torch.log(ratio) / math.log(max_distance / max_exact) * (num_buckets - max_exact)
+    large = (max_exact + log_bucket.long()).clamp(max=num_buckets - 1)  # .long() truncates, as tf.to_int32
+    return bucket + torch.where(is_small, n, large)
+
+
+class T5RelativeBias(AttentionPosition):
+    """T5's learned, bucketed relative position bias (Raffel et al. 2020).
+
+    ``bias(q, S)[0, h, i, j] = table[t5_bucket((k_offset + j) - (q_offset + i)), h]``
+    with ``table`` an ``nn.Embedding(num_buckets, n_heads)``. Any length
+    (``max_len`` None): distances past ``max_distance`` share the last bucket.
+
+    T5 itself does not scale its scores by ``1 / sqrt(Dh)`` (the scale is folded
+    into the initialisation of ``W_q``). This bias is simply added to whatever
+    scores attention computes (scaled ones in attnlab); it is not rescaled by
+    ``sqrt(Dh)`` as x-transformers does, so a T5 checkpoint's table matches here
+    only if its attention is run unscaled.
+
+    Initialisation: normal with standard deviation 0.02 (nn.Embedding's default
+    N(0, 1) would start the biases as large as the scores themselves; HF T5 uses
+    ``d_model ** -0.5``, 0.044 for 512). Call :meth:`reset_parameters` to redraw.
+
+    Args:
+        n_heads: number of heads ``H``; T5 shares one table across layers by
+            creating it in the first layer only (share the module to do that).
+        num_buckets: number of buckets (32 in T5); even when bidirectional.
+        max_distance: distance from which all keys share the last bucket (128).
+        bidirectional: True for encoder self-attention, False for a causal decoder.
+
+    Raises:
+        TypeError: for a non-integer size or non-bool ``bidirectional``.
+        ValueError: for ``n_heads < 1`` and the bucketing errors of :func:`t5_bucket`.
+
+    Example:
+        >>> t5 = T5RelativeBias(4)
+        >>> t5.bias(torch.zeros(2, 4, 5, 8), 7).shape
+        torch.Size([1, 4, 5, 7])
+    """
+
+    def __init__(
+        self,
+        n_heads: int,
+        *,
+        num_buckets: int = 32,
+        max_distance: int = 128,
+        bidirectional: bool = True,
+    ) -> None:
+        super().__init__()
+        self.n_heads = check_int("n_heads", n_heads, minimum=1)
+        self.num_buckets, self.max_distance = _check_buckets(num_buckets, max_distance, bidirectional)
+        self.bidirectional = bidirectional
+        self.table = nn.Embedding(self.num_buckets, self.n_heads)  # [num_buckets, H]
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Draw the bias table from N(0, 0.02**2) (class docstring)."""
+        nn.init.normal_(self.table.weight, std=_INIT_STD)
+
+    def extra_repr(self) -> str:
+        """The constructor's arguments, for ``repr``."""
+        return (f"n_heads={self.n_heads}, num_buckets={self.num_buckets}, max_distance={self.max_distance}, "
+                f"bidirectional={self.bidirectional}")
+
+    def bias(self, q: Tensor, n_keys: int, *, q_offset: int = 0, k_offset: int = 0) -> Tensor:
+        """The learned bias of each (query, key) pair's bucket.
+
+        Args:
+            q: queries ``[B, H, T, Dh]``; only ``T``, dtype and device are used.
+            n_keys: number of keys ``S``.
+            q_offset: position of the first query.
+            k_offset: position of the first key.
+
+        Returns:
+            ``[1, H, T, S]``, float32 for half-precision ``q``, else ``q.dtype``;
+            differentiable with respect to the table.
+
+        Raises:
+            TypeError: for a non-floating ``q`` or non-integer sizes/offsets.
+            ValueError: if ``q`` is not ``[B, H, T, Dh]`` with ``H = n_heads``, or ``n_keys < 0``.
+        """
+        _check_heads("q", q, n_heads=self.n_heads)
+        n_keys = check_int("n_keys", n_keys, minimum=0)
+        rel = relative_positions(q.shape[2], n_keys, q_offset=q_offset, k_offset=k_offset, device=q.device)
+        buckets = t5_bucket(rel, bidirectional=self.bidirectional, num_buckets=self.num_buckets,
+                            max_distance=self.max_distance)  # [T, S]
+        values = self.table(buckets.to(self.table.weight.device))  # [T, S, H]
+        return values.to(device=q.device, dtype=bias_dtype(q.dtype)).permute(2, 0, 1)[None]  # [1, H, T, S]

@@ -1,0 +1,84 @@
+"""The AttentionPosition protocol, relative_positions and NoPosition."""
+
+import pytest
+import torch
+
+from attnlab.encodings.alibi import ALiBi
+from attnlab.encodings.attention_position import AttentionPosition, NoPosition, bias_dtype, relative_positions
+from attnlab.encodings.relative import ShawRelative
+from attnlab.encodings.rotary import Rotary
+from attnlab.encodings.t5 import T5RelativeBias
+
+
+def test_relative_positions_is_key_minus_query():
+    rel = relative_positions(3, 4)
+    assert rel.dtype == torch.int64
+    assert rel.tolist() == [[0, 1, 2, 3], [-1, 0, 1, 2], [-2, -1, 0, 1]]
+
+
+def test_relative_positions_with_offsets_as_in_cached_decoding():
+    # A new query at position 5 against cached keys 0..5.
+    assert relative_positions(1, 6, q_offset=5).tolist() == [[-5, -4, -3, -2, -1, 0]]
+    # Keys that start later than the queries (k_offset > q_offset).
+    assert relative_positions(2, 2, q_offset=1, k_offset=10).tolist() == [[9, 10], [8, 9]]
+    assert relative_positions(0, 3).shape == (0, 3)
+
+
+@pytest.mark.parametrize(("kwargs", "error", "match"), [
+    (dict(T=-1, S=2), ValueError, r"T.*-1"),
+    (dict(T=2, S=-4), ValueError, r"S.*-4"),
+    (dict(T=2, S=2, q_offset=0.5), TypeError, r"q_offset.*0\.5"),
+    (dict(T=2, S=2, k_offset="1"), TypeError, r"k_offset.*'1'"),
+])
+def test_relative_positions_bad_arguments(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        relative_positions(**kwargs)
+
+
+def test_base_class_does_nothing():
+    scheme = AttentionPosition()
+    q, k = torch.randn(1, 2, 3, 4), torch.randn(1, 2, 5, 4)
+    rq, rk = scheme.rotate(q, k, q_offset=2, k_offset=0)
+    assert rq is q and rk is k
+    assert scheme.bias(q, 5) is None
+    assert scheme.value_term(torch.rand(1, 2, 3, 5)) is None
+    assert scheme.max_len is None and scheme.needs_weights is False
+
+
+def test_no_position_is_a_first_class_scheme():
+    nope = NoPosition()
+    assert isinstance(nope, AttentionPosition) and isinstance(nope, torch.nn.Module)
+    q = torch.randn(2, 2, 3, 4)
+    assert nope.rotate(q, q)[0] is q and nope.bias(q, 3) is None and nope.value_term(q) is None
+    assert list(nope.parameters()) == [] and nope.max_len is None and not nope.needs_weights
+
+
+def test_bias_dtype():
+    assert bias_dtype(torch.float16) == torch.float32
+    assert bias_dtype(torch.bfloat16) == torch.float32
+    assert bias_dtype(torch.float32) == torch.float32
+    assert bias_dtype(torch.float64) == torch.float64
+
+
+@pytest.mark.parametrize("scheme", [NoPosition(), Rotary(8), ALiBi(2), T5RelativeBias(2), ShawRelative(8)],
+                         ids=lambda s: type(s).__name__)
+def test_every_scheme_speaks_the_protocol(scheme):
+    # What MultiHeadAttention will do with any scheme: rotate, bias, softmax, value term.
+    B, H, T, S, Dh = 2, 2, 3, 5, 8
+    q, k, v = torch.randn(B, H, T, Dh), torch.randn(B, H, S, Dh), torch.randn(B, H, S, Dh)
+    rq, rk = scheme.rotate(q, k, q_offset=2, k_offset=0)
+    assert rq.shape == q.shape and rk.shape == k.shape and rq.dtype == q.dtype
+    scores = rq @ rk.transpose(-1, -2) / Dh**0.5  # [B, H, T, S]
+    bias = scheme.bias(q, S, q_offset=2, k_offset=0)
+    if bias is not None:
+        assert bias.dim() == 4 and bias.shape[1:] == (H, T, S) and bias.shape[0] in (1, B)
+        scores = scores + bias
+    weights = scores.softmax(-1)
+    out = weights @ v
+    term = scheme.value_term(weights, q_offset=2, k_offset=0)
+    assert (term is not None) == scheme.needs_weights
+    if term is not None:
+        assert term.shape == out.shape
+        out = out + term
+    assert torch.isfinite(out).all()
+    assert scheme.max_len is None
