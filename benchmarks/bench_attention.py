@@ -2,7 +2,12 @@
 
 1. ``mha``: MultiHeadAttention forward + backward at B=32, T=S=128, D=256, H=8
    against ``nn.MultiheadAttention`` (need_weights=False, batch-first). Target:
-   attnlab / torch <= 1.1.
+   attnlab / torch <= 1.1. In the same interleaved group, with the same weights
+   (outputs and input gradients asserted equal first): the textbook per-head loop
+   of ``textbook.py`` (reported as textbook / attnlab), and square float32
+   ``torch.mm`` at 1024, 2048 and 4096, whose best GFLOP/s is the machine's
+   ceiling. Achieved GFLOP/s = :func:`mha_flops` / median time; target: attnlab
+   at >= 50% of the ceiling (nn.MultiheadAttention's fraction for context).
 2. ``seed_step``: one training step (forward, MSE, backward, Adam) of seed 000's
    self-attention encoder-decoder at its own size (B=16, L=2+2, D=2, H=3 wide
    heads), attnlab's model against the seeds' per-head formulation written out in
@@ -13,7 +18,8 @@
    just before the call).
    Target: attnlab / bare <= 2. The explicit softmax would need B*H*L*L*4 bytes
    for the scores alone (8.6 GB) and as much again for the weights; it is reported,
-   not run.
+   not run. (``bench_scaling.py`` does the same with projections and backward, at
+   several lengths, explicit softmax included where it fits.)
 
 Run: ``python benchmarks/bench_attention.py [--only mha,seed_step,long] [--repeats R]``.
 """
@@ -32,8 +38,35 @@ from torch import nn
 from attnlab.attention import MultiHeadAttention
 
 from harness import interleaved, write_result
+from textbook import TextbookMHA
 
 HERE = Path(__file__).resolve().parent
+
+
+def mha_flops(B: int, T: int, S: int, D: int, H: int, *, flash_recompute: bool = True) -> int:
+    """Floating-point operations of one multi-head attention forward + backward (a multiply-add is 2).
+
+    Counted analytically, matmuls only (softmax, scaling, bias adds and the
+    reshapes are O(B*H*T*S) or O(B*T*D) and left out)::
+
+        forward   projections   2*B*T*D*D (q) + 2*B*S*D*D (k) + 2*B*S*D*D (v) + 2*B*T*D*D (out)
+                  attention     2*B*H*T*S*Dh (q k^T) + 2*B*H*T*S*Dh (weights v)
+        backward  2 x forward   every matmul's backward is two matmuls of its size
+                                (gradient of each operand; the input x requires grad too)
+        + flash recompute       2*B*H*T*S*Dh: the fused (flash) backward recomputes q k^T
+                                from the saved log-sum-exp instead of keeping the weights
+
+    total = 3 * forward + 2*B*H*T*S*Dh; without the recompute (``flash_recompute=False``,
+    the explicit softmax, which keeps the weights) total = 3 * forward.
+    """
+    Dh = D // H
+    projections = 2 * B * T * D * D + 2 * B * S * D * D + 2 * B * S * D * D + 2 * B * T * D * D
+    scores = 2 * B * H * T * S * Dh  # q k^T, and as much again for weights @ v
+    forward = projections + 2 * scores
+    return 3 * forward + (scores if flash_recompute else 0)
+
+
+MM_SIZES = {1024: 16, 2048: 2, 4096: 1}  # square float32 torch.mm sizes -> calls per timed sample
 
 
 def bench_mha(repeats: int) -> dict:
@@ -41,7 +74,22 @@ def bench_mha(repeats: int) -> dict:
     torch.manual_seed(0)
     peer = nn.MultiheadAttention(D, H, batch_first=True)
     ours = MultiHeadAttention.from_torch(peer)
+    textbook = TextbookMHA.from_attnlab(ours)
     x = torch.randn(B, T, D, requires_grad=True)
+
+    # Same weights, same outputs and input gradients, before anything is timed.
+    outs, grads = [], []
+    for fn in (lambda: ours(x, x, x), lambda: peer(x, x, x, need_weights=False)[0], lambda: textbook(x, x, x)):
+        x.grad = None
+        out = fn()
+        out.square().sum().backward()
+        outs.append(out.detach())
+        grads.append(x.grad.clone())
+    x.grad = None
+    for name, out, grad in zip(("nn.MultiheadAttention", "textbook"), outs[1:], grads[1:], strict=True):
+        assert torch.allclose(out, outs[0], atol=1e-5, rtol=1e-4), f"{name} output differs from attnlab's"
+        assert torch.allclose(grad, grads[0], atol=1e-4, rtol=1e-4), f"{name} input gradient differs"
+    max_diff = float((outs[2] - outs[0]).abs().max())
 
     def run_peer() -> None:
         out, _ = peer(x, x, x, need_weights=False)
@@ -50,11 +98,50 @@ def bench_mha(repeats: int) -> dict:
     def run_ours() -> None:
         ours(x, x, x).sum().backward()
 
-    t = interleaved({"attnlab": run_ours, "torch": run_peer}, repeats=repeats, per_sample=10)
+    def run_textbook() -> None:
+        textbook(x, x, x).sum().backward()
+
+    fns = {"attnlab": run_ours, "torch": run_peer, "textbook": run_textbook}
+    counts = dict.fromkeys(fns, 10)
+    for n, calls in MM_SIZES.items():
+        a, b = torch.randn(n, n), torch.randn(n, n)
+        fns[f"mm{n}"] = lambda a=a, b=b: torch.mm(a, b)
+        counts[f"mm{n}"] = calls
+    t = interleaved(fns, repeats=repeats, per_sample=counts)
+
+    flops = mha_flops(B, T, T, D, H)
+    flops_explicit = mha_flops(B, T, T, D, H, flash_recompute=False)
+    gflops = {name: flops / t[name]["median"] / 1e9 for name in ("attnlab", "torch")}
+    gflops["textbook"] = flops_explicit / t["textbook"]["median"] / 1e9
+    mm_gflops = {n: 2 * n**3 / t[f"mm{n}"]["median"] / 1e9 for n in MM_SIZES}
+    ceiling = max(mm_gflops.values())
+    fraction = {name: g / ceiling for name, g in gflops.items()}
     ratio = t["attnlab"]["median"] / t["torch"]["median"]
-    print(f"mha fwd+bwd B={B} T=S={T} D={D} H={H}: attnlab {t['attnlab']['median'] * 1e3:.2f} ms | "
-          f"nn.MultiheadAttention {t['torch']['median'] * 1e3:.2f} ms | ratio {ratio:.3f} (target <= 1.1)")
-    return {"config": dict(B=B, T=T, S=T, D=D, H=H), "timings_s": t, "ratio_attnlab_over_torch": ratio}
+    speedup = t["textbook"]["median"] / t["attnlab"]["median"]
+    ms = {name: t[name]["median"] * 1e3 for name in fns}
+    print(f"mha fwd+bwd B={B} T=S={T} D={D} H={H}: attnlab {ms['attnlab']:.2f} ms | "
+          f"nn.MultiheadAttention {ms['torch']:.2f} ms | ratio {ratio:.3f} (target <= 1.1)")
+    print(f"  textbook per-head loop {ms['textbook']:.2f} ms (same outputs, max diff {max_diff:.1e}) | "
+          f"textbook / attnlab {speedup:.2f}x")
+    print(f"  {flops / 1e9:.2f} GFLOP per fwd+bwd (flash, with the recompute; "
+          f"{flops_explicit / 1e9:.2f} for the explicit textbook): attnlab {gflops['attnlab']:.0f} GFLOP/s, "
+          f"nn.MultiheadAttention {gflops['torch']:.0f}, textbook {gflops['textbook']:.0f}")
+    print("  torch.mm ceiling: " + ", ".join(f"{n}^3 {g:.0f}" for n, g in mm_gflops.items())
+          + f" GFLOP/s -> {ceiling:.0f}; attnlab {fraction['attnlab']:.0%} of it (target >= 50%), "
+          f"nn.MultiheadAttention {fraction['torch']:.0%}, textbook {fraction['textbook']:.0%}")
+    return {
+        "config": dict(B=B, T=T, S=T, D=D, H=H),
+        "timings_s": t,
+        "ratio_attnlab_over_torch": ratio,
+        "speedup_textbook_over_attnlab": speedup,
+        "textbook_max_abs_diff": max_diff,
+        "flops": {"fused_with_recompute": flops, "explicit": flops_explicit,
+                  "formula": "3 * (4*B*(T+S)*D*D + 4*B*H*T*S*Dh) + 2*B*H*T*S*Dh (the recompute; explicit: none)"},
+        "gflops": gflops,
+        "mm_gflops": {str(n): g for n, g in mm_gflops.items()},
+        "mm_ceiling_gflops": ceiling,
+        "fraction_of_mm": fraction,
+    }
 
 
 def bench_seed_step(repeats: int) -> dict:

@@ -338,6 +338,40 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from attnlab.compare import QUICK, CompareConfig, format_table, run_compare
+
+    settings: dict[str, Any] = {"task": args.task, "train_len": args.train_len}
+    if args.quick:
+        settings.update(QUICK)
+    for flag in ("seeds", "epochs", "n_train"):
+        value = getattr(args, flag)
+        if value is not None:
+            settings[flag] = value
+    if args.encodings is not None:
+        settings["encodings"] = tuple(name.strip() for name in args.encodings.split(",") if name.strip())
+    if args.test_lens is not None:
+        settings["test_lens"] = args.test_lens
+    elif args.train_len != 8:
+        # The default test lengths are 1, 1.5, 2 and 3 times the training length.
+        n = args.train_len
+        settings["test_lens"] = tuple(sorted({n, (3 * n) // 2, 2 * n, 3 * n}))
+    config = CompareConfig(**settings)  # every value checked here, before any training
+    folder = args.out
+    if folder is None:
+        folder = _default_run_folder(f"compare-{config.task}")
+        folder.parent.mkdir(exist_ok=True)  # runs/ is ours to create; a given --out's parent must exist
+    n_models = len(config.encodings) * config.seeds
+    print(f"comparing {len(config.encodings)} encodings x {config.seeds} seed(s) on {config.task}, "
+          f"train length {config.train_len}, test lengths {', '.join(map(str, config.test_lens))} -> {folder}",
+          flush=True)
+    result = run_compare(config, folder, progress=None if args.progress else False)
+    print(format_table(result))
+    print(f"{n_models} models in {result.seconds:.0f} s; results: {folder / 'results.json'} "
+          f"(open {folder / 'report.html'})")
+    return 0
+
+
 def _default_run_folder(model: str) -> Path:
     import datetime as dt
 
@@ -461,6 +495,28 @@ def build_parser() -> argparse.ArgumentParser:
     pre.add_argument("--points", required=True, help="the first two corners, 'x0,y0 x1,y1'")
     pre.add_argument("--json", action="store_true", help="print JSON")
     pre.set_defaults(func=_cmd_predict)
+
+    from attnlab.data.tasks import TASKS
+    from attnlab.models.transformer import ENCODINGS
+
+    cmp_ = add("compare", "train one Transformer per positional encoding and measure accuracy on longer sequences",
+               "examples:\n  attnlab compare --quick\n"
+               "  attnlab compare --task reverse --encodings sinusoidal,rotary,alibi --train-len 8 "
+               "--test-lens 8,12,16,24\n  attnlab compare --task sort --seeds 1 --out runs/sort")
+    cmp_.add_argument("--task", default="reverse", help=f"one of {', '.join(TASKS)} (default reverse)")
+    cmp_.add_argument("--encodings", default=None,
+                      help=f"comma-separated, from {','.join(ENCODINGS)} (default: all)")
+    cmp_.add_argument("--train-len", type=_positive_int, default=8,
+                      help="longest training sequence (default 8; trains on lengths 1..8)")
+    cmp_.add_argument("--test-lens", type=_int_list, default=None,
+                      help="test lengths (default 8,12,16,24: 1, 1.5, 2 and 3 times --train-len)")
+    cmp_.add_argument("--seeds", type=_positive_int, default=None, help="models per encoding (default 3)")
+    cmp_.add_argument("--epochs", type=_positive_int, default=None, help="passes over the training set (default 12)")
+    cmp_.add_argument("--n-train", type=_positive_int, default=None, help="training sequences (default 4096)")
+    cmp_.add_argument("--quick", action="store_true", help="one seed, less data: under a minute")
+    cmp_.add_argument("--out", type=Path, default=None, help="output folder (default runs/compare-TASK-TIMESTAMP)")
+    cmp_.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    cmp_.set_defaults(func=_cmd_compare)
     return parser
 
 
