@@ -339,7 +339,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from attnlab.compare import QUICK, CompareConfig, format_table, run_compare
+    from attnlab.compare import QUICK, CompareConfig, _check_folder, format_table, run_compare
 
     settings: dict[str, Any] = {"task": args.task, "train_len": args.train_len}
     if args.quick:
@@ -361,6 +361,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     if folder is None:
         folder = _default_run_folder(f"compare-{config.task}")
         folder.parent.mkdir(exist_ok=True)  # runs/ is ours to create; a given --out's parent must exist
+    _check_folder(folder)  # a bad --out is one line on stderr, before anything is printed or trained
     n_models = len(config.encodings) * config.seeds
     print(f"comparing {len(config.encodings)} encodings x {config.seeds} seed(s) on {config.task}, "
           f"train length {config.train_len}, test lengths {', '.join(map(str, config.test_lens))} -> {folder}",

@@ -28,7 +28,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -75,6 +75,12 @@ class CompareConfig:
 
     def __post_init__(self) -> None:
         check_choice("task", self.task, TASKS)
+        for name in ("encodings", "test_lens"):
+            value = getattr(self, name)
+            # A bare string would be read letter by letter ("unknown encoding 'r'").
+            if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+                raise TypeError(f"{name} must be a tuple, got {value!r} ({type(value).__name__})")
+            object.__setattr__(self, name, tuple(value))  # a list (e.g. from results.json) becomes a tuple
         if not self.encodings:
             raise ValueError("encodings is empty: name at least one of " + ", ".join(ENCODINGS))
         for name in self.encodings:
@@ -87,12 +93,25 @@ class CompareConfig:
         if not self.test_lens:
             raise ValueError("test_lens is empty: give at least one length")
         for length in self.test_lens:
-            check_int("test length", length, minimum=1)
+            check_int("test_lens", length, minimum=1)
         check_finite_float("lr", self.lr, positive=True)
         if self.min_train_len > self.train_len:
             raise ValueError(f"min_train_len ({self.min_train_len}) must be <= train_len ({self.train_len})")
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
+        head_dim = self.d_model // self.n_heads
+        if "rotary" in self.encodings and head_dim % 2:
+            # Otherwise Rotary refuses it only when its model is built, after the others have trained.
+            raise ValueError(f"rotary turns features in pairs, so d_model / n_heads must be even, got "
+                             f"d_model={self.d_model}, n_heads={self.n_heads} (head dim {head_dim})")
+        if not isinstance(self.extras, dict):
+            raise TypeError(f"extras must be a dict, got {self.extras!r} ({type(self.extras).__name__})")
+        try:
+            json.dumps(self.extras)
+        except (TypeError, ValueError) as err:
+            # Checked now: results.json is written after every model has trained.
+            raise TypeError(f"extras must be JSON-serialisable (results.json keeps it), got {self.extras!r}: "
+                            f"{err}") from None
         # The data's own checks (e.g. squares needs lengths >= 3) run here too, before any training.
         self.spec()
 
@@ -223,15 +242,16 @@ def run_compare(
         The :class:`CompareResult`.
 
     Raises:
-        ValueError: if ``folder``'s parent does not exist or ``folder`` is a file,
-            checked before any training.
+        ValueError: if ``folder``'s parent does not exist or is a file, ``folder``
+            is a file or cannot be created, checked before any training.
+        TypeError: if ``progress`` is not None, True or False.
     """
     from tqdm import tqdm  # type: ignore[import-untyped]
 
     from attnlab.training.progress import check_progress, progress_enabled
 
-    out = None if folder is None else _prepare_folder(folder)
     check_progress(progress)
+    out = None if folder is None else _prepare_folder(folder)
     sets = make_task_sets(config.spec())
     steps_per_model = config.epochs * math.ceil(config.n_train / config.batch_size)
     runs = [(encoding, seed) for encoding in config.encodings for seed in range(config.seeds)]
@@ -259,15 +279,31 @@ def run_compare(
     return result
 
 
-def _prepare_folder(folder: str | os.PathLike[str]) -> Path:
+def _check_folder(folder: str | os.PathLike[str]) -> Path:
+    """``folder`` as a Path, once it is known that it can be created (or written) there; creates nothing.
+
+    Raises:
+        ValueError: naming ``--out`` and the path, if ``folder`` is a file, its
+            parent does not exist or is not a folder, or it is not writable.
+    """
     path = Path(folder)
     if path.exists() and not path.is_dir():
         raise ValueError(f"--out {str(path)!r} is a file, not a folder")
     if not path.parent.exists():
         raise ValueError(f"--out {str(path)!r}: folder {str(path.parent)!r} does not exist")
-    path.mkdir(exist_ok=True)
-    if not os.access(path, os.W_OK):
+    if not path.parent.is_dir():
+        raise ValueError(f"--out {str(path)!r}: {str(path.parent)!r} is a file, not a folder")
+    if not os.access(path if path.exists() else path.parent, os.W_OK | os.X_OK):
         raise ValueError(f"--out {str(path)!r} is not writable")
+    return path
+
+
+def _prepare_folder(folder: str | os.PathLike[str]) -> Path:
+    path = _check_folder(folder)
+    try:
+        path.mkdir(exist_ok=True)
+    except OSError as err:  # e.g. a parent that takes no new folders (/proc)
+        raise ValueError(f"--out {str(path)!r} cannot be created: {err.strerror or err}") from None
     return path
 
 

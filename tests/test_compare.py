@@ -1,0 +1,389 @@
+"""The length-generalisation lab: `run_compare`, its table and files, its settings, and `attnlab compare`.
+
+Every configuration here is tiny (one layer, d_model 16, one batch per epoch): these
+tests check what the lab records and writes, not how well the encodings learn.
+"""
+
+# ruff: noqa: NPY002  (the global numpy RNG is what run_compare must leave alone)
+
+import json
+import random
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from attnlab import compare
+from attnlab.cli import main
+from attnlab.compare import CompareConfig, CompareResult, format_table, run_compare, summarise
+from attnlab.data.metrics import sequence_accuracy, token_accuracy
+from attnlab.data.tasks import BOS, EOS, PAD, Vocab, make_task_sets
+from attnlab.models import Transformer
+
+TINY = dict(encodings=("rotary", "alibi"), seeds=1, epochs=1, n_train=64, n_test=16, d_model=16, n_heads=2,
+            n_layers=1, train_len=4, test_lens=(4, 6))
+TINY_FLAGS = ["--encodings", "rotary,alibi", "--seeds", "1", "--epochs", "1", "--n-train", "64",
+              "--train-len", "4", "--test-lens", "4,6", "--no-progress"]
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    # Models this small run faster on one thread than on two that fight other work for the cores.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def rng_states():
+    return torch.get_rng_state(), np.random.get_state(), random.getstate()
+
+
+def assert_same_rng_states(before, after):
+    assert torch.equal(before[0], after[0]), "torch's global RNG moved"
+    assert before[1][0] == after[1][0] and np.array_equal(before[1][1], after[1][1]) \
+        and before[1][2:] == after[1][2:], "numpy's global RNG moved"
+    assert before[2] == after[2], "python's random moved"
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """One tiny comparison written to a folder, and the global RNG states around it."""
+    folder = tmp_path_factory.mktemp("compare") / "tiny"
+    torch.manual_seed(1234)
+    np.random.seed(1234)
+    random.seed(1234)
+    before = rng_states()
+    result = run_compare(CompareConfig(**TINY), folder, progress=False)
+    return result, folder, before, rng_states()
+
+
+# -- what run_compare writes ---------------------------------------------------------------
+
+
+def test_results_json_has_a_record_per_encoding_seed_and_length(tiny_run):
+    result, folder, _, _ = tiny_run
+    doc = json.loads((folder / "results.json").read_text())
+    assert doc["metric"] == "sequence_accuracy"
+    keys = sorted((r["encoding"], r["seed"], r["length"]) for r in doc["records"])
+    assert keys == sorted((e, 0, n) for e in ("rotary", "alibi") for n in (4, 6))
+    for r in doc["records"]:
+        assert set(r) == {"encoding", "seed", "length", "token_accuracy", "sequence_accuracy"}
+        assert 0.0 <= r["token_accuracy"] <= 1.0 and 0.0 <= r["sequence_accuracy"] <= 1.0
+        # a sequence is right only if all its tokens are, so it cannot score above them
+        assert r["sequence_accuracy"] <= r["token_accuracy"]
+    assert doc["records"] == result.records
+    assert CompareConfig(**doc["config"]) == result.config  # the settings round-trip
+    assert set(doc["seconds_per_model"]) == {"rotary/0", "alibi/0"}
+    for enc in ("rotary", "alibi"):
+        for n in (4, 6):
+            [rec] = [r for r in doc["records"] if r["encoding"] == enc and r["length"] == n]
+            assert doc["summary"][enc][str(n)] == rec["sequence_accuracy"]  # one seed: the mean is the record
+
+
+def test_figures_and_report_are_written(tiny_run):
+    result, folder, _, _ = tiny_run
+    assert sorted(p.name for p in folder.iterdir()) == ["accuracy.png", "report.html", "results.json", "tokens.png"]
+    for name in ("accuracy.png", "tokens.png"):
+        data = (folder / name).read_bytes()
+        assert data[:8] == PNG and len(data) > 5000, name
+    report = (folder / "report.html").read_text()
+    assert report.count('src="data:image/png;base64,') == 2
+    assert 'alt="accuracy"' in report and 'alt="tokens"' in report
+    for line in format_table(result).splitlines():  # the table, HTML-escaped as it must be
+        assert line.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;") in report
+    assert report.rstrip().endswith("</html>")
+
+
+def test_the_global_random_states_are_left_alone(tiny_run):
+    _, _, before, after = tiny_run
+    assert_same_rng_states(before, after)
+
+
+def test_the_same_config_gives_the_same_records(tiny_run):
+    result, _, _, _ = tiny_run
+    again = run_compare(CompareConfig(**TINY), progress=False)  # no folder: nothing written
+    assert again.records == result.records
+    assert again.folder is None
+
+
+def test_squares_are_scored_by_mse_and_drawn_in_mse_png(tmp_path):
+    config = CompareConfig(**{**TINY, "task": "squares", "encodings": ("rotary",), "train_len": 3,
+                              "test_lens": (3, 5)})
+    result = run_compare(config, tmp_path / "sq", progress=False)
+    assert result.metric == "mean_squared_error"
+    assert sorted(r["length"] for r in result.records) == [3, 5]
+    for r in result.records:
+        assert set(r) == {"encoding", "seed", "length", "mean_squared_error"}
+        assert np.isfinite(r["mean_squared_error"]) and r["mean_squared_error"] > 0
+    files = sorted(p.name for p in (tmp_path / "sq").iterdir())
+    assert files == ["mse.png", "report.html", "results.json"]
+    assert (tmp_path / "sq" / "mse.png").read_bytes()[:8] == PNG
+    doc = json.loads((tmp_path / "sq" / "results.json").read_text())
+    assert doc["metric"] == "mean_squared_error" and doc["records"] == result.records
+    assert "MSE" in format_table(result)
+
+
+# -- the records are right ---------------------------------------------------------------
+
+
+def test_records_equal_the_metrics_of_the_model_the_seed_builds():
+    # With a learning rate of 1e-30 the weights do not move (every Adam step is ~1e-30,
+    # far below a float32 ulp of the weights), so the model each record scores is the
+    # one its seed builds: rebuilt here with the public API, decoded and scored by hand.
+    # The learned table gets rows for the longest decoder input (the longest test length + EOS).
+    config = CompareConfig(**{**TINY, "encodings": ("rotary", "learned"), "seeds": 2, "lr": 1e-30,
+                              "test_lens": (4, 7)})
+    result = run_compare(config, progress=False)
+    sets = make_task_sets(config.spec())
+    preds = {}
+    for encoding in ("rotary", "learned"):
+        for seed in (0, 1):
+            torch.manual_seed(seed)
+            model = Transformer(vocab_size=Vocab(10).size, d_model=16, n_heads=2, n_layers=1, encoding=encoding,
+                                max_len=8, pad_id=PAD, max_relative_position=config.max_relative_position).eval()
+            for length in (4, 7):
+                batch = sets.tests[length]
+                pred = model.generate(batch.source, length + 1, start=BOS, use_cache=False)
+                preds[encoding, seed, length] = pred
+                [rec] = [r for r in result.records
+                         if (r["encoding"], r["seed"], r["length"]) == (encoding, seed, length)]
+                assert rec["token_accuracy"] == pytest.approx(token_accuracy(pred, batch.target_out), abs=1e-12)
+                assert rec["sequence_accuracy"] == pytest.approx(sequence_accuracy(pred, batch.target_out),
+                                                                 abs=1e-12)
+    # and the two seeds really are two different models
+    assert not torch.equal(preds["rotary", 0, 7], preds["rotary", 1, 7])
+    assert not torch.equal(preds["learned", 0, 7], preds["learned", 1, 7])
+
+
+class _Stub(nn.Module):
+    """A 'model' whose answers are fixed: the copy task's target, with ``wrong`` tokens changed."""
+
+    def __init__(self, wrong: str) -> None:
+        super().__init__()
+        self.wrong = wrong
+        self.weight = nn.Parameter(torch.zeros(()))  # something for the optimiser to train
+
+    def forward(self, source, target_in):
+        return torch.zeros(*target_in.shape, Vocab(10).size) + self.weight  # [B, T, V]
+
+    def generate(self, source, steps, start):
+        assert steps == source.shape[1] + 1 and start == BOS  # the target and its EOS
+        pred = torch.cat([source, torch.full_like(source[:, :1], EOS)], dim=1)  # [N, L + 1]: copy, then EOS
+        if self.wrong == "everything but EOS":
+            pred[:, :-1] = PAD
+        elif self.wrong == "the last token":
+            pred[:, -2] = torch.where(pred[:, -2] == 3, 4, 3)  # another symbol
+        elif self.wrong == "half the sequences":
+            pred[::2, 0] = torch.where(pred[::2, 0] == 3, 4, 3)
+        return pred
+
+
+@pytest.mark.parametrize("wrong, token, sequence", [
+    ("nothing", lambda n: 1.0, 1.0),
+    ("everything but EOS", lambda n: 1 / (n + 1), 0.0),
+    ("the last token", lambda n: n / (n + 1), 0.0),
+    ("half the sequences", lambda n: 1 - 8 / (16 * (n + 1)), 0.5),  # 8 of 16 rows lose one of n + 1 tokens
+])
+def test_records_of_models_known_to_be_right_or_wrong(wrong, token, sequence, monkeypatch):
+    monkeypatch.setattr(compare, "_build", lambda config, encoding, seed: _Stub(wrong))
+    config = CompareConfig(**{**TINY, "task": "copy", "test_lens": (4, 6, 9)})
+    result = run_compare(config, progress=False)
+    assert len(result.records) == 6
+    for r in result.records:
+        assert r["token_accuracy"] == pytest.approx(token(r["length"]), abs=1e-12), r
+        assert r["sequence_accuracy"] == pytest.approx(sequence, abs=1e-12), r
+
+
+def test_a_learned_table_is_sized_for_the_longest_test_length():
+    # Trained at length 4, asked at 9: the lab gives the table rows for it (untrained ones).
+    config = CompareConfig(**{**TINY, "encodings": ("learned",), "test_lens": (4, 9)})
+    result = run_compare(config, progress=False)
+    assert sorted(r["length"] for r in result.records) == [4, 9]
+    assert all(0.0 <= r["token_accuracy"] <= 1.0 for r in result.records)
+    # the same table without the room refuses length 9 (Transformer's own check)
+    model = Transformer(vocab_size=Vocab(10).size, d_model=16, n_heads=2, n_layers=1, encoding="learned", max_len=5)
+    with pytest.raises(ValueError, match="max_len=5"):
+        model.generate(make_task_sets(config.spec()).tests[9].source, 10, start=BOS)
+
+
+# -- summarise and format_table, from hand-written records -------------------------------
+
+HAND = [  # two seeds, two lengths; means / extremes worked out by hand in the tests below
+    {"encoding": "rotary", "seed": 0, "length": 4, "sequence_accuracy": 1.0, "token_accuracy": 1.0},
+    {"encoding": "rotary", "seed": 1, "length": 4, "sequence_accuracy": 0.5, "token_accuracy": 0.9},
+    {"encoding": "rotary", "seed": 0, "length": 8, "sequence_accuracy": 0.25, "token_accuracy": 0.5},
+    {"encoding": "rotary", "seed": 1, "length": 8, "sequence_accuracy": 0.0, "token_accuracy": 0.3},
+    {"encoding": "alibi", "seed": 0, "length": 4, "sequence_accuracy": 1.0, "token_accuracy": 1.0},
+    {"encoding": "alibi", "seed": 1, "length": 4, "sequence_accuracy": 1.0, "token_accuracy": 1.0},
+    {"encoding": "alibi", "seed": 0, "length": 8, "sequence_accuracy": 0.5, "token_accuracy": 0.8},
+    {"encoding": "alibi", "seed": 1, "length": 8, "sequence_accuracy": 0.7, "token_accuracy": 0.9},
+]
+
+
+def test_summarise_gives_mean_min_and_max_over_seeds():
+    records = HAND[::-1]  # order does not matter
+    assert summarise(records, "sequence_accuracy") == {
+        "rotary": {4: (0.75, 0.5, 1.0), 8: (0.125, 0.0, 0.25)},
+        "alibi": {4: (1.0, 1.0, 1.0), 8: (pytest.approx(0.6), 0.5, 0.7)},
+    }
+    tokens = summarise(records, "token_accuracy")
+    assert tokens["rotary"][4] == (pytest.approx(0.95), 0.9, 1.0)
+    assert tokens["alibi"][8] == (pytest.approx(0.85), 0.8, 0.9)
+    assert list(tokens["rotary"]) == [4, 8]  # lengths in order
+
+
+def test_format_table_shows_the_means_in_percent():
+    config = CompareConfig(encodings=("rotary", "alibi"), seeds=2, train_len=4, test_lens=(8, 4))
+    lines = format_table(CompareResult(config, HAND[::-1], seconds=1.0)).splitlines()
+    assert lines[0] == ("reverse: sequence / token accuracy, % (mean over seeds); "
+                        "trained on lengths up to 4")
+    assert lines[1].split() == ["encoding", "L=4", "(train)", "L=8"]  # lengths sorted, training one marked
+    assert lines[2].split() == ["rotary", "75.0", "/", "95", "12.5", "/", "40"]
+    assert lines[3].split() == ["alibi", "100.0", "/", "100", "60.0", "/", "85"]
+    assert len(lines) == 4
+    assert len({len(line) for line in lines[1:]}) == 1  # columns line up
+
+
+def test_format_table_of_the_squares_shows_mse():
+    config = CompareConfig(task="squares", encodings=("t5",), seeds=2, train_len=3, test_lens=(3, 6))
+    records = [{"encoding": "t5", "seed": s, "length": n, "mean_squared_error": v}
+               for s, n, v in [(0, 3, 0.5), (1, 3, 0.25), (0, 6, 2.0), (1, 6, 1.0)]]
+    lines = format_table(CompareResult(config, records, seconds=1.0)).splitlines()
+    assert lines[0] == "squares: test MSE (mean over seeds); trained on lengths up to 3"
+    assert lines[2].split() == ["t5", "0.3750", "1.5000"]
+
+
+# -- CompareConfig refuses bad settings, naming them -------------------------------------
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"task": "addition"}, ValueError, r"unknown task 'addition'; known: 'copy', 'reverse', 'sort', 'squares'"),
+    ({"encodings": ("rotary", "wavelet")}, ValueError,
+     r"unknown encoding 'wavelet'; known: 'sinusoidal', 'learned', 'relative', 't5', 'rotary', 'alibi', 'none'"),
+    ({"encodings": ("alibi", "rotary", "alibi")}, ValueError, r"encodings has repeats: \['alibi', 'rotary', 'alibi'\]"),
+    ({"encodings": ()}, ValueError, "encodings is empty: name at least one of sinusoidal, learned"),
+    ({"encodings": "rotary"}, TypeError, "encodings must be a tuple, got 'rotary'"),
+    ({"seeds": 0}, ValueError, "seeds must be positive, got 0"),
+    ({"epochs": -1}, ValueError, "epochs must be positive, got -1"),
+    ({"n_train": 0}, ValueError, "n_train must be positive, got 0"),
+    ({"d_model": -16}, ValueError, "d_model must be positive, got -16"),
+    ({"n_heads": 0}, ValueError, "n_heads must be positive, got 0"),
+    ({"train_len": 0}, ValueError, "train_len must be positive, got 0"),
+    ({"batch_size": 2.5}, TypeError, r"batch_size must be an integer, got 2.5 \(float\)"),
+    ({"test_lens": (4, 0)}, ValueError, "test_lens must be positive, got 0"),
+    ({"test_lens": ()}, ValueError, "test_lens is empty"),
+    ({"test_lens": (4, 4)}, ValueError, r"test_lens must be a non-empty list of distinct lengths, got \[4, 4\]"),
+    ({"d_model": 16, "n_heads": 3}, ValueError, r"d_model \(16\) must be divisible by n_heads \(3\)"),
+    ({"d_model": 6, "n_heads": 2}, ValueError, r"d_model / n_heads must be even, got d_model=6, n_heads=2"),
+    ({"min_train_len": 5}, ValueError, r"min_train_len \(5\) must be <= train_len \(4\)"),
+    ({"lr": 0.0}, ValueError, "lr must be positive, got 0.0"),
+    ({"lr": -1e-3}, ValueError, "lr must be positive, got -0.001"),
+    ({"lr": float("nan")}, ValueError, "lr must be finite, got nan"),
+    ({"lr": "0.01"}, TypeError, r"lr must be a number, got '0.01' \(str\)"),
+    ({"task": "squares", "train_len": 2}, ValueError, "train_len must be >= 3, got 2"),
+    ({"extras": {"note": object()}}, TypeError, "extras must be JSON-serialisable"),
+])
+def test_bad_settings_name_the_argument_and_value(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        CompareConfig(**{**TINY, **kwargs})
+
+
+def test_odd_heads_are_refused_only_where_rotary_needs_them():
+    CompareConfig(**{**TINY, "encodings": ("alibi", "t5"), "d_model": 6, "n_heads": 2})  # fine without rotary
+
+
+def test_bad_folders_are_refused_before_any_training(tmp_path, monkeypatch):
+    monkeypatch.setattr(compare, "_train", lambda *a: pytest.fail("trained before checking the folder"))
+    a_file = tmp_path / "a_file"
+    a_file.write_text("keep me")
+    config = CompareConfig(**TINY)
+    for folder, words in [(a_file, "is a file, not a folder"), (tmp_path / "missing" / "x", "does not exist"),
+                          (a_file / "x", "is a file, not a folder")]:
+        with pytest.raises(ValueError, match=words):
+            run_compare(config, folder, progress=False)
+    with pytest.raises(TypeError, match="progress"):
+        run_compare(config, tmp_path / "new", progress="yes")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"] and a_file.read_text() == "keep me"
+
+
+# -- the command line ----------------------------------------------------------------------
+
+
+def cli(capsys, *argv):
+    try:
+        code = main(list(argv))
+    except SystemExit as exit_:  # argparse's own errors exit directly
+        code = exit_.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_compare_prints_the_table_and_writes_the_folder(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli(capsys, "compare", *TINY_FLAGS, "--out", "runs_x")
+    assert code == 0, err
+    assert err == ""
+    folder = tmp_path / "runs_x"
+    assert {"results.json", "accuracy.png", "tokens.png", "report.html"} <= {p.name for p in folder.iterdir()}
+    doc = json.loads((folder / "results.json").read_text())
+    config = CompareConfig(**doc["config"])
+    assert (config.encodings, config.seeds, config.epochs, config.n_train, config.train_len, config.test_lens) == (
+        ("rotary", "alibi"), 1, 1, 64, 4, (4, 6))
+    table = format_table(CompareResult(config, doc["records"], doc["seconds"]))
+    assert table in out  # the table printed is the one of the records written
+    lines = out.splitlines()
+    assert lines[0].startswith("comparing 2 encodings x 1 seed(s) on reverse")
+    assert lines[-1].startswith("2 models in ") and "results.json" in lines[-1]
+
+
+def test_cli_compare_default_test_lengths_follow_the_training_length(tmp_path, monkeypatch, capsys):
+    seen = {}
+
+    def fake_run(config, folder, progress=None):
+        seen["config"] = config
+        raise ValueError("stop here")  # the settings are all this test wants
+
+    monkeypatch.setattr(compare, "run_compare", fake_run)
+    monkeypatch.chdir(tmp_path)
+    code, _, err = cli(capsys, "compare", "--train-len", "6", "--quick", "--out", "x")
+    assert code == 2 and "stop here" in err
+    config = seen["config"]
+    assert config.test_lens == (6, 9, 12, 18)  # 1, 1.5, 2 and 3 times --train-len
+    assert (config.seeds, config.n_train, config.epochs) == (compare.QUICK["seeds"], compare.QUICK["n_train"],
+                                                             compare.QUICK["epochs"])
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--task", "addition"], "addition"),
+    (["--encodings", "rotary,wavelet"], "wavelet"),
+    (["--encodings", "rotary,rotary"], "repeats"),
+    (["--encodings", ","], "encodings is empty"),
+    (["--test-lens", "4,x"], "4,x"),
+    (["--test-lens", "4,0"], "test_lens must be positive, got 0"),
+    (["--seeds", "0"], "--seeds"),
+    (["--epochs", "-1"], "--epochs"),
+    (["--n-train", "many"], "'many'"),
+    (["--task", "squares", "--train-len", "2"], "train_len must be >= 3, got 2"),
+    (["--out", "missing/x"], "'missing'"),
+    (["--out", "a_file"], "'a_file' is a file"),
+    (["--out", "a_file/x"], "'a_file/x'"),
+])
+def test_cli_bad_input_is_one_line_and_exit_2(flags, words, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a_file").write_text("keep me")
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "results.json").write_text("{}")
+    argv = [*TINY_FLAGS, "--out", "old", *flags]  # the last --out wins
+    code, out, err = cli(capsys, "compare", *argv)
+    assert code == 2
+    assert out == ""
+    assert len(err.strip().splitlines()) == 1 and err.startswith("attnlab compare: error:"), err
+    assert words in err and "Traceback" not in err
+    # nothing created, nothing lost
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file", "old"]
+    assert (tmp_path / "a_file").read_text() == "keep me"
+    assert [p.name for p in (tmp_path / "old").iterdir()] == ["results.json"]
+    assert (tmp_path / "old" / "results.json").read_text() == "{}"
