@@ -16,10 +16,10 @@ from torch import nn
 
 from attnlab import compare
 from attnlab.cli import main
-from attnlab.compare import CompareConfig, CompareResult, format_table, run_compare, summarise
+from attnlab.compare import ARCHITECTURES, CompareConfig, CompareResult, format_table, run_compare, summarise
 from attnlab.data.metrics import sequence_accuracy, token_accuracy
 from attnlab.data.tasks import BOS, EOS, PAD, Vocab, make_task_sets
-from attnlab.models import Transformer
+from attnlab.models import DecoderOnlyTransformer, Transformer
 
 TINY = dict(encodings=("rotary", "alibi"), seeds=1, epochs=1, n_train=64, n_test=16, d_model=16, n_heads=2,
             n_layers=1, train_len=4, test_lens=(4, 6))
@@ -129,24 +129,34 @@ def test_squares_are_scored_by_mse_and_drawn_in_mse_png(tmp_path):
 # -- the records are right ---------------------------------------------------------------
 
 
-def test_records_equal_the_metrics_of_the_model_the_seed_builds():
+@pytest.mark.parametrize("architecture", ARCHITECTURES)
+def test_records_equal_the_metrics_of_the_model_the_seed_builds(architecture):
     # With a learning rate of 1e-30 the weights do not move (every Adam step is ~1e-30,
     # far below a float32 ulp of the weights), so the model each record scores is the
     # one its seed builds: rebuilt here with the public API, decoded and scored by hand.
-    # The learned table gets rows for the longest decoder input (the longest test length + EOS).
+    # The learned table gets rows for the longest input: the longest test length + EOS
+    # (encoder-decoder), twice that for the decoder-only model's source + BOS + target.
     config = CompareConfig(**{**TINY, "encodings": ("rotary", "learned"), "seeds": 2, "lr": 1e-30,
-                              "test_lens": (4, 7)})
+                              "test_lens": (4, 7), "architecture": architecture})
     result = run_compare(config, progress=False)
     sets = make_task_sets(config.spec())
     preds = {}
     for encoding in ("rotary", "learned"):
         for seed in (0, 1):
             torch.manual_seed(seed)
-            model = Transformer(vocab_size=Vocab(10).size, d_model=16, n_heads=2, n_layers=1, encoding=encoding,
-                                max_len=8, pad_id=PAD, max_relative_position=config.max_relative_position).eval()
+            kwargs = dict(vocab_size=Vocab(10).size, d_model=16, n_heads=2, n_layers=1, encoding=encoding,
+                          pad_id=PAD, max_relative_position=config.max_relative_position)
+            if architecture == "decoder-only":
+                model = DecoderOnlyTransformer(max_len=16, **kwargs).eval()
+            else:
+                model = Transformer(max_len=8, **kwargs).eval()
             for length in (4, 7):
                 batch = sets.tests[length]
-                pred = model.generate(batch.source, length + 1, start=BOS, use_cache=False)
+                if architecture == "decoder-only":
+                    prompt = torch.cat([batch.source, torch.full_like(batch.source[:, :1], BOS)], dim=1)
+                    pred = model.generate(prompt, length + 1, use_cache=False)
+                else:
+                    pred = model.generate(batch.source, length + 1, start=BOS, use_cache=False)
                 preds[encoding, seed, length] = pred
                 [rec] = [r for r in result.records
                          if (r["encoding"], r["seed"], r["length"]) == (encoding, seed, length)]
@@ -159,18 +169,28 @@ def test_records_equal_the_metrics_of_the_model_the_seed_builds():
 
 
 class _Stub(nn.Module):
-    """A 'model' whose answers are fixed: the copy task's target, with ``wrong`` tokens changed."""
+    """A 'model' whose answers are fixed: the copy task's target, with ``wrong`` tokens changed.
+
+    It answers as either architecture is asked: ``generate(source, steps, start=BOS)``
+    (encoder-decoder) or ``generate(source + [BOS], steps)`` (decoder-only).
+    """
 
     def __init__(self, wrong: str) -> None:
         super().__init__()
         self.wrong = wrong
         self.weight = nn.Parameter(torch.zeros(()))  # something for the optimiser to train
 
-    def forward(self, source, target_in):
-        return torch.zeros(*target_in.shape, Vocab(10).size) + self.weight  # [B, T, V]
+    def forward(self, source, target_in=None):
+        shape = source.shape if target_in is None else target_in.shape
+        return torch.zeros(*shape, Vocab(10).size) + self.weight  # [B, T, V]
 
-    def generate(self, source, steps, start):
-        assert steps == source.shape[1] + 1 and start == BOS  # the target and its EOS
+    def generate(self, source, steps, start=None):
+        if start is None:  # decoder-only: the prompt is the source and BOS
+            assert (source[:, -1] == BOS).all()
+            source = source[:, :-1]
+        else:
+            assert start == BOS
+        assert steps == source.shape[1] + 1  # the target and its EOS
         pred = torch.cat([source, torch.full_like(source[:, :1], EOS)], dim=1)  # [N, L + 1]: copy, then EOS
         if self.wrong == "everything but EOS":
             pred[:, :-1] = PAD
@@ -181,15 +201,16 @@ class _Stub(nn.Module):
         return pred
 
 
+@pytest.mark.parametrize("architecture", ARCHITECTURES)
 @pytest.mark.parametrize("wrong, token, sequence", [
     ("nothing", lambda n: 1.0, 1.0),
     ("everything but EOS", lambda n: 1 / (n + 1), 0.0),
     ("the last token", lambda n: n / (n + 1), 0.0),
     ("half the sequences", lambda n: 1 - 8 / (16 * (n + 1)), 0.5),  # 8 of 16 rows lose one of n + 1 tokens
 ])
-def test_records_of_models_known_to_be_right_or_wrong(wrong, token, sequence, monkeypatch):
+def test_records_of_models_known_to_be_right_or_wrong(wrong, token, sequence, architecture, monkeypatch):
     monkeypatch.setattr(compare, "_build", lambda config, encoding, seed: _Stub(wrong))
-    config = CompareConfig(**{**TINY, "task": "copy", "test_lens": (4, 6, 9)})
+    config = CompareConfig(**{**TINY, "task": "copy", "test_lens": (4, 6, 9), "architecture": architecture})
     result = run_compare(config, progress=False)
     assert len(result.records) == 6
     for r in result.records:

@@ -341,7 +341,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 def _cmd_compare(args: argparse.Namespace) -> int:
     from attnlab.compare import QUICK, CompareConfig, _check_folder, format_table, run_compare
 
-    settings: dict[str, Any] = {"task": args.task, "train_len": args.train_len}
+    settings: dict[str, Any] = {"task": args.task, "train_len": args.train_len, "architecture": args.architecture}
     if args.quick:
         settings.update(QUICK)
     for flag in ("seeds", "epochs", "n_train"):
@@ -505,6 +505,9 @@ def build_parser() -> argparse.ArgumentParser:
                "  attnlab compare --task reverse --encodings sinusoidal,rotary,alibi --train-len 8 "
                "--test-lens 8,12,16,24\n  attnlab compare --task sort --seeds 1 --out runs/sort")
     cmp_.add_argument("--task", default="reverse", help=f"one of {', '.join(TASKS)} (default reverse)")
+    cmp_.add_argument("--architecture", default="decoder-only",
+                      help="decoder-only (default: one causal stack over source, BOS and target, where every "
+                           "encoding sits in the only attention) or encoder-decoder")
     cmp_.add_argument("--encodings", default=None,
                       help=f"comma-separated, from {','.join(ENCODINGS)} (default: all)")
     cmp_.add_argument("--train-len", type=_positive_int, default=8,

@@ -40,10 +40,26 @@ from torch import nn
 from attnlab._io import atomic_write
 from attnlab._validate import check_choice, check_finite_float, check_int
 from attnlab.data.metrics import mean_squared_error, sequence_accuracy, token_accuracy
-from attnlab.data.tasks import BOS, PAD, TASKS, TaskSets, TaskSpec, Vocab, make_task_sets, task_loader
-from attnlab.models.transformer import ENCODINGS, Transformer
+from attnlab.data.tasks import (
+    BOS,
+    PAD,
+    TASKS,
+    TaskSets,
+    TaskSpec,
+    Vocab,
+    decoder_only_batch,
+    make_task_sets,
+    task_loader,
+)
+from attnlab.models.decoder_only import DecoderOnlyTransformer
+from attnlab.models.transformer import ENCODINGS, SequenceModel, Transformer
 
-__all__ = ["QUICK", "CompareConfig", "CompareResult", "format_table", "run_compare", "summarise"]
+__all__ = ["ARCHITECTURES", "QUICK", "CompareConfig", "CompareResult", "format_table", "run_compare", "summarise"]
+
+
+#: the models the lab can train: a causal stack over ``source + BOS + target`` (the default, as in the
+#: length-generalisation literature) or the encoder-decoder, where position lives in self-attention only.
+ARCHITECTURES = ("decoder-only", "encoder-decoder")
 
 
 @dataclass(frozen=True)
@@ -57,6 +73,7 @@ class CompareConfig:
 
     task: str = "reverse"
     encodings: tuple[str, ...] = ENCODINGS
+    architecture: str = "decoder-only"
     train_len: int = 8
     test_lens: tuple[int, ...] = (8, 12, 16, 24)
     seeds: int = 3
@@ -75,6 +92,7 @@ class CompareConfig:
 
     def __post_init__(self) -> None:
         check_choice("task", self.task, TASKS)
+        check_choice("architecture", self.architecture, ARCHITECTURES)
         for name in ("encodings", "test_lens"):
             value = getattr(self, name)
             # A bare string would be read letter by letter ("unknown encoding 'r'").
@@ -150,26 +168,53 @@ class CompareResult:
 # -- one model ---------------------------------------------------------------------------
 
 
-def _build(config: CompareConfig, encoding: str, seed: int) -> Transformer:
+def _build(config: CompareConfig, encoding: str, seed: int) -> SequenceModel:
     """The model for one encoding; its initial weights depend on ``seed`` only (global RNG untouched)."""
     longest = max(config.train_len, *config.test_lens) + 1  # source length or target + EOS
+    if config.architecture == "decoder-only":
+        longest = 2 * longest  # source, BOS and target in one sequence
     kwargs: dict[str, Any] = dict(d_model=config.d_model, n_heads=config.n_heads, n_layers=config.n_layers,
                                   encoding=encoding, max_len=longest, pad_id=PAD,
                                   max_relative_position=config.max_relative_position)
+    kwargs.update({"n_features": 2} if config.task == "squares" else {"vocab_size": Vocab(config.n_symbols).size})
+    cls = DecoderOnlyTransformer if config.architecture == "decoder-only" else Transformer
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        if config.task == "squares":
-            return Transformer(n_features=2, **kwargs)
-        return Transformer(vocab_size=Vocab(config.n_symbols).size, **kwargs)
+        return cls(**kwargs)
 
 
-def _loss(model: Transformer, batch: Any, squares: bool) -> torch.Tensor:
+def _loss(model: nn.Module, batch: Any, config: CompareConfig) -> torch.Tensor:
+    squares = config.task == "squares"
+    if config.architecture == "decoder-only":
+        if squares:
+            # The walk continues itself; the loss is on the corners after the given ones.
+            n_given = batch.source.shape[1]
+            pred = model(batch.full[:, :-1])[:, n_given - 1:]  # [B, T, 2]
+            return F.mse_loss(pred, batch.target)
+        inputs, labels = decoder_only_batch(batch)  # [B, 2S + 1] each
+        logits = model(inputs)  # [B, 2S + 1, V]
+        return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=PAD)
     if squares:
         # Decoder inputs: the target shifted right, starting from the last given corner (seed 000's way).
         target_in = torch.cat([batch.source[:, -1:], batch.target[:, :-1]], dim=1)  # [B, T, 2]
         return F.mse_loss(model(batch.source, target_in), batch.target)
     logits = model(batch.source, batch.target_in)  # [B, T, V]
     return F.cross_entropy(logits.flatten(0, 1), batch.target_out.flatten(), ignore_index=PAD)
+
+
+def _predict(model: nn.Module, batch: Any, config: CompareConfig) -> torch.Tensor:
+    """Greedy (cached) predictions for a test set of one length: ``[N, T]`` tokens or ``[N, T, 2]`` corners."""
+    decoder_only = config.architecture == "decoder-only"
+    if config.task == "squares":
+        steps = batch.target.shape[1]
+        if decoder_only:
+            return model.generate(batch.source, steps)
+        return model.generate(batch.source, steps, start=batch.source[:, -1:])
+    steps = batch.target_out.shape[1]  # the target and EOS
+    if decoder_only:
+        prompt = decoder_only_batch(batch)[0][:, : batch.source.shape[1] + 1]  # source + BOS: [N, S + 1]
+        return model.generate(prompt, steps)
+    return model.generate(batch.source, steps, start=BOS)
 
 
 def _schedule(total_steps: int) -> Callable[[int], float]:
@@ -185,9 +230,8 @@ def _schedule(total_steps: int) -> Callable[[int], float]:
     return factor
 
 
-def _train(model: Transformer, config: CompareConfig, sets: TaskSets, seed: int,
+def _train(model: nn.Module, config: CompareConfig, sets: TaskSets, seed: int,
            on_step: Callable[[float], None]) -> None:
-    squares = config.task == "squares"
     loader = task_loader(sets.train, config.batch_size, shuffle=True, seed=seed)
     total = config.epochs * len(loader)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
@@ -196,7 +240,7 @@ def _train(model: Transformer, config: CompareConfig, sets: TaskSets, seed: int,
     for _ in range(config.epochs):
         for batch in loader:
             optimizer.zero_grad(set_to_none=True)
-            loss = _loss(model, batch, squares)
+            loss = _loss(model, batch, config)
             loss.backward()
             nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
@@ -205,16 +249,16 @@ def _train(model: Transformer, config: CompareConfig, sets: TaskSets, seed: int,
     model.eval()
 
 
-def _evaluate(model: Transformer, config: CompareConfig, sets: TaskSets, encoding: str,
+def _evaluate(model: nn.Module, config: CompareConfig, sets: TaskSets, encoding: str,
               seed: int) -> list[dict[str, Any]]:
     """One record per test length: greedy decoding (cached) of the whole test set."""
     records = []
+    squares = config.task == "squares"
     for length, batch in sorted(sets.tests.items()):
-        if config.task == "squares":
-            pred = model.generate(batch.source, batch.target.shape[1], start=batch.source[:, -1:])
+        pred = _predict(model, batch, config)
+        if squares:
             scores = {"mean_squared_error": mean_squared_error(pred, batch.target)}
         else:
-            pred = model.generate(batch.source, batch.target_out.shape[1], start=BOS)  # [N, L + 1]
             scores = {"token_accuracy": token_accuracy(pred, batch.target_out, pad=PAD),
                       "sequence_accuracy": sequence_accuracy(pred, batch.target_out, pad=PAD)}
         records.append({"encoding": encoding, "seed": seed, "length": int(length), **scores})

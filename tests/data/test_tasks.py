@@ -22,6 +22,7 @@ from attnlab.data.tasks import (
     TaskSets,
     TaskSpec,
     Vocab,
+    decoder_only_batch,
     make_task_batch,
     make_task_sets,
     squares_task,
@@ -386,3 +387,38 @@ def test_make_task_batch_needs_a_generator():
 def test_squares_task_bad_arguments(args, kwargs, error, match):
     with pytest.raises(error, match=match):
         squares_task(*args, **kwargs)
+
+
+# -- decoder_only_batch ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("task", ["copy", "reverse", "sort"])
+def test_decoder_only_batch_row_by_row(task):
+    batch = make_task_batch(task, 12, 6, min_len=1, generator=3)
+    inputs, labels = decoder_only_batch(batch)
+    assert inputs.shape == labels.shape == (12, 13) and inputs.dtype == labels.dtype == torch.int64
+    for i in range(12):
+        n = int(batch.lengths[i])
+        source = batch.source[i, :n].tolist()
+        target = batch.target_out[i, :n].tolist()  # the target without EOS
+        want_in = source + [BOS] + target
+        want_out = [PAD] * n + target + [EOS]
+        assert inputs[i].tolist() == want_in + [PAD] * (13 - len(want_in))
+        assert labels[i].tolist() == want_out + [PAD] * (13 - len(want_out))
+
+
+def test_decoder_only_batch_hand_written():
+    source = torch.tensor([[5, 6, 7], [8, PAD, PAD]])
+    batch = TaskBatch(source=source,
+                      target_in=torch.tensor([[BOS, 7, 6, 5], [BOS, 8, PAD, PAD]]),
+                      target_out=torch.tensor([[7, 6, 5, EOS], [8, EOS, PAD, PAD]]),
+                      source_mask=(source != PAD)[:, None], target_mask=torch.ones(2, 1, 4, dtype=torch.bool),
+                      lengths=torch.tensor([3, 1]))
+    inputs, labels = decoder_only_batch(batch)
+    assert inputs.tolist() == [[5, 6, 7, BOS, 7, 6, 5], [8, BOS, 8, PAD, PAD, PAD, PAD]]
+    assert labels.tolist() == [[PAD, PAD, PAD, 7, 6, 5, EOS], [PAD, 8, EOS, PAD, PAD, PAD, PAD]]
+
+
+def test_decoder_only_batch_refuses_the_squares():
+    with pytest.raises(TypeError, match="batch must be a TaskBatch"):
+        decoder_only_batch(squares_task(4, 4))

@@ -45,7 +45,7 @@ from attnlab.data.squares import _NOISE_STD, CORNERS, check_seed
 __all__ = [
     "BOS", "EOS", "FIRST_SYMBOL", "PAD", "TASKS", "TOKEN_TASKS",
     "SquaresBatch", "TaskBatch", "TaskDataset", "TaskSets", "TaskSpec", "Vocab",
-    "make_task_batch", "make_task_sets", "squares_task", "task_loader",
+    "decoder_only_batch", "make_task_batch", "make_task_sets", "squares_task", "task_loader",
 ]
 
 PAD, BOS, EOS = 0, 1, 2
@@ -413,6 +413,48 @@ def make_task_sets(spec: TaskSpec) -> TaskSets:
             tests[length] = make_task_batch(spec.task, spec.n_test, length, n_symbols=spec.n_symbols,
                                             generator=_test_generator(spec.test_seed, length))
     return TaskSets(train, tests, spec)
+
+
+def decoder_only_batch(batch: TaskBatch) -> tuple[torch.Tensor, torch.Tensor]:
+    """A token task as one sequence per row, for a decoder-only model: ``source + [BOS] + target``.
+
+    Row ``i`` of length ``L_i`` becomes, right-padded with ``PAD`` to ``2S + 1``::
+
+        inputs  [s_0 .. s_{L-1}, BOS, t_0 .. t_{L-1}, PAD ...]
+        labels  [PAD ..    PAD,  t_0, t_1 .. t_{L-1}, EOS, PAD ...]
+
+    ``labels[j]`` is what the model must predict after reading ``inputs[:j + 1]``:
+    nothing (``PAD``, to be ignored by the loss) while it reads the source, then
+    the target and ``EOS``. At test time the prompt is ``inputs[:, :S + 1]`` (all
+    rows of a test set have one length) and the model generates ``S + 1`` tokens,
+    compared with ``target_out``.
+
+    Args:
+        batch: a :class:`TaskBatch` (``source [N, S]``, ``target_in`` / ``target_out [N, S + 1]``).
+
+    Returns:
+        ``(inputs, labels)``, int64 ``[N, 2S + 1]`` each.
+
+    Raises:
+        TypeError: if ``batch`` is not a :class:`TaskBatch`.
+
+    Example:
+        >>> b = make_task_batch("reverse", 1, 3, generator=0)
+        >>> x, y = decoder_only_batch(b)
+        >>> Vocab().format(x[0]), Vocab().format(y[0])  # doctest: +SKIP
+        ('7 12 3 <bos> 3 12 7', '<pad> <pad> <pad> 3 12 7 <eos>')
+    """
+    if not isinstance(batch, TaskBatch):
+        raise TypeError(f"batch must be a TaskBatch (a token task), got {type(batch).__name__}")
+    n, S = batch.source.shape
+    width = 2 * S + 1
+    inputs = torch.full((n, width), PAD, dtype=torch.int64, device=batch.source.device)  # [N, 2S + 1]
+    inputs[:, :S] = batch.source
+    # BOS + target (and target + EOS) start right after each row's own source: column L_i + j.
+    columns = batch.lengths[:, None] + torch.arange(S + 1, device=batch.source.device)  # [N, S + 1]
+    inputs.scatter_(1, columns, batch.target_in)  # overwrites the source's padding with the target
+    labels = torch.full_like(inputs, PAD).scatter_(1, columns, batch.target_out)  # [N, 2S + 1]
+    return inputs, labels
 
 
 class TaskDataset(Dataset):

@@ -7,6 +7,9 @@
   :class:`DecoderSelfAttn`, :class:`EncoderPe`, :class:`DecoderPe`,
   :class:`EncoderDecoderSelfAttn`: self-attention and positional encoding,
   causal-masked training and greedy prediction.
+* :mod:`attnlab.models.transformer` and :mod:`attnlab.models.decoder_only`: the
+  length-generalisation lab's :class:`Transformer` (encoder-decoder) and
+  :class:`DecoderOnlyTransformer`, taking any of :data:`ENCODINGS`.
 
 The classes keep the seeds' names, signatures, attributes and parameter order,
 so after ``torch.manual_seed(k)`` they reproduce the seeds' numbers. Attention
@@ -15,6 +18,7 @@ weights, ``[B, H, T, S]`` per layer, come from
 ``attnlab.attention.collect_attention(model)``.
 """
 
+from attnlab.models.decoder_only import DecoderOnlyTransformer
 from attnlab.models.rnn_seq2seq import Decoder, DecoderAttn, Encoder, EncoderDecoder, EncoderDecoderAttn
 from attnlab.models.selfattn_seq2seq import (
     DecoderPe,
@@ -28,6 +32,7 @@ from attnlab.models.transformer import ENCODINGS, Transformer, TransformerDecode
 __all__ = [
     "Decoder",
     "DecoderAttn",
+    "DecoderOnlyTransformer",
     "DecoderPe",
     "DecoderSelfAttn",
     "ENCODINGS",

@@ -32,13 +32,14 @@ model dim, ``H`` heads, ``V`` vocabulary, ``F`` features.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from attnlab._validate import check_choice, check_int, check_probability
-from attnlab.attention import DecodingCache, MultiHeadAttention
+from attnlab.attention import DecodingCache, KVCache, MultiHeadAttention
 from attnlab.encodings import LearnedPositionalEncoding, PositionalEncoding
 from attnlab.encodings.alibi import ALiBi
 from attnlab.encodings.attention_position import NoPosition
@@ -46,7 +47,10 @@ from attnlab.encodings.relative import ShawRelative
 from attnlab.encodings.rotary import Rotary
 from attnlab.encodings.t5 import T5RelativeBias
 
-__all__ = ["ENCODINGS", "Transformer", "TransformerDecoderLayer", "TransformerEncoderLayer", "attention_position"]
+__all__ = [
+    "ENCODINGS", "SequenceModel", "Transformer", "TransformerDecoderLayer", "TransformerEncoderLayer",
+    "attention_position",
+]
 
 #: the positional encodings a :class:`Transformer` can use.
 ENCODINGS = ("sinusoidal", "learned", "relative", "t5", "rotary", "alibi", "none")
@@ -97,7 +101,11 @@ class TransformerEncoderLayer(nn.Module):
         position: a scheme for the self-attention (see :func:`attention_position`).
 
     Shapes:
-        ``forward(x [B, S, D], mask [B, 1, S] = None) -> [B, S, D]``.
+        ``forward(x [B, S, D], mask [B, 1, S] = None, *, is_causal = False, cache = None) -> [B, S, D]``.
+
+    With ``is_causal=True`` (and optionally a :class:`attnlab.attention.KVCache`)
+    the same layer is a GPT-style decoder block: a decoder-only model is a stack
+    of encoder layers whose self-attention is causal.
     """
 
     def __init__(
@@ -110,10 +118,16 @@ class TransformerEncoderLayer(nn.Module):
         self.ffn = _ffn(d_model, ff_units, dropout)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
-        """Encode ``x [B, S, D]`` (``mask`` boolean ``[B, 1, S]``, True = may attend)."""
+    def forward(
+        self, x: Tensor, mask: Tensor | None = None, *, is_causal: bool = False, cache: KVCache | None = None
+    ) -> Tensor:
+        """Encode ``x [B, S, D]`` (``mask`` boolean ``[B, 1, S]``, True = may attend).
+
+        ``is_causal``: each position sees itself and the ones before it (aligned
+        bottom-right, so with a ``cache`` the new steps also see every cached one).
+        """
         h = self.norm1(x)
-        x = x + self.dropout(self.self_attn(h, h, h, mask=mask))  # [B, S, D]
+        x = x + self.dropout(self.self_attn(h, h, h, mask=mask, is_causal=is_causal, cache=cache))  # [B, S, D]
         return x + self.dropout(self.ffn(self.norm2(x)))  # [B, S, D]
 
 
@@ -165,41 +179,15 @@ class TransformerDecoderLayer(nn.Module):
         return y + self.dropout(self.ffn(self.norm3(y)))  # [B, T, D]
 
 
-class Transformer(nn.Module):
-    """Encoder-decoder Transformer for token or real-valued sequences, with any of :data:`ENCODINGS`.
+class SequenceModel(nn.Module):
+    """What every model of the lab shares: tokens or values in and out, the absolute encoding, checks.
 
-    Args:
-        vocab_size: ``V`` for token sequences (ids ``0 .. V-1``; ``pad_id`` is padding).
-        n_features: ``F`` for real-valued sequences (give exactly one of the two).
-        d_model: ``D``.
-        n_heads: ``H`` (must divide ``D``).
-        n_layers: encoder layers and decoder layers (each).
-        ff_units: feed-forward width; default ``4 * D``.
-        dropout: dropout probability everywhere.
-        encoding: one of :data:`ENCODINGS`.
-        max_len: rows of the absolute tables: the sinusoidal one extends past it,
-            the learned one refuses longer sequences (with an error naming it).
-        max_relative_position: Shaw's clipping distance ``k`` (``encoding="relative"``).
-        pad_id: padding token (token sequences): masked in the source.
-
-    Shapes:
-        ``forward(source [B, S] or [B, S, F], target_in [B, T] or [B, T, F]) ->
-        logits [B, T, V]`` or values ``[B, T, F]`` (teacher forcing: ``target_in`` is
-        the target shifted right, starting with BOS or the start vector).
-        ``generate(source, steps, start) -> [B, steps]`` tokens or ``[B, steps, F]``.
-
-    Raises:
-        TypeError / ValueError: naming the argument, for bad sizes, an unknown
-            encoding, or neither / both of ``vocab_size`` and ``n_features``.
-
-    Example:
-        >>> _ = torch.manual_seed(0)
-        >>> model = Transformer(vocab_size=13, d_model=32, n_heads=4, encoding="rotary").eval()
-        >>> source = torch.randint(3, 13, (2, 6))
-        >>> model(source, torch.ones(2, 7, dtype=torch.long)).shape
-        torch.Size([2, 7, 13])
-        >>> model.generate(source, steps=7, start=1).shape
-        torch.Size([2, 7])
+    Not used on its own: :class:`Transformer` (encoder-decoder) and
+    :class:`attnlab.models.DecoderOnlyTransformer` build their layers on it. It
+    holds the input ``embed`` (an ``nn.Embedding`` for tokens, an ``nn.Linear``
+    for values), the output ``head``, the absolute ``input_position`` table (for
+    ``"sinusoidal"`` / ``"learned"``; None otherwise) and the validated sizes.
+    See :class:`Transformer` for the arguments.
     """
 
     def __init__(
@@ -236,7 +224,6 @@ class Transformer(nn.Module):
         self.max_len = check_int("max_len", max_len, minimum=1)
         self.max_relative_position = check_int("max_relative_position", max_relative_position, minimum=1)
         self.pad_id = check_int("pad_id", pad_id, minimum=0)
-        head_dim = self.d_model // self.n_heads
 
         if self.vocab_size is not None:
             self.embed: nn.Module = nn.Embedding(self.vocab_size, self.d_model)
@@ -245,29 +232,22 @@ class Transformer(nn.Module):
             assert self.n_features is not None
             self.embed = nn.Linear(self.n_features, self.d_model)
             self.head = nn.Linear(self.d_model, self.n_features)
-        # Absolute encodings are added to the embeddings; one table serves both sides.
+        # Absolute encodings are added to the embeddings; one table serves every input.
         self.input_position: nn.Module | None = None
         if self.encoding == "sinusoidal":
             self.input_position = PositionalEncoding(self.max_len, self.d_model, scale_input=False)
         elif self.encoding == "learned":
             self.input_position = LearnedPositionalEncoding(self.max_len, self.d_model)
-
-        def position(causal: bool) -> nn.Module | None:
-            return attention_position(self.encoding, n_heads=self.n_heads, head_dim=head_dim, causal=causal,
-                                      max_relative_position=self.max_relative_position)
-
-        layer_args = (self.d_model, self.n_heads, self.ff_units)
-        self.encoder_layers = nn.ModuleList(
-            TransformerEncoderLayer(*layer_args, dropout=self.dropout, position=position(False))
-            for _ in range(self.n_layers)
-        )
-        self.decoder_layers = nn.ModuleList(
-            TransformerDecoderLayer(*layer_args, dropout=self.dropout, position=position(True))
-            for _ in range(self.n_layers)
-        )
-        self.encoder_norm = nn.LayerNorm(self.d_model)
-        self.decoder_norm = nn.LayerNorm(self.d_model)
         self.input_dropout = nn.Dropout(self.dropout)
+
+    def _attention_position(self, causal: bool) -> nn.Module | None:
+        """A new scheme for one self-attention (None for the absolute encodings)."""
+        return attention_position(self.encoding, n_heads=self.n_heads, head_dim=self.d_model // self.n_heads,
+                                  causal=causal, max_relative_position=self.max_relative_position)
+
+    def _layer(self, cls: type[nn.Module], causal: bool) -> nn.Module:
+        return cls(self.d_model, self.n_heads, self.ff_units, dropout=self.dropout,
+                   position=self._attention_position(causal))
 
     # -- pieces ------------------------------------------------------------------------
 
@@ -293,6 +273,85 @@ class Transformer(nn.Module):
         if self.input_position is not None:
             h = self.input_position(h, offset=offset)  # [B, L, D]
         return self.input_dropout(h)
+
+    def _greedy(
+        self, first: Tensor, steps: int, run: Callable[[Tensor, DecodingCache | None], Tensor], use_cache: bool
+    ) -> Tensor:
+        """Greedy decoding: feed ``first`` (one step, or a whole prompt), then each output back, ``steps`` times.
+
+        ``run(inputs, cache)`` gives the outputs for ``inputs`` (the new steps with
+        a cache, the whole prefix without one). Returns ``[B, steps]`` tokens or
+        ``[B, steps, F]`` values.
+        """
+        outputs = []
+        if use_cache:
+            cache = DecodingCache(capacity=first.shape[1] + steps)
+            step = first
+            for _ in range(steps):
+                out = run(step, cache)[:, -1:]  # [B, 1, V] or [B, 1, F]
+                cache.advance(step.shape[1])
+                step = out.argmax(-1) if self.vocab_size is not None else out  # [B, 1] or [B, 1, F]
+                outputs.append(step)
+        else:
+            inputs = first
+            for _ in range(steps):
+                out = run(inputs, None)[:, -1:]  # the newest step
+                step = out.argmax(-1) if self.vocab_size is not None else out
+                outputs.append(step)
+                inputs = torch.cat([inputs, step], dim=1)
+        return torch.cat(outputs, dim=1)  # [B, steps] or [B, steps, F]
+
+    def extra_repr(self) -> str:
+        kind = f"vocab_size={self.vocab_size}" if self.vocab_size is not None else f"n_features={self.n_features}"
+        return (f"{kind}, encoding={self.encoding!r}, d_model={self.d_model}, n_heads={self.n_heads}, "
+                f"n_layers={self.n_layers}")
+
+
+class Transformer(SequenceModel):
+    """Encoder-decoder Transformer for token or real-valued sequences, with any of :data:`ENCODINGS`.
+
+    Args:
+        vocab_size: ``V`` for token sequences (ids ``0 .. V-1``; ``pad_id`` is padding).
+        n_features: ``F`` for real-valued sequences (give exactly one of the two).
+        d_model: ``D``.
+        n_heads: ``H`` (must divide ``D``).
+        n_layers: encoder layers and decoder layers (each).
+        ff_units: feed-forward width; default ``4 * D``.
+        dropout: dropout probability everywhere.
+        encoding: one of :data:`ENCODINGS`.
+        max_len: rows of the absolute tables: the sinusoidal one extends past it,
+            the learned one refuses longer sequences (with an error naming it).
+        max_relative_position: Shaw's clipping distance ``k`` (``encoding="relative"``).
+        pad_id: padding token (token sequences): masked in the source.
+
+    Shapes:
+        ``forward(source [B, S] or [B, S, F], target_in [B, T] or [B, T, F]) ->
+        logits [B, T, V]`` or values ``[B, T, F]`` (teacher forcing: ``target_in`` is
+        the target shifted right, starting with BOS or the start vector).
+        ``generate(source, steps, start) -> [B, steps]`` tokens or ``[B, steps, F]``.
+
+    Raises:
+        TypeError / ValueError: naming the argument, for bad sizes, an unknown
+            encoding, or neither / both of ``vocab_size`` and ``n_features``.
+
+    Example:
+        >>> _ = torch.manual_seed(0)
+        >>> model = Transformer(vocab_size=13, d_model=32, n_heads=4, encoding="rotary").eval()
+        >>> source = torch.randint(3, 13, (2, 6))
+        >>> model(source, torch.ones(2, 7, dtype=torch.long)).shape
+        torch.Size([2, 7, 13])
+        >>> model.generate(source, steps=7, start=1).shape
+        torch.Size([2, 7])
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.encoder_layers = nn.ModuleList(
+            self._layer(TransformerEncoderLayer, causal=False) for _ in range(self.n_layers))
+        self.decoder_layers = nn.ModuleList(
+            self._layer(TransformerDecoderLayer, causal=True) for _ in range(self.n_layers))
+        self.encoder_norm = nn.LayerNorm(self.d_model)
+        self.decoder_norm = nn.LayerNorm(self.d_model)
 
     def source_mask(self, source: Tensor) -> Tensor | None:
         """Padding mask ``[B, 1, S]`` (True = a real token) for token sources; None for real values."""
@@ -361,25 +420,4 @@ class Transformer(nn.Module):
             first = start.reshape(B, 1, -1).to(source.dtype)  # [B, 1, F]
         with torch.no_grad():
             memory, mask = self.encode(source)
-            outputs = []
-            if use_cache:
-                cache = DecodingCache(capacity=steps)
-                step = first
-                for _ in range(steps):
-                    out = self.decode(step, memory, mask, cache=cache)  # [B, 1, V] or [B, 1, F]
-                    cache.advance(step.shape[1])
-                    step = out.argmax(-1) if self.vocab_size is not None else out  # [B, 1] or [B, 1, F]
-                    outputs.append(step)
-            else:
-                inputs = first
-                for _ in range(steps):
-                    out = self.decode(inputs, memory, mask)[:, -1:]  # the newest step
-                    step = out.argmax(-1) if self.vocab_size is not None else out
-                    outputs.append(step)
-                    inputs = torch.cat([inputs, step], dim=1)
-        return torch.cat(outputs, dim=1)  # [B, steps] or [B, steps, F]
-
-    def extra_repr(self) -> str:
-        kind = f"vocab_size={self.vocab_size}" if self.vocab_size is not None else f"n_features={self.n_features}"
-        return (f"{kind}, encoding={self.encoding!r}, d_model={self.d_model}, n_heads={self.n_heads}, "
-                f"n_layers={self.n_layers}")
+            return self._greedy(first, steps, lambda x, cache: self.decode(x, memory, mask, cache=cache), use_cache)
