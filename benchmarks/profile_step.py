@@ -50,13 +50,18 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--table-rows", type=int, default=15)
     args = parser.parse_args(argv)
     from attnlab.data import make_loaders
-    from attnlab.runs import RunConfig, build_model, make_optimizer
+    from attnlab.runs import RunConfig, build_model
 
     config = RunConfig()
     data = make_loaders(n_train=config.n_train, n_test=config.n_test, batch_size=config.batch_size,
                         shuffle_seed=config.train_seed)
     model = build_model(config)
-    optimizer = make_optimizer(model, config)
+    try:
+        from attnlab.runs import make_optimizer
+    except ImportError:  # commits before the fused Adam: the "before" side of BENCHMARKS.md
+        optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+    else:
+        optimizer = make_optimizer(model, config)
     x, y = next(iter(data.train))
     source, target = next(iter(data.test))
     loss_fn = nn.MSELoss()

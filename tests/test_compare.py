@@ -391,6 +391,7 @@ def test_cli_compare_default_test_lengths_follow_the_training_length(tmp_path, m
     (["--out", "missing/x"], "'missing'"),
     (["--out", "a_file"], "'a_file' is a file"),
     (["--out", "a_file/x"], "'a_file/x'"),
+    ([], "'old' already holds a comparison (results.json)"),  # another run's results are not overwritten
 ])
 def test_cli_bad_input_is_one_line_and_exit_2(flags, words, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
