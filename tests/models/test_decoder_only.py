@@ -8,20 +8,13 @@ from attnlab.attention import DecodingCache
 from attnlab.encodings import ALiBi, NoPosition, Rotary, ShawRelative, T5RelativeBias
 from attnlab.models import ENCODINGS, DecoderOnlyTransformer
 
-
-def _perturbed(model: DecoderOnlyTransformer, seed: int = 0) -> DecoderOnlyTransformer:
-    """Larger random weights: freshly initialised layers barely react to position, which would hide bugs."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(0.3 * torch.randn(p.shape, generator=g))
-    return model.eval()
+from model_helpers import perturbed
 
 
 @pytest.mark.parametrize("encoding", ENCODINGS)
 def test_cached_generation_equals_uncached_tokens(encoding):
     torch.manual_seed(0)
-    model = _perturbed(DecoderOnlyTransformer(vocab_size=13, d_model=32, n_heads=4, encoding=encoding, max_len=40))
+    model = perturbed(DecoderOnlyTransformer(vocab_size=13, d_model=32, n_heads=4, encoding=encoding, max_len=40))
     prompt = torch.randint(3, 13, (4, 9), generator=torch.Generator().manual_seed(1))
     cached = model.generate(prompt, 14)
     assert cached.shape == (4, 14)
@@ -42,7 +35,7 @@ def test_cached_generation_equals_uncached_tokens(encoding):
 @pytest.mark.parametrize("encoding", ENCODINGS)
 def test_cached_generation_equals_uncached_values(encoding):
     torch.manual_seed(0)
-    model = _perturbed(DecoderOnlyTransformer(n_features=2, d_model=16, n_heads=2, encoding=encoding, max_len=16))
+    model = perturbed(DecoderOnlyTransformer(n_features=2, d_model=16, n_heads=2, encoding=encoding, max_len=16))
     prompt = torch.randn(3, 2, 2)
     cached = model.generate(prompt, 10)
     assert cached.shape == (3, 10, 2)
@@ -52,7 +45,7 @@ def test_cached_generation_equals_uncached_values(encoding):
 @pytest.mark.parametrize("encoding", ENCODINGS)
 def test_no_output_depends_on_a_later_input(encoding):
     torch.manual_seed(0)
-    model = _perturbed(DecoderOnlyTransformer(vocab_size=13, d_model=32, n_heads=4, encoding=encoding))
+    model = perturbed(DecoderOnlyTransformer(vocab_size=13, d_model=32, n_heads=4, encoding=encoding))
     x = torch.randint(3, 13, (2, 10))
     changed = x.clone()
     changed[:, 6] = (changed[:, 6] - 3 + 1) % 10 + 3
@@ -79,7 +72,7 @@ def test_every_scheme_is_causal_and_inside_the_attention():
 def test_right_padding_changes_nothing_before_it():
     # Causal attention: the padding after a sequence is never seen by the sequence itself.
     torch.manual_seed(0)
-    model = _perturbed(DecoderOnlyTransformer(vocab_size=13, d_model=16, n_heads=2, encoding="alibi"))
+    model = perturbed(DecoderOnlyTransformer(vocab_size=13, d_model=16, n_heads=2, encoding="alibi"))
     x = torch.randint(3, 13, (1, 5))
     padded = torch.cat([x, torch.zeros(1, 4, dtype=torch.long)], dim=1)  # PAD = 0
     with torch.no_grad():

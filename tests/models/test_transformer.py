@@ -7,20 +7,13 @@ from torch.testing import assert_close
 from attnlab.encodings import ALiBi, NoPosition, Rotary, ShawRelative, T5RelativeBias
 from attnlab.models import ENCODINGS, Transformer
 
-
-def _perturbed(model: Transformer, seed: int = 0) -> Transformer:
-    """Larger random weights: freshly initialised layers barely react to position, which would hide bugs."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(0.3 * torch.randn(p.shape, generator=g))
-    return model.eval()
+from model_helpers import perturbed
 
 
 @pytest.mark.parametrize("encoding", ENCODINGS)
 def test_cached_decoding_equals_uncached_decoding_tokens(encoding):
     torch.manual_seed(0)
-    model = _perturbed(Transformer(vocab_size=13, d_model=32, n_heads=4, encoding=encoding, max_len=32))
+    model = perturbed(Transformer(vocab_size=13, d_model=32, n_heads=4, encoding=encoding, max_len=32))
     source = torch.randint(3, 13, (5, 9), generator=torch.Generator().manual_seed(1))
     source[0, 6:] = 0  # padding in the source
     cached = model.generate(source, 14, start=1)
@@ -44,7 +37,7 @@ def test_cached_decoding_equals_uncached_decoding_tokens(encoding):
 @pytest.mark.parametrize("encoding", ENCODINGS)
 def test_cached_decoding_equals_uncached_decoding_values(encoding):
     torch.manual_seed(0)
-    model = _perturbed(Transformer(n_features=2, d_model=16, n_heads=2, encoding=encoding, max_len=16))
+    model = perturbed(Transformer(n_features=2, d_model=16, n_heads=2, encoding=encoding, max_len=16))
     source = torch.randn(3, 2, 2)
     cached = model.generate(source, 10, start=source[:, -1:])
     full = model.generate(source, 10, start=source[:, -1:], use_cache=False)
@@ -71,7 +64,7 @@ def test_each_encoding_puts_its_scheme_where_it_belongs():
 
 def test_the_decoder_is_causal_and_the_encoder_sees_everything():
     torch.manual_seed(0)
-    model = _perturbed(Transformer(vocab_size=13, d_model=32, n_heads=4, encoding="rotary"))
+    model = perturbed(Transformer(vocab_size=13, d_model=32, n_heads=4, encoding="rotary"))
     source = torch.randint(3, 13, (2, 6))
     target_in = torch.randint(3, 13, (2, 7))
     changed = target_in.clone()

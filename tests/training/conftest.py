@@ -1,6 +1,7 @@
 """Fixtures for the trainer tests (the builders live in trainer_helpers.py)."""
 
 import pytest
+
 from trainer_helpers import make_trainer
 
 

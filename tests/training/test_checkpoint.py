@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 import torch
 from torch import nn
-from trainer_helpers import MLP, make_trainer
 
 from attnlab.training import Trainer, read_checkpoint
 from attnlab.training.checkpoint import FORMAT
+
+from trainer_helpers import MLP, make_trainer
 
 
 def _with_scheduler(trainer):

@@ -1,9 +1,10 @@
 """Early stopping (patience, min_delta) and keeping the best checkpoint."""
 
 import pytest
-from trainer_helpers import make_trainer
 
 from attnlab.training import read_checkpoint
+
+from trainer_helpers import make_trainer
 
 
 def test_stops_after_patience_epochs_without_improvement():

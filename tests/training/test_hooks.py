@@ -4,9 +4,10 @@ import numpy as np
 import pytest
 import torch
 from torch import nn
-from trainer_helpers import MLP
 
 from attnlab.training import Trainer
+
+from trainer_helpers import MLP
 
 
 def _trainer(model):

@@ -5,9 +5,10 @@ import math
 import pytest
 import torch
 from matplotlib.figure import Figure
-from trainer_helpers import make_trainer
 
 from attnlab.training import make_lr_fn
+
+from trainer_helpers import make_trainer
 
 
 def test_linear_ramp_is_linear_and_exp_ramp_geometric(trainer):

@@ -6,10 +6,11 @@ import sys
 
 import pytest
 import torch
-from trainer_helpers import make_trainer
 
 import attnlab.plotting
 from attnlab.training.progress import progress_enabled
+
+from trainer_helpers import make_trainer
 
 
 class FakeWriter:

@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+
 from trainer_helpers import make_trainer
 
 S = torch.optim.lr_scheduler

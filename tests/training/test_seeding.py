@@ -3,6 +3,7 @@
 import random
 
 import torch
+
 from trainer_helpers import make_trainer
 
 

@@ -4,10 +4,11 @@ import pytest
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
-from trainer_helpers import MLP, make_data, make_trainer
 
 import attnlab.training as training
 from attnlab.training import StepByStep, Trainer
+
+from trainer_helpers import MLP, make_data, make_trainer
 
 
 def test_stepbystep_is_trainer_and_exports():
