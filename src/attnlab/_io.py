@@ -36,12 +36,27 @@ def check_writable(path: str | os.PathLike[str], *, name: str = "--out") -> Path
     return p
 
 
-def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], None]) -> Path:
+def _umask() -> int:
+    """The process's umask, read without changing it where the system allows (Linux)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)  # elsewhere: read it by setting it, and put it back at once
+    os.umask(mask)
+    return mask
+
+
+def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], object]) -> Path:
     """Call ``write(tmp_path)`` on a temporary file next to ``path``, then rename it over ``path``.
 
     Args:
         path: destination file.
-        write: function that writes the whole file at the path it is given.
+        write: function that writes the whole file at the path it is given
+            (what it returns is ignored).
 
     Returns:
         The destination path.
@@ -57,6 +72,8 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], None]) ->
     tmp = Path(tmp_name)
     try:
         write(tmp)
+        # mkstemp makes the file private (0600); give it the permissions a plain open() would.
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, dest)
     except BaseException:
         tmp.unlink(missing_ok=True)
