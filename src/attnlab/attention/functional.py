@@ -142,6 +142,17 @@ def attend(
         ValueError: for wrong ranks, mismatched sizes, or a mask / bias that
             does not broadcast to ``[B, H, T, S]``.
 
+    Note:
+        The guarantees (both paths agree, empty rows are zeros, no NaN) assume
+        finite inputs; they are not checked, which would cost a pass over every
+        tensor. A NaN or inf in ``key`` or ``value``, even at a masked position,
+        reaches the outputs (a zero weight times NaN is NaN). Only ``mask`` marks a
+        row empty: a ``bias`` that is ``-inf`` across a whole row (an additive
+        mask) gives NaN on the explicit path, so pass masks as ``mask=``. With
+        half-precision queries the bias is added in float32 on the CPU; on other
+        devices the fused path rounds it to the queries' dtype first (CUDA's
+        memory-efficient kernel requires it), the explicit path never does.
+
     Example:
         >>> q = torch.tensor([.55, .95]).view(1, 1, 1, 2)
         >>> k = torch.tensor([[.65, .2], [.85, -.4], [-.95, -.75]]).view(1, 1, 3, 2)
@@ -219,10 +230,21 @@ def attend_unchecked(
     else:
         attn_mask: Tensor | None = mask
         if bias is not None:
-            # SDPA takes one mask: fold the boolean mask into the additive bias.
-            attn_mask = bias.to(query.dtype)
+            # SDPA takes one mask: fold the boolean mask into the additive bias. For
+            # half-precision queries on the CPU the bias stays float32 (SDPA accepts a
+            # float32 mask there): rounding it to bfloat16 would lose a positional bias's
+            # small differences (ALiBi's -slope * 3000 + 0.1). CUDA's memory-efficient
+            # kernel insists on the query's dtype, so elsewhere it is cast.
+            mask_dtype = query.dtype
+            if query.dtype in (torch.float16, torch.bfloat16) and query.device.type == "cpu":
+                mask_dtype = torch.float32
+            attn_mask = bias.to(mask_dtype)
             if mask is not None:
                 attn_mask = attn_mask.masked_fill(~mask, float("-inf"))
+        if attn_mask is not None and attn_mask.dim() < 2:
+            # SDPA indexes the mask's dim -2: a key-padding mask [S] (or a scalar)
+            # broadcasts to [B, H, T, S] but raised IndexError there.
+            attn_mask = attn_mask.reshape((1,) * (2 - attn_mask.dim()) + tuple(attn_mask.shape))  # [1, S] or [1, 1]
         out = F.scaled_dot_product_attention(
             query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, scale=scale, is_causal=is_causal
         )  # [B, H, T, Dv]

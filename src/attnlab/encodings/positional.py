@@ -106,6 +106,25 @@ class PositionalEncoding(nn.Module):
         # shape of `pe` whatever lengths the model has seen.
         self._extended: Tensor | None = None
 
+    def _apply(self, fn, recurse: bool = True):  # type: ignore[no-untyped-def]
+        """``.to()`` / ``.double()`` / ``.half()``: a new dtype gets a table computed in float64 again.
+
+        Casting the float32 buffer would round every entry twice: a float64 module
+        kept float32 values (errors of 3e-8, while the rows past ``max_len``, computed
+        on demand, were exact), and float16 could be an ulp off the correctly rounded
+        value.
+        """
+        before = (self.pe.dtype, self.pe.device)
+        super()._apply(fn, recurse)
+        after = (self.pe.dtype, self.pe.device)
+        if after != before:
+            if self.pe.is_floating_point() and after[0] != before[0]:
+                table = sinusoidal(self.max_len, self.d_model, base=self.base, layout=self.layout,
+                                   rates=self.rates, dtype=self.pe.dtype, device=self.pe.device)
+                self.pe = table.unsqueeze(0)  # [1, max_len, D]
+            self._extended = None  # rebuilt in the new dtype and device when next needed
+        return self
+
     def table(self, length: int, *, offset: int = 0) -> Tensor:
         """Rows ``offset .. offset + length - 1`` of the table, ``[1, length, D]``.
 
