@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -47,6 +47,8 @@ from attnlab.data.tasks import (
     BOS,
     PAD,
     TASKS,
+    SquaresBatch,
+    TaskBatch,
     TaskSets,
     TaskSpec,
     Vocab,
@@ -55,7 +57,10 @@ from attnlab.data.tasks import (
     task_loader,
 )
 from attnlab.models.decoder_only import DecoderOnlyTransformer
-from attnlab.models.transformer import ENCODINGS, SequenceModel, Transformer
+from attnlab.models.transformer import ENCODINGS, Transformer
+
+if TYPE_CHECKING:  # matplotlib is imported only when the figures are drawn
+    from matplotlib.figure import Figure
 
 __all__ = ["ARCHITECTURES", "QUICK", "CompareConfig", "CompareResult", "format_table", "run_compare", "summarise"]
 
@@ -72,6 +77,14 @@ class CompareConfig:
     The defaults finish in under 10 minutes on 2 CPU cores; :data:`QUICK` in under one.
     Training lengths are ``min_train_len .. train_len`` (token tasks), so the
     models have seen every length up to ``train_len`` and nothing longer.
+
+    Raises:
+        TypeError / ValueError: naming the setting, for an unknown task,
+            architecture or encoding, an empty or repeated ``encodings``, an
+            empty ``test_lens``, a count or size below 1, a non-positive ``lr``,
+            ``min_train_len > train_len``, ``d_model`` not divisible by
+            ``n_heads`` (or an odd head size with rotary), ``extras`` that is not
+            a JSON-serialisable dict, or lengths the task's data refuses.
     """
 
     task: str = "reverse"
@@ -144,6 +157,7 @@ class CompareConfig:
                         min_train_len=None if squares or self.min_train_len == self.train_len else self.min_train_len)
 
     def to_dict(self) -> dict[str, Any]:
+        """The settings as a JSON-ready dict (tuples as lists), as ``results.json`` records them."""
         d = dataclasses.asdict(self)
         d["encodings"], d["test_lens"] = list(self.encodings), list(self.test_lens)
         return d
@@ -171,7 +185,11 @@ class CompareResult:
 # -- one model ---------------------------------------------------------------------------
 
 
-def _build(config: CompareConfig, encoding: str, seed: int) -> SequenceModel:
+#: A model of the lab: what :func:`_build` gives for ``config.architecture``.
+_Model = DecoderOnlyTransformer | Transformer
+
+
+def _build(config: CompareConfig, encoding: str, seed: int) -> _Model:
     """The model for one encoding; its initial weights depend on ``seed`` only (global RNG untouched)."""
     longest = max(config.train_len, *config.test_lens) + 1  # source length or target + EOS
     if config.architecture == "decoder-only":
@@ -180,16 +198,16 @@ def _build(config: CompareConfig, encoding: str, seed: int) -> SequenceModel:
                                   encoding=encoding, max_len=longest, pad_id=PAD,
                                   max_relative_position=config.max_relative_position)
     kwargs.update({"n_features": 2} if config.task == "squares" else {"vocab_size": Vocab(config.n_symbols).size})
-    cls = DecoderOnlyTransformer if config.architecture == "decoder-only" else Transformer
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        return cls(**kwargs)
+        if config.architecture == "decoder-only":
+            return DecoderOnlyTransformer(**kwargs)
+        return Transformer(**kwargs)
 
 
-def _loss(model: nn.Module, batch: Any, config: CompareConfig) -> torch.Tensor:
-    squares = config.task == "squares"
+def _loss(model: _Model, batch: TaskBatch | SquaresBatch, config: CompareConfig) -> torch.Tensor:
     if config.architecture == "decoder-only":
-        if squares:
+        if isinstance(batch, SquaresBatch):  # config.task == "squares"
             # The walk continues itself; the loss is on the corners after the given ones.
             n_given = batch.source.shape[1]
             pred = model(batch.full[:, :-1])[:, n_given - 1:]  # [B, T, 2]
@@ -197,7 +215,7 @@ def _loss(model: nn.Module, batch: Any, config: CompareConfig) -> torch.Tensor:
         inputs, labels = decoder_only_batch(batch)  # [B, 2S + 1] each
         logits = model(inputs)  # [B, 2S + 1, V]
         return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=PAD)
-    if squares:
+    if isinstance(batch, SquaresBatch):
         # Decoder inputs: the target shifted right, starting from the last given corner (seed 000's way).
         target_in = torch.cat([batch.source[:, -1:], batch.target[:, :-1]], dim=1)  # [B, T, 2]
         return F.mse_loss(model(batch.source, target_in), batch.target)
@@ -205,19 +223,19 @@ def _loss(model: nn.Module, batch: Any, config: CompareConfig) -> torch.Tensor:
     return F.cross_entropy(logits.flatten(0, 1), batch.target_out.flatten(), ignore_index=PAD)
 
 
-def _predict(model: nn.Module, batch: Any, config: CompareConfig) -> torch.Tensor:
+def _predict(model: _Model, batch: TaskBatch | SquaresBatch, config: CompareConfig) -> torch.Tensor:
     """Greedy (cached) predictions for a test set of one length: ``[N, T]`` tokens or ``[N, T, 2]`` corners."""
-    decoder_only = config.architecture == "decoder-only"
-    if config.task == "squares":
-        steps = batch.target.shape[1]
-        if decoder_only:
-            return model.generate(batch.source, steps)
-        return model.generate(batch.source, steps, start=batch.source[:, -1:])
-    steps = batch.target_out.shape[1]  # the target and EOS
-    if decoder_only:
+    # The architecture, not the model's class, decides how to call it (the tests pass stand-ins).
+    if config.architecture == "decoder-only":
+        gpt = cast(DecoderOnlyTransformer, model)
+        if isinstance(batch, SquaresBatch):  # config.task == "squares"
+            return gpt.generate(batch.source, batch.target.shape[1])
         prompt = decoder_only_batch(batch)[0][:, : batch.source.shape[1] + 1]  # source + BOS: [N, S + 1]
-        return model.generate(prompt, steps)
-    return model.generate(batch.source, steps, start=BOS)
+        return gpt.generate(prompt, batch.target_out.shape[1])  # the target and EOS
+    seq2seq = cast(Transformer, model)
+    if isinstance(batch, SquaresBatch):
+        return seq2seq.generate(batch.source, batch.target.shape[1], start=batch.source[:, -1:])
+    return seq2seq.generate(batch.source, batch.target_out.shape[1], start=BOS)
 
 
 def _schedule(total_steps: int) -> Callable[[int], float]:
@@ -233,7 +251,7 @@ def _schedule(total_steps: int) -> Callable[[int], float]:
     return factor
 
 
-def _train(model: nn.Module, config: CompareConfig, sets: TaskSets, seed: int,
+def _train(model: _Model, config: CompareConfig, sets: TaskSets, seed: int,
            on_step: Callable[[float], None]) -> None:
     loader = task_loader(sets.train, config.batch_size, shuffle=True, seed=seed)
     total = config.epochs * len(loader)
@@ -252,14 +270,13 @@ def _train(model: nn.Module, config: CompareConfig, sets: TaskSets, seed: int,
     model.eval()
 
 
-def _evaluate(model: nn.Module, config: CompareConfig, sets: TaskSets, encoding: str,
+def _evaluate(model: _Model, config: CompareConfig, sets: TaskSets, encoding: str,
               seed: int) -> list[dict[str, Any]]:
     """One record per test length: greedy decoding (cached) of the whole test set."""
     records = []
-    squares = config.task == "squares"
     for length, batch in sorted(sets.tests.items()):
         pred = _predict(model, batch, config)
-        if squares:
+        if isinstance(batch, SquaresBatch):  # config.task == "squares"
             scores = {"mean_squared_error": mean_squared_error(pred, batch.target)}
         else:
             scores = {"token_accuracy": token_accuracy(pred, batch.target_out, pad=PAD),
@@ -293,7 +310,7 @@ def run_compare(
             is a file or cannot be created, checked before any training.
         TypeError: if ``progress`` is not None, True or False.
     """
-    from tqdm import tqdm  # type: ignore[import-untyped]
+    from tqdm import tqdm
 
     from attnlab.training.progress import check_progress, progress_enabled
 
@@ -394,6 +411,15 @@ def format_table(result: CompareResult) -> str:
     return f"{config.task}: {what}; trained on lengths up to {config.train_len}\n" + "\n".join(lines)
 
 
+def _png_writer(fig: Figure) -> Callable[[Path], None]:
+    """A callback for :func:`attnlab._io.atomic_write` that saves ``fig`` as a PNG."""
+
+    def write(tmp: Path) -> None:
+        fig.savefig(tmp, dpi=100, bbox_inches="tight", format="png")
+
+    return write
+
+
 def _write_outputs(folder: Path, result: CompareResult, timings: dict[str, float]) -> None:
     from attnlab.plotting import plot_length_generalisation
 
@@ -409,7 +435,7 @@ def _write_outputs(folder: Path, result: CompareResult, timings: dict[str, float
     for metric in metrics:
         fig = plot_length_generalisation(result.records, metric=metric, train_len=config.train_len)
         path = folder / names[metric]
-        atomic_write(path, lambda tmp, fig=fig: fig.savefig(tmp, dpi=100, bbox_inches="tight", format="png"))
+        atomic_write(path, _png_writer(fig))
         figures.append(path)
     esc = html.escape
     images = "".join(

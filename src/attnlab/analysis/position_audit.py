@@ -260,14 +260,15 @@ def _shift_invariant(scheme: AttentionPosition, randn: _Randn, H: int, Dh: int, 
         errors.append((shifted - base).abs().max().item())
         if base_v is not None:
             moved = scheme.value_term(weights, q_offset=a, k_offset=a)
+            assert moved is not None, "a scheme with a value term has one at every offset"
             v_errors.append((moved.to(torch.float64) - base_v.to(torch.float64)).abs().max().item())
-    v_tol = _tolerance(base_v.abs().max().item(), max(shifts) + W - 1) if base_v is not None else None
     worst = max(errors)
     a_worst = shifts[errors.index(worst)]
     extra: dict[str, Any] = {"shifts": shifts, "score_error": errors}
     ok = worst <= tol
     detail = f"shifting queries and keys by a changes scores by at most {worst:.2g} (a = {a_worst}; tol {tol:.2g})"
     if base_v is not None:
+        v_tol = _tolerance(base_v.abs().max().item(), max(shifts) + W - 1)
         v_worst = max(v_errors)
         extra.update(value_error=v_errors, value_tolerance=v_tol)
         ok = ok and v_worst <= v_tol
@@ -291,6 +292,7 @@ def _offsets_consistent(scheme: AttentionPosition, randn: _Randn, H: int, Dh: in
         worst = max(worst, (step - full[:, :, p : p + 1, : p + 1]).abs().max().item())
         if full_v is not None:
             v = scheme.value_term(weights[:, :, p : p + 1, : p + 1], q_offset=p, k_offset=0)  # [B, H, 1, Dh]
+            assert v is not None, "a scheme with a value term has one at every offset"
             v_worst = max(v_worst, (v.to(torch.float64) - full_v[:, :, p : p + 1].to(torch.float64)).abs().max().item())
     tol = _tolerance(scale, W - 1)
     ok = worst <= tol

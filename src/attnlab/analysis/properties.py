@@ -91,6 +91,9 @@ class PropertyCheck:
         detail: one plain-English sentence with the numbers.
         extra: supporting numbers (per-offset lists, the offending pair, ...),
             plain Python values only so that it serialises to JSON.
+
+    Raises:
+        ValueError: if ``verdict`` is not one of :data:`VERDICTS`.
     """
 
     name: str

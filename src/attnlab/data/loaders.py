@@ -33,7 +33,7 @@ __all__ = ["SquareLoaders", "SquareSequences", "make_loaders"]
 _CORNERS = 4
 
 
-class SquareSequences(Dataset):
+class SquareSequences(Dataset[tuple[torch.Tensor, torch.Tensor]]):
     """Noisy squares (:func:`generate_sequences`) as ``(inputs, target)`` pairs.
 
     Item ``i`` is ``(full[i], target[i])`` with ``inputs="full"``: in training the
@@ -102,8 +102,8 @@ class SquareLoaders(NamedTuple):
     :class:`SquareSequences`) for what the figures need.
     """
 
-    train: DataLoader
-    test: DataLoader
+    train: DataLoader[tuple[torch.Tensor, torch.Tensor]]
+    test: DataLoader[tuple[torch.Tensor, torch.Tensor]]
 
     @property
     def full_test(self) -> torch.Tensor:

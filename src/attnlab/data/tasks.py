@@ -457,11 +457,17 @@ def decoder_only_batch(batch: TaskBatch) -> tuple[torch.Tensor, torch.Tensor]:
     return inputs, labels
 
 
-class TaskDataset(Dataset):
+class TaskDataset(Dataset[TaskBatch | SquaresBatch]):
     """A :class:`TaskBatch` or :class:`SquaresBatch` as a Dataset of its rows.
 
     Indexing with a list of rows returns the batch of those rows (every field
     indexed at once), which is how :func:`task_loader` fetches a mini-batch.
+
+    Args:
+        batch: the set, ``N`` rows.
+
+    Raises:
+        TypeError: if ``batch`` is not a :class:`TaskBatch` or :class:`SquaresBatch`.
     """
 
     def __init__(self, batch: TaskBatch | SquaresBatch) -> None:
@@ -484,7 +490,7 @@ def task_loader(
     shuffle: bool = True,
     seed: int = 0,
     device: torch.device | str | None = None,
-) -> DataLoader:
+) -> DataLoader[TaskBatch | SquaresBatch]:
     """Mini-batches of a task's set, fetched with one indexing op each.
 
     The data is moved to ``device`` once; every mini-batch is then one gather

@@ -42,7 +42,7 @@ from attnlab._validate import check_choice, check_int, check_probability
 from attnlab.attention import DecodingCache, KVCache, MultiHeadAttention
 from attnlab.encodings import LearnedPositionalEncoding, PositionalEncoding
 from attnlab.encodings.alibi import ALiBi
-from attnlab.encodings.attention_position import NoPosition
+from attnlab.encodings.attention_position import AttentionPosition, NoPosition
 from attnlab.encodings.relative import ShawRelative
 from attnlab.encodings.rotary import Rotary
 from attnlab.encodings.t5 import T5RelativeBias
@@ -59,7 +59,7 @@ _INSIDE_ATTENTION = ("relative", "t5", "rotary", "alibi", "none")
 
 def attention_position(
     encoding: str, *, n_heads: int, head_dim: int, causal: bool, max_relative_position: int = 16
-) -> nn.Module | None:
+) -> AttentionPosition | None:
     """The scheme an ``encoding`` puts inside one self-attention (None for the absolute ones).
 
     Args:
@@ -109,7 +109,8 @@ class TransformerEncoderLayer(nn.Module):
     """
 
     def __init__(
-        self, d_model: int, n_heads: int, ff_units: int, *, dropout: float = 0.0, position: nn.Module | None = None
+        self, d_model: int, n_heads: int, ff_units: int, *, dropout: float = 0.0,
+        position: AttentionPosition | None = None,
     ) -> None:
         super().__init__()
         self.norm1 = nn.LayerNorm(d_model)
@@ -144,7 +145,8 @@ class TransformerDecoderLayer(nn.Module):
     """
 
     def __init__(
-        self, d_model: int, n_heads: int, ff_units: int, *, dropout: float = 0.0, position: nn.Module | None = None
+        self, d_model: int, n_heads: int, ff_units: int, *, dropout: float = 0.0,
+        position: AttentionPosition | None = None,
     ) -> None:
         super().__init__()
         self.norm1 = nn.LayerNorm(d_model)
@@ -188,6 +190,10 @@ class SequenceModel(nn.Module):
     for values), the output ``head``, the absolute ``input_position`` table (for
     ``"sinusoidal"`` / ``"learned"``; None otherwise) and the validated sizes.
     See :class:`Transformer` for the arguments.
+
+    Raises:
+        TypeError / ValueError: naming the argument, for bad sizes, an unknown
+            encoding, or neither / both of ``vocab_size`` and ``n_features``.
     """
 
     def __init__(
@@ -240,7 +246,7 @@ class SequenceModel(nn.Module):
             self.input_position = LearnedPositionalEncoding(self.max_len, self.d_model)
         self.input_dropout = nn.Dropout(self.dropout)
 
-    def _attention_position(self, causal: bool) -> nn.Module | None:
+    def _attention_position(self, causal: bool) -> AttentionPosition | None:
         """A new scheme for one self-attention (None for the absolute encodings)."""
         return attention_position(self.encoding, n_heads=self.n_heads, head_dim=self.d_model // self.n_heads,
                                   causal=causal, max_relative_position=self.max_relative_position)
@@ -385,7 +391,15 @@ class Transformer(SequenceModel):
     # -- use ---------------------------------------------------------------------------
 
     def forward(self, source: Tensor, target_in: Tensor) -> Tensor:
-        """Teacher-forced outputs for ``target_in`` (the target shifted right); see the class doc."""
+        """Teacher-forced outputs for ``target_in`` (the target shifted right); see the class doc.
+
+        Args:
+            source: ``[B, S]`` tokens or ``[B, S, F]`` values.
+            target_in: ``[B, T]`` tokens or ``[B, T, F]`` values, starting with BOS or the start vector.
+
+        Returns:
+            Logits ``[B, T, V]`` or values ``[B, T, F]``.
+        """
         self._check("target_in", target_in)
         memory, mask = self.encode(source)
         return self.decode(target_in, memory, mask)
@@ -406,6 +420,11 @@ class Transformer(SequenceModel):
 
         Returns:
             Tokens ``[B, steps]`` (argmax) or values ``[B, steps, F]``.
+
+        Raises:
+            TypeError / ValueError: naming the argument, for a bad ``steps`` or
+                ``source``, or a ``start`` that is not a token id (token model)
+                or a tensor (real-valued model).
         """
         steps = check_int("steps", steps, minimum=1)
         B = source.shape[0] if isinstance(source, Tensor) else 0

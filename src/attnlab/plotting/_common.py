@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from matplotlib.axes import Axes
 from matplotlib.collections import QuadMesh
-from matplotlib.figure import Figure
+from matplotlib.figure import Figure, SubFigure
 from matplotlib.ticker import MaxNLocator
 
 from attnlab.analysis.similarity import as_table
@@ -39,6 +39,23 @@ def axes_or_new(ax: Axes | None, figsize: tuple[float, float]) -> Axes:
     if not isinstance(ax, Axes):
         raise TypeError(f"ax must be a matplotlib Axes or None, got {type(ax).__name__}")
     return ax
+
+
+def root_figure(ax: Axes) -> Figure:
+    """The whole figure ``ax`` is drawn in, also for the axes of a subfigure (which cannot be saved)."""
+    fig = ax.figure
+    return fig if isinstance(fig, Figure) else fig.figure
+
+
+def figure_size_inches(fig: Figure | SubFigure) -> tuple[float, float]:
+    """Width and height, in inches, of a figure or a subfigure (which has no ``get_size_inches``).
+
+    An axes' :meth:`~matplotlib.axes.Axes.get_position` is a fraction of this size.
+    """
+    if isinstance(fig, Figure):
+        width, height = fig.get_size_inches()
+        return float(width), float(height)
+    return fig.bbox.width / fig.dpi, fig.bbox.height / fig.dpi
 
 
 def check_cmap(cmap: Any) -> str:
@@ -98,7 +115,7 @@ def fmt2(value: float) -> str:
     return no_negative_zero(f"{value:.2f}")
 
 
-def readable_text_color(rgba: Sequence[float]) -> str:
+def readable_text_color(rgba: Sequence[float] | np.ndarray) -> str:
     """Black on light cells, white on dark ones (ITU-R BT.709 luma of the cell colour)."""
     r, g, b = rgba[:3]
     return "black" if 0.2126 * r + 0.7152 * g + 0.0722 * b > 0.5 else "white"
@@ -167,7 +184,7 @@ def annotate_cells(ax: Axes, mesh: QuadMesh, values: np.ndarray, fmt: str, **tex
 def cell_fontsize(ax: Axes, rows: int, cols: int, chars: int) -> float:
     """A font size (points) at which ``chars`` characters fit in one cell of ``ax``."""
     bbox = ax.get_position()
-    fig_w, fig_h = ax.figure.get_size_inches()
+    fig_w, fig_h = figure_size_inches(ax.figure)
     cell_w = bbox.width * fig_w * 72 / cols  # points
     cell_h = bbox.height * fig_h * 72 / rows
     # A digit is about 0.6 em wide; keep a margin of ~15% of the cell.

@@ -42,7 +42,16 @@ from torch import nn
 
 from attnlab._validate import check_int
 from attnlab.attention.recording import collect_attention, record_attention
-from attnlab.plotting._common import axes_or_new, float_array, fmt2, heatmap, readable_text_color, real_array
+from attnlab.plotting._common import (
+    axes_or_new,
+    figure_size_inches,
+    float_array,
+    fmt2,
+    heatmap,
+    readable_text_color,
+    real_array,
+    root_figure,
+)
 
 __all__ = ["alignment_matrix", "figure9", "plot_attention", "query_and_keys"]
 
@@ -370,7 +379,7 @@ def _square_limit(ax: Axes, tips: list[np.ndarray], reaches: list[tuple[float, f
     A label reaching ``r`` inches past a tip at ``|x|`` needs ``lim >= |x| + r * 2 lim / A``
     for axes ``A`` inches wide, i.e. ``lim >= |x| / (1 - 2 r / A)``.
     """
-    fig_w, fig_h = ax.figure.get_size_inches()
+    fig_w, fig_h = figure_size_inches(ax.figure)
     box = ax.get_position()
     size = 0.9 * min(box.width * fig_w, box.height * fig_h)  # inches, after layout (roughly)
     lim = 1.1
@@ -439,7 +448,7 @@ def query_and_keys(q: Any, ks: Any, result: Any | None = None, ax: Axes | None =
     ax.set_xlabel("$x_0$")
     ax.set_ylabel("$x_1$")
     ax.set_title("Query and Keys")
-    return ax.figure
+    return root_figure(ax)
 
 
 # -- alignment_matrix / figure9 ----------------------------------------------------
@@ -499,7 +508,7 @@ def alignment_matrix(
     ax.set_xlabel("Source")
     ax.xaxis.set_label_position("top")
     ax.set_ylabel("Target")
-    return ax.figure
+    return root_figure(ax)
 
 
 def _tokens(name: str, tokens: Sequence[Any] | None, default: list[str], n: int, dim: str) -> list[str]:

@@ -21,7 +21,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from attnlab._validate import check_int
-from attnlab.plotting._common import axes_or_new
+from attnlab.plotting._common import axes_or_new, root_figure
 
 __all__ = ["plot_length_generalisation"]
 
@@ -154,5 +154,4 @@ def plot_length_generalisation(
     handles, _ = ax.get_legend_handles_labels()
     handles.append(Patch(color="0.5", alpha=0.25, label="min..max over seeds"))
     ax.legend(handles=handles, loc="best", fontsize="small")
-    fig = ax.figure
-    return fig if isinstance(fig, Figure) else fig.figure  # the whole figure, also for a subfigure's axes
+    return root_figure(ax)

@@ -36,6 +36,7 @@ from attnlab.plotting._common import (
     heatmap,
     index_ticks,
     new_figure,
+    root_figure,
     table_array,
 )
 
@@ -115,7 +116,7 @@ def plot_mesh(
         # The same transposed grid feeds the colours and the text, so they cannot disagree.
         chars = len(fmt.format(float(np.nanmax(np.abs(grid))) if np.isfinite(grid).any() else 0.0))
         annotate_cells(ax, mesh, grid, fmt, fontsize=cell_fontsize(ax, n_dim, n_pos, chars + 1))
-    return ax.figure
+    return root_figure(ax)
 
 
 def plot_distances(table: Any, n: int = 5, ax: Axes | None = None) -> Figure:
@@ -146,7 +147,7 @@ def plot_distances(table: Any, n: int = 5, ax: Axes | None = None) -> Figure:
     plot_mesh(distances, ax, showvals=True, colorbar=True, ylabel="Positions")
     ax.set_aspect("equal")  # a square matrix drawn with square cells
     ax.set_title("Distances Between Positions")
-    return ax.figure
+    return root_figure(ax)
 
 
 def encoding_heatmap(d_model: int = 8, max_len: int = 10, *, base: float = 10000.0) -> Figure:

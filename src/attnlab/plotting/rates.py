@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from attnlab._validate import check_int
-from attnlab.plotting._common import axes_or_new, heatmap, vector_array
+from attnlab.plotting._common import axes_or_new, heatmap, root_figure, vector_array
 
 __all__ = ["plot_angle_map", "plot_angle_rates"]
 
@@ -60,7 +60,7 @@ def plot_angle_rates(rates: Any, ax: Axes | None = None) -> Figure:
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.grid(True, which="major", alpha=0.3)
     ax.set_title(f"{len(w)} rates, from {w.max():.3g} to {w.min():.3g} rad/step")
-    return ax.figure
+    return root_figure(ax)
 
 
 def plot_angle_map(max_len: int, rates: Any, ax: Axes | None = None) -> Figure:
@@ -96,5 +96,5 @@ def plot_angle_map(max_len: int, rates: Any, ax: Axes | None = None) -> Figure:
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     bar = ax.figure.colorbar(mesh, ax=ax, label="Angle [deg]")
-    bar.set_ticks(np.linspace(0, 360, 7))
-    return ax.figure
+    bar.set_ticks(np.linspace(0, 360, 7).tolist())
+    return root_figure(ax)

@@ -19,7 +19,7 @@ from matplotlib.ticker import MaxNLocator
 
 from attnlab._validate import check_int
 from attnlab.analysis.similarity import cosine_similarity_matrix, dot_products, sse
-from attnlab.plotting._common import axes_or_new, heatmap, index_ticks, new_figure, table_array
+from attnlab.plotting._common import axes_or_new, heatmap, index_ticks, new_figure, root_figure, table_array
 
 __all__ = ["plot_nearby", "plot_similarity"]
 
@@ -50,7 +50,7 @@ def plot_similarity(table: Any, ax: Axes | None = None) -> Figure:
     ax.set_ylabel("Position")
     ax.set_title("Cosine similarity between positions")
     ax.figure.colorbar(mesh, ax=ax, label="Cosine similarity")
-    return ax.figure
+    return root_figure(ax)
 
 
 def plot_nearby(table: Any, position: int = 20) -> Figure:

@@ -30,6 +30,7 @@ from attnlab.plotting._common import (
     heatmap,
     index_ticks,
     new_figure,
+    root_figure,
     table_array,
 )
 
@@ -88,7 +89,7 @@ def plot_encoding(
     if title is not None:
         ax.set_title(title)
     ax.figure.colorbar(mesh, ax=ax)
-    return ax.figure
+    return root_figure(ax)
 
 
 def plot_shifted(
@@ -194,7 +195,7 @@ def plot_columns(
     ax.set_xlabel("Row (position)")
     ax.grid(True, alpha=0.3)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    return ax.figure
+    return root_figure(ax)
 
 
 def plot_binary(n: int = 8, *, d_model: int | None = None) -> Figure:

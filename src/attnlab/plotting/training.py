@@ -38,7 +38,7 @@ from matplotlib.ticker import MaxNLocator
 from torch import nn
 
 from attnlab._validate import check_int
-from attnlab.plotting._common import axes_or_new, new_figure
+from attnlab.plotting._common import axes_or_new, new_figure, root_figure
 
 __all__ = ["plot_losses", "sequence_pred"]
 
@@ -348,5 +348,4 @@ def plot_losses(
     ax.set_xlabel("Epochs")
     ax.set_ylabel("Loss")
     ax.legend()
-    fig = ax.figure
-    return fig if isinstance(fig, Figure) else fig.figure  # the whole figure, also for a subfigure's axes
+    return root_figure(ax)
