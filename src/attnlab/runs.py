@@ -32,6 +32,7 @@ from torch import Tensor, nn
 
 from attnlab._io import atomic_write
 from attnlab._validate import check_choice, check_finite_float, check_int
+from attnlab.training.rng import preserved_rng
 
 __all__ = [
     "MODELS",
@@ -114,7 +115,11 @@ class RunResult:
 
 
 def build_model(config: RunConfig) -> nn.Module:
-    """The model a config names, with its initial weights drawn after ``torch.manual_seed(config.seed)``."""
+    """The model a config names, with its initial weights drawn after ``torch.manual_seed(config.seed)``.
+
+    The seeding happens on a copy of the random state: the caller's global
+    streams (torch, CUDA, Python's ``random``) are as they were afterwards.
+    """
     from attnlab.models import (
         Decoder,
         DecoderAttn,
@@ -126,16 +131,17 @@ def build_model(config: RunConfig) -> nn.Module:
         EncoderPe,
     )
 
-    torch.manual_seed(config.seed)
-    if config.model == "selfattn-pe":
-        encoder = EncoderPe(n_heads=3, d_model=2, ff_units=10, n_features=2)
-        decoder = DecoderPe(n_heads=3, d_model=2, ff_units=10, n_features=2)
-        return EncoderDecoderSelfAttn(encoder, decoder, input_len=2, target_len=2)
-    if config.model == "gru":
-        return EncoderDecoder(Encoder(2, 2), Decoder(2, 2), input_len=2, target_len=2,
-                              teacher_forcing_prob=config.teacher_forcing_prob)
-    return EncoderDecoderAttn(Encoder(2, 2), DecoderAttn(2, 2), input_len=2, target_len=2,
-                              teacher_forcing_prob=config.teacher_forcing_prob)
+    with preserved_rng({}):
+        torch.manual_seed(config.seed)
+        if config.model == "selfattn-pe":
+            encoder = EncoderPe(n_heads=3, d_model=2, ff_units=10, n_features=2)
+            decoder = DecoderPe(n_heads=3, d_model=2, ff_units=10, n_features=2)
+            return EncoderDecoderSelfAttn(encoder, decoder, input_len=2, target_len=2)
+        if config.model == "gru":
+            return EncoderDecoder(Encoder(2, 2), Decoder(2, 2), input_len=2, target_len=2,
+                                  teacher_forcing_prob=config.teacher_forcing_prob)
+        return EncoderDecoderAttn(Encoder(2, 2), DecoderAttn(2, 2), input_len=2, target_len=2,
+                                  teacher_forcing_prob=config.teacher_forcing_prob)
 
 
 def make_optimizer(model: nn.Module, config: RunConfig) -> torch.optim.Optimizer:
@@ -183,6 +189,11 @@ def train_run(
 ) -> RunResult:
     """Train ``config``'s model and write (or, with ``resume``, continue) the run folder.
 
+    The run seeds and draws from torch's and Python's global random streams (as
+    the seeds' code does), on a copy of them: the caller's streams are as they
+    were afterwards, so the run's results do not depend on what ran before it,
+    nor does what runs after depend on the run. numpy's global stream is never used.
+
     Args:
         config: the run's settings.
         folder: the run folder. Without ``resume`` it must not already hold a run
@@ -197,17 +208,60 @@ def train_run(
 
     Raises:
         ValueError: for a folder that already holds a run (without ``resume``), one
-            that holds none or another configuration (with ``resume``), or a
-            checkpoint already past ``config.epochs``.
+            that holds none or another configuration (with ``resume``), a
+            checkpoint already past ``config.epochs``, or one that is unreadable or
+            does not fit the model (naming the file, and the mismatched keys).
     """
+    with preserved_rng({}):
+        return _train_run(config, Path(folder), resume=resume, progress=progress)
+
+
+def _read_config(folder: Path, flag: str) -> RunConfig:
+    """The run's ``config.json``; ValueError naming ``flag`` and the folder if it is missing or unreadable."""
+    path = folder / "config.json"
+    if not path.is_file():
+        raise ValueError(f"{flag} {str(folder)!r} is not a run folder (no config.json)")
+    try:
+        return RunConfig.from_dict(json.loads(path.read_text()))
+    except (ValueError, TypeError, AttributeError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise ValueError(f"{flag} {str(folder)!r}: config.json is unreadable: {err}") from None
+
+
+def _metric_lines(path: Path, epochs: int) -> list[str]:
+    """The lines of ``metrics.jsonl`` for epochs 1 to ``epochs``, the ones a checkpoint knows of.
+
+    A crash after the last checkpoint may have left later lines, and a crash while
+    a line was written half a last line: both are dropped.
+
+    Raises:
+        ValueError: naming the file and the line, for any other line that is not a record.
+    """
+    lines = path.read_text().splitlines() if path.exists() else []
+    kept = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            epoch = json.loads(line)["epoch"]
+            if not isinstance(epoch, int):
+                raise TypeError
+        except (ValueError, KeyError, TypeError):
+            if number == len(lines):
+                break  # half a line: the process died while writing it
+            raise ValueError(f"--resume: {str(path)!r} line {number} is not an epoch record: {line[:60]!r}") from None
+        if epoch <= epochs:
+            kept.append(line)
+    return kept
+
+
+def _train_run(config: RunConfig, folder: Path, *, resume: bool, progress: bool | None) -> RunResult:
     from attnlab.training import Trainer
 
-    folder = Path(folder)
     checkpoint = folder / CHECKPOINT
     if resume:
         if not checkpoint.exists():
             raise ValueError(f"--resume: {str(folder)!r} holds no checkpoint ({CHECKPOINT}) to resume from")
-        saved = RunConfig.from_dict(json.loads((folder / "config.json").read_text()))
+        saved = _read_config(folder, "--resume")
         if dataclasses.replace(saved, epochs=config.epochs) != config:
             diff = {k: (v, getattr(config, k)) for k, v in saved.to_dict().items()
                     if k != "epochs" and getattr(config, k) != v}
@@ -231,10 +285,7 @@ def train_run(
             raise ValueError(
                 f"--epochs {config.epochs}: the run in {str(folder)!r} already has {trainer.total_epochs} epochs"
             )
-        # Keep only the metric lines the checkpoint knows of (a crash after the last
-        # save may have left later ones).
-        lines = metrics_path.read_text().splitlines() if metrics_path.exists() else []
-        kept = [ln for ln in lines if ln.strip() and json.loads(ln)["epoch"] <= trainer.total_epochs]
+        kept = _metric_lines(metrics_path, trainer.total_epochs)
         atomic_write(metrics_path, lambda tmp: tmp.write_text("".join(ln + "\n" for ln in kept)))
     else:
         _write_json(folder / "config.json", config.to_dict())
@@ -267,7 +318,16 @@ def test_squares(config: RunConfig) -> tuple[Tensor, Any]:
 
 
 def attention_figures(model: nn.Module, full_test: Tensor, directions: Any, n: int = 2) -> dict[str, Any]:
-    """One figure per attention layer of ``model``, on the first ``n`` test squares: ``{layer: Figure}``."""
+    """One figure per attention layer of ``model``, on the first ``n`` test squares: ``{layer: Figure}``.
+
+    The caller's random streams are left as they were (seed 003's GRU models draw
+    their teacher-forcing coin even in eval mode).
+    """
+    with preserved_rng({}):
+        return _attention_figures(model, full_test, directions, n)
+
+
+def _attention_figures(model: nn.Module, full_test: Tensor, directions: Any, n: int) -> dict[str, Any]:
     from attnlab.attention import collect_attention, record_attention
     from attnlab.plotting import plot_attention
 
@@ -296,7 +356,16 @@ def write_figures(
     directions: Any,
     out: Path,
 ) -> list[Path]:
-    """Losses, predictions on test squares, and one figure per attention layer; returns the paths."""
+    """Losses, predictions on test squares, and one figure per attention layer; returns the paths.
+
+    The caller's random streams are left as they were.
+    """
+    with preserved_rng({}):
+        return _write_figures(model, losses, val_losses, full_test, directions, out)
+
+
+def _write_figures(model: nn.Module, losses: list[float], val_losses: list[float | None], full_test: Tensor,
+                   directions: Any, out: Path) -> list[Path]:
     from attnlab.plotting import plot_losses, sequence_pred
 
     written = []
@@ -368,29 +437,36 @@ def load_run(folder: str | os.PathLike[str]) -> tuple[RunConfig, nn.Module, dict
     """Rebuild a run's model from its folder: ``(config, model in eval mode, checkpoint dict)``.
 
     Raises:
-        ValueError: if the folder, its config or its checkpoint is missing or unreadable.
+        ValueError: if the folder, its config or its checkpoint is missing or
+            unreadable, or if the checkpoint does not fit the config's model
+            (naming the missing, unexpected and shape-mismatched keys).
+        FileNotFoundError: if the folder has a config but no checkpoint.
     """
     from attnlab.training import read_checkpoint
+    from attnlab.training.checkpoint import check_state_dict
 
     folder = Path(folder)
-    if not (folder / "config.json").is_file():
-        raise ValueError(f"--run {str(folder)!r} is not a run folder (no config.json)")
-    try:
-        config = RunConfig.from_dict(json.loads((folder / "config.json").read_text()))
-    except (json.JSONDecodeError, TypeError) as err:
-        raise ValueError(f"--run {str(folder)!r}: config.json is unreadable: {err}") from None
-    state = read_checkpoint(folder / CHECKPOINT)
+    config = _read_config(folder, "--run")
+    path = folder / CHECKPOINT
+    state = read_checkpoint(path)
     model = build_model(config)
+    # A checkpoint from another model (another config, a copied file) is named, with the
+    # mismatched keys, instead of torch's multi-line RuntimeError.
+    check_state_dict(model.state_dict(), state["model_state_dict"], what=f"{config.model} model", where=str(path))
     model.load_state_dict(state["model_state_dict"])
     return config, model.eval(), state
 
 
 def predict_corners(model: nn.Module, points: Tensor) -> Tensor:
-    """The model's corners 3 and 4 for first corners ``points [N, 2, 2]``: ``[N, 2, 2]``."""
+    """The model's corners 3 and 4 for first corners ``points [N, 2, 2]``: ``[N, 2, 2]``.
+
+    The caller's random streams are left as they were (seed 003's GRU models draw
+    their teacher-forcing coin even in eval mode).
+    """
     was_training = model.training
     model.eval()
     try:
-        with torch.no_grad():
+        with torch.no_grad(), preserved_rng({}):
             return model(points)
     finally:
         model.train(was_training)

@@ -7,7 +7,12 @@ The book's checkpoints held numpy floats, which forced ``weights_only=False``.
 
 It is written to a temporary file in the destination folder, flushed to disk
 (``fsync``) and renamed over the destination (``os.replace``), so a crash or a
-full disk mid-save leaves the previous checkpoint whole and loadable.
+full disk mid-save leaves the previous checkpoint whole and loadable. (A process
+killed mid-save cannot remove its temporary file, ``.NAME.XXXX.tmp.pt``: it is
+never read, and may be deleted.) Reading checks the archive before unpickling
+anything: an empty, truncated or damaged file (the zip's CRC-32s, which
+``torch.load`` ignores) or one that is not a zip archive is refused with a
+``ValueError`` naming it and saying which.
 
 Keys (version 1). The first five are the book's names, so code written for its
 checkpoints reads ours:
@@ -26,6 +31,10 @@ checkpoints reads ours:
 from __future__ import annotations
 
 import os
+import pickle
+import re
+import warnings
+import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -125,8 +134,63 @@ def write_checkpoint(path: str | os.PathLike[str], state: Mapping[str, Any]) -> 
     return dest
 
 
+_ZIP_MAGIC = b"PK\x03\x04"  # torch.save writes a zip archive (since torch 1.6); attnlab never writes another kind
+_GLOBAL = re.compile(r"GLOBAL ([\w.]+)")
+
+
+def _load_failure(exc: BaseException) -> str:
+    """Why ``torch.load(..., weights_only=True)`` refused a file, in one short clause."""
+    text = str(exc)
+    if isinstance(exc, pickle.UnpicklingError) and "Weights only load failed" in text:
+        found = _GLOBAL.search(text)
+        if found:
+            return (f"it holds pickled objects beyond plain data ({found.group(1)}); "
+                    "refused without running them")
+        operand = re.search(r"Unsupported operand \d+", text)
+        return ("it holds pickle data beyond plain data, or is corrupt"
+                + (f" ({operand.group(0)})" if operand else "") + "; refused without running it")
+    first = text.strip().split(". ")[0].splitlines()[0].strip() if text.strip() else ""
+    detail = f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    return f"it is truncated or corrupt ({detail})"
+
+
+def _load(p: Path, map_location: Any) -> Any:
+    """``torch.load`` of a checkpoint file, refusing anything but plain data; ValueError naming ``p``."""
+    with open(p, "rb") as f:
+        head = f.read(len(_ZIP_MAGIC))
+    if not head:
+        raise ValueError(f"checkpoint {str(p)!r} cannot be read: it is empty (0 bytes)")
+    if head != _ZIP_MAGIC:
+        kind = ("a raw pickle, not the zip archive torch.save writes; refused without unpickling it"
+                if head[:1] == b"\x80" else
+                "not the zip archive torch.save writes (a text file, random bytes or another format); "
+                "nothing in it was run")
+        raise ValueError(f"checkpoint {str(p)!r} cannot be read: it is {kind}")
+    # torch.load does not check the archive's CRC-32s: a flipped byte in a tensor would load silently.
+    try:
+        with zipfile.ZipFile(p) as archive:
+            damaged = archive.testzip()
+    except Exception as exc:  # BadZipFile, EOFError, OSError... by corruption kind
+        reason = "its zip directory, at the end of the file, is missing or damaged" \
+            if str(exc) == "File is not a zip file" else f"{type(exc).__name__}: {exc}"
+        raise ValueError(f"checkpoint {str(p)!r} cannot be read: it is truncated or corrupt ({reason})") from exc
+    if damaged is not None:
+        raise ValueError(f"checkpoint {str(p)!r} cannot be read: it is corrupt "
+                         f"(the bytes of {damaged!r} do not match their checksum)")
+    try:
+        with warnings.catch_warnings():  # torch's own advice (e.g. on pickle protocols) is not for our users
+            warnings.simplefilter("ignore")
+            return torch.load(p, map_location=map_location, weights_only=True)
+    except Exception as exc:  # torch raises RuntimeError, UnpicklingError, EOFError, KeyError... by corruption kind
+        raise ValueError(f"checkpoint {str(p)!r} cannot be read: {_load_failure(exc)}") from exc
+
+
 def read_checkpoint(path: str | os.PathLike[str], map_location: Any = "cpu") -> dict[str, Any]:
     """Read and check an attnlab checkpoint (never unpickling code).
+
+    The file must be the zip archive ``torch.save`` writes; it is read with
+    ``weights_only=True``, so a pickled object (a class, a function such as
+    ``os.system``) is refused before anything in it runs.
 
     Args:
         path: the checkpoint file.
@@ -137,23 +201,17 @@ def read_checkpoint(path: str | os.PathLike[str], map_location: Any = "cpu") -> 
 
     Raises:
         FileNotFoundError: if ``path`` does not exist.
-        ValueError: if ``path`` is a folder; if the file is truncated, corrupt or
-            holds pickled objects; or if it is not an attnlab checkpoint or comes
-            from a newer version. The message names the path.
+        ValueError: if ``path`` is a folder; if the file is empty, truncated,
+            corrupt, not a ``torch.save`` zip archive, or holds pickled objects
+            beyond plain data; or if it is not an attnlab checkpoint or comes
+            from a newer version. The message names the path and says which.
     """
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"checkpoint {str(p)!r} does not exist")
     if p.is_dir():
         raise ValueError(f"checkpoint {str(p)!r} is a folder, not a file")
-    try:
-        obj = torch.load(p, map_location=map_location, weights_only=True)
-    except Exception as exc:  # torch raises RuntimeError, UnpicklingError, EOFError... by corruption kind
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ValueError(
-            f"checkpoint {str(p)!r} cannot be read: it is truncated, corrupt, or holds pickled objects "
-            f"beyond plain data ({reason})"
-        ) from exc
+    obj = _load(p, map_location)
     if not isinstance(obj, dict) or obj.get("format") != FORMAT:
         raise ValueError(f"{str(p)!r} is not an attnlab checkpoint (no 'format': {FORMAT!r} entry)")
     version = obj.get("version")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from tqdm import tqdm  # type: ignore[import-untyped]
+from tqdm import tqdm
 
 __all__ = ["check_progress", "epoch_bar", "progress_enabled"]
 
