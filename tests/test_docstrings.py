@@ -36,31 +36,9 @@ MODULES = sorted(
 # A bracketed shape with at least one of the named dimensions, e.g. ``[B, H, T, S]`` or ``[L, D]``.
 SHAPE = re.compile(r"\[[^\]\n]*\b(?:B|T|S|L|D|H|Dh|F)\b[^\]\n]*\]|any shape")
 
-# Known gaps in files that were being edited by others when this audit was written
-# (attention/, encodings/, training/, runs.py, cli.py). Each entry is (name, check):
-# the audit skips it, and test_allow_list_is_not_stale fails once it is fixed, so that
-# the entry is removed. Empty this list when the fixes are in.
-ALLOWED_GAPS = {
-    # no docstring
-    ("attnlab.runs.RunConfig.to_dict", "docstring"),
-    ("attnlab.runs.RunConfig.from_dict", "docstring"),
-    # raises, no Raises: section
-    ("attnlab.attention.attention.Attention.score_function", "raises"),
-    ("attnlab.attention.attention.Attention.forward", "raises"),
-    ("attnlab.attention.cache.DecodingCache.layer", "raises"),
-    ("attnlab.attention.functional.check_bias", "raises"),
-    ("attnlab.attention.functional.check_mask", "raises"),
-    ("attnlab.attention.masks.to_torch_mask", "raises"),
-    ("attnlab.runs.RunConfig", "raises"),  # __post_init__
-    ("attnlab.runs.RunConfig.from_dict", "raises"),
-    # takes tensors, names no shape
-    ("attnlab.attention.cache.KVCache.store", "shapes"),
-    ("attnlab.attention.functional.attend_unchecked", "shapes"),
-    ("attnlab.attention.masks.from_torch_mask", "shapes"),
-    ("attnlab.runs.attention_figures", "shapes"),
-    ("attnlab.runs.predict_corners", "shapes"),
-    ("attnlab.training.hooks.to_numpy", "shapes"),
-}
+# Known gaps the audit skips, each (name, check); test_allow_list_is_not_stale fails once
+# an entry is fixed, so that it is removed. Empty now: every public name passes.
+ALLOWED_GAPS: set[tuple[str, str]] = set()  # (name, check) pairs waiting for a fix; keep it empty
 
 _CONSTRUCTORS = ("__init__", "__post_init__", "__new__")
 

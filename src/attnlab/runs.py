@@ -57,6 +57,11 @@ class RunConfig:
 
     Defaults are seed 000's configuration: Adam with lr 0.01, 100 epochs,
     batch 16, model initialised after ``torch.manual_seed(43)``, 128 squares.
+
+    Raises:
+        TypeError / ValueError: naming the setting, for an unknown model, a count
+            or size below 1, a non-positive ``lr`` or a ``teacher_forcing_prob``
+            outside [0, 1].
     """
 
     model: str = "selfattn-pe"  # one of MODELS
@@ -92,10 +97,17 @@ class RunConfig:
             raise ValueError(f"teacher_forcing_prob must be in [0, 1], got {p}")
 
     def to_dict(self) -> dict[str, Any]:
+        """The settings as a JSON-ready dict, as ``config.json`` holds them."""
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RunConfig:
+        """The config a :meth:`to_dict` dict (e.g. a run's ``config.json``) describes.
+
+        Raises:
+            ValueError: naming them, for keys that are not settings; and what the
+                class raises for a bad value.
+        """
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = set(d) - known
         if unknown:
@@ -320,6 +332,8 @@ def test_squares(config: RunConfig) -> tuple[Tensor, Any]:
 def attention_figures(model: nn.Module, full_test: Tensor, directions: Any, n: int = 2) -> dict[str, Any]:
     """One figure per attention layer of ``model``, on the first ``n`` test squares: ``{layer: Figure}``.
 
+    ``full_test`` is the test squares ``[B, 4, 2]``, ``directions`` their ``[B]`` directions.
+
     The caller's random streams are left as they were (seed 003's GRU models draw
     their teacher-forcing coin even in eval mode).
     """
@@ -458,7 +472,7 @@ def load_run(folder: str | os.PathLike[str]) -> tuple[RunConfig, nn.Module, dict
 
 
 def predict_corners(model: nn.Module, points: Tensor) -> Tensor:
-    """The model's corners 3 and 4 for first corners ``points [N, 2, 2]``: ``[N, 2, 2]``.
+    """The model's corners 3 and 4 for first corners ``points [B, 2, 2]``: ``[B, 2, 2]``.
 
     The caller's random streams are left as they were (seed 003's GRU models draw
     their teacher-forcing coin even in eval mode).

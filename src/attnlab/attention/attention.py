@@ -83,7 +83,11 @@ class Attention(nn.Module):
         self.values = self.linear_value(keys) if self.proj_values else keys  # [B, S, Dv]
 
     def score_function(self, query: Tensor) -> Tensor:
-        """Scaled dot products of the projected query with the projected keys: ``[B, T, S]``."""
+        """Scaled dot products of the projected ``query [B, T, F]`` with the projected keys: ``[B, T, S]``.
+
+        Raises:
+            RuntimeError: before :meth:`init_keys`.
+        """
         if self.proj_keys is None:
             raise RuntimeError("no keys: call init_keys(keys) first")
         proj_query = self.linear_query(query)  # [B, T, Dk]
@@ -91,7 +95,12 @@ class Attention(nn.Module):
         return torch.bmm(proj_query, self.proj_keys.transpose(1, 2)) / self.d_k**0.5
 
     def forward(self, query: Tensor, mask: Tensor | None = None) -> Tensor:
-        """Context vectors ``[B, T, Dv]`` for ``query [B, T, F]``; keeps ``alphas [B, T, S]``."""
+        """Context vectors ``[B, T, Dv]`` for ``query [B, T, F]``; keeps ``alphas [B, T, S]``.
+
+        Raises:
+            ValueError: if ``query`` is not ``[B, T, F]``.
+            RuntimeError: before :meth:`init_keys`.
+        """
         self._check("query", query)
         if self.proj_keys is None or self.values is None:
             raise RuntimeError("no keys: call init_keys(keys) first")

@@ -148,7 +148,10 @@ class KVCache:
         return grown
 
     def store(self, keys: Tensor, values: Tensor) -> None:
-        """Set the whole cache at once (cross-attention: the encoder's keys and values)."""
+        """Set the whole cache at once to ``keys [B, H, S, Dh]`` and ``values [B, H, S, Dv]``.
+
+        For cross-attention: the encoder's keys and values, projected once.
+        """
         self._check(keys, values)
         self._keys, self._values, self._length = keys, values, keys.shape[2]
 
@@ -190,7 +193,11 @@ class DecodingCache:
         self.position = 0
 
     def layer(self, name: str) -> KVCache:
-        """The cache of the layer called ``name`` (created empty on first use)."""
+        """The cache of the layer called ``name`` (created empty on first use).
+
+        Raises:
+            TypeError: if ``name`` is not a non-empty string.
+        """
         if not isinstance(name, str) or not name:
             raise TypeError(f"a cache layer name must be a non-empty string, got {name!r}")
         cache = self._layers.get(name)

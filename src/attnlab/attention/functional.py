@@ -81,7 +81,12 @@ def _broadcast_check(name: str, t: Tensor, target: tuple[int, int, int, int]) ->
 
 
 def check_mask(mask: Tensor, target: tuple[int, int, int, int]) -> None:
-    """Raise unless ``mask`` is a boolean tensor broadcastable to ``target`` ``[B, H, T, S]``."""
+    """Raise unless ``mask`` is a boolean tensor broadcastable to ``target`` ``[B, H, T, S]``.
+
+    Raises:
+        TypeError: if ``mask`` is not a boolean tensor.
+        ValueError: if its shape does not broadcast to ``target``.
+    """
     if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
         got = mask.dtype if isinstance(mask, Tensor) else type(mask).__name__
         raise TypeError(
@@ -92,7 +97,12 @@ def check_mask(mask: Tensor, target: tuple[int, int, int, int]) -> None:
 
 
 def check_bias(bias: Tensor, target: tuple[int, int, int, int]) -> None:
-    """Raise unless ``bias`` is a floating tensor broadcastable to ``target`` ``[B, H, T, S]``."""
+    """Raise unless ``bias`` is a floating tensor broadcastable to ``target`` ``[B, H, T, S]``.
+
+    Raises:
+        TypeError: if ``bias`` is not a floating-point tensor.
+        ValueError: if its shape does not broadcast to ``target``.
+    """
     if not isinstance(bias, Tensor) or not bias.is_floating_point():
         got = bias.dtype if isinstance(bias, Tensor) else type(bias).__name__
         raise TypeError(f"bias must be a floating-point tensor of additive scores, got {got}")
@@ -196,7 +206,9 @@ def attend_unchecked(
 
     For attnlab's own modules, which build ``query``/``key``/``value`` themselves and
     validate the user's mask once: at the seeds' sizes the checks cost as much as
-    the attention. Same arguments and results as :func:`attend`.
+    the attention. Same arguments and results as :func:`attend`: ``query [B, H, T, Dh]``,
+    ``key [B, H, S, Dh]``, ``value [B, H, S, Dv]`` give ``out [B, H, T, Dv]`` and
+    ``weights [B, H, T, S]`` (or None).
     """
     if scale is None:
         scale = 1.0 / math.sqrt(query.shape[-1])

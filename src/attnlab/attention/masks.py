@@ -133,6 +133,9 @@ def to_torch_mask(mask: Tensor) -> Tensor:
 
     Works for ``attn_mask [T, S]`` and for a key-padding mask: pass ``[B, S]``
     (squeeze the ``[B, 1, S]`` of :func:`padding_mask` first).
+
+    Raises:
+        TypeError: if ``mask`` is not a boolean tensor.
     """
     if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
         raise TypeError(f"mask must be a boolean tensor, got {getattr(mask, 'dtype', type(mask).__name__)}")
@@ -142,9 +145,12 @@ def to_torch_mask(mask: Tensor) -> Tensor:
 def from_torch_mask(mask: Tensor) -> Tensor:
     """``nn.MultiheadAttention``'s mask (True = ignore, or a float mask of 0 / -inf) to attnlab's.
 
+    ``attn_mask [T, S]`` or ``key_padding_mask [B, S]`` give a mask of the same shape.
+
     Raises:
-        TypeError: for a float mask holding values other than 0 and -inf (an
-            additive mask: pass it to ``attend`` as ``bias`` instead).
+        TypeError: if ``mask`` is not a tensor, or is a float mask holding values
+            other than 0 and -inf (an additive mask: pass it to ``attend`` as
+            ``bias`` instead).
     """
     if not isinstance(mask, Tensor):
         raise TypeError(f"mask must be a tensor, got {type(mask).__name__}")

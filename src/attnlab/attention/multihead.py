@@ -35,6 +35,10 @@ from attnlab.attention.cache import KVCache
 from attnlab.attention.functional import attend_unchecked, check_mask
 from attnlab.attention.recording import is_recording
 
+# encodings never import attention (DESIGN.md: encodings -> attention -> models), so no cycle; a real
+# import, not a TYPE_CHECKING one, so that typing.get_type_hints (the docstring audit) resolves it.
+from attnlab.encodings.attention_position import AttentionPosition
+
 __all__ = ["MultiHeadAttention"]
 
 
@@ -92,7 +96,7 @@ class MultiHeadAttention(nn.Module):
         *,
         head_dim: int | None = None,
         dropout: float = 0.0,
-        position: nn.Module | None = None,
+        position: AttentionPosition | None = None,
     ) -> None:
         super().__init__()
         self.n_heads = check_int("n_heads", n_heads, minimum=1)
@@ -133,7 +137,7 @@ class MultiHeadAttention(nn.Module):
                 f"got {type(position).__name__}"
             )
         # A submodule, so its parameters (T5 buckets, Shaw's vectors) train and are saved.
-        self.position = position
+        self.position: AttentionPosition | None = position
         self._keys: Tensor | None = None  # [B, H, S, Dh] after init_keys
         self._values: Tensor | None = None  # [B, H, S, Dh or F]
         self.attn_weights = None

@@ -50,7 +50,7 @@ def resolve_layers(model: nn.Module, layers_to_hook: str | Iterable[str]) -> dic
 
 
 def to_numpy(value: torch.Tensor) -> np.ndarray:
-    """A tensor as a numpy copy on the CPU (bfloat16, which numpy lacks, as float32)."""
+    """A tensor of any shape as a numpy copy on the CPU (bfloat16, which numpy lacks, as float32)."""
     value = value.detach().cpu()
     return (value.float() if value.dtype == torch.bfloat16 else value).numpy().copy()
 
