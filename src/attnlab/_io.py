@@ -13,15 +13,15 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["atomic_write", "check_writable"]
+__all__ = ["atomic_write", "check_folder", "check_writable"]
 
 
 def check_writable(path: str | os.PathLike[str], *, name: str = "--out") -> Path:
     """Check, before any work is done, that ``path`` can be written.
 
     Raises:
-        ValueError: if the folder does not exist, is not a folder, is not
-            writable, or ``path`` is itself a folder.
+        ValueError: naming ``name`` and ``path``, if the folder does not exist,
+            is not a folder, takes no new files, or ``path`` is itself a folder.
     """
     p = Path(path)
     folder = p.parent if str(p.parent) else Path(".")
@@ -31,8 +31,58 @@ def check_writable(path: str | os.PathLike[str], *, name: str = "--out") -> Path
         raise ValueError(f"{name} {str(path)!r}: folder {str(folder)!r} does not exist")
     if not folder.is_dir():
         raise ValueError(f"{name} {str(path)!r}: {str(folder)!r} is not a folder")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise ValueError(f"{name} {str(path)!r}: folder {str(folder)!r} is not writable")
+    _probe(folder, f"{name} {str(path)!r}: folder {str(folder)!r}")
+    return p
+
+
+def _probe(folder: Path, what: str) -> None:
+    """Raise ValueError (starting with ``what``) unless a file can really be created in ``folder``.
+
+    ``os.access`` is not enough: it says yes to root everywhere, and to folders
+    such as ``/proc`` that take no new files. A temporary file is created and
+    removed at once.
+    """
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as err:
+        raise ValueError(f"{what} is not writable ({err.strerror or err})") from None
+
+
+def check_folder(path: str | os.PathLike[str], *, name: str = "--out", parents: bool = False) -> Path:
+    """Check, before any work is done, that the folder ``path`` exists and takes files, or can be created.
+
+    Creates nothing (the probe file is removed at once).
+
+    Args:
+        path: the folder.
+        name: what to call it in messages (the CLI flag, or the argument's name).
+        parents: missing parent folders will be created too; the nearest one
+            that exists must then be a folder that takes files.
+
+    Returns:
+        ``path`` as a Path.
+
+    Raises:
+        ValueError: naming ``name`` and ``path``, if ``path`` is a file, its parent
+            does not exist or is not a folder, or nothing can be written there.
+    """
+    p = Path(path)
+    if not str(path).strip():
+        raise ValueError(f"{name} is empty: give a folder")
+    if p.exists():
+        if not p.is_dir():
+            raise ValueError(f"{name} {str(path)!r} is a file, not a folder")
+        _probe(p, f"{name} {str(path)!r}")
+        return p
+    parent = p.parent if str(p.parent) else Path(".")
+    while parents and not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.exists():
+        raise ValueError(f"{name} {str(path)!r}: folder {str(parent)!r} does not exist")
+    if not parent.is_dir():
+        raise ValueError(f"{name} {str(path)!r}: {str(parent)!r} is a file, not a folder")
+    _probe(parent, f"{name} {str(path)!r}: folder {str(parent)!r}")
     return p
 
 

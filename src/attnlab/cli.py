@@ -324,12 +324,13 @@ def _attention_figure(model: Any, full_test: torch.Tensor, directions: Any, laye
 # --- train and predict ----------------------------------------------------------------
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    from attnlab.runs import RunConfig, train_run
+    from attnlab.runs import RunConfig, check_run_folder, train_run
 
     extra = {} if args.train_seed is None else {"train_seed": args.train_seed}
     config = RunConfig(model=args.model, epochs=args.epochs, seed=args.seed, lr=args.lr,
                        batch_size=args.batch_size, n_train=args.n_train, **extra)
     folder = args.out if args.out is not None else _default_run_folder(args.model)
+    check_run_folder(config, folder, resume=args.resume)  # a bad --out: one line on stderr, nothing printed
     print(f"training {config.model} for {config.epochs} epochs -> {folder}", flush=True)
     result = train_run(config, folder, resume=args.resume, progress=None if args.progress else False)
     print(f"final train MSE {result.train_mse:.4f} | test MSE {result.test_mse:.4f} "
@@ -339,7 +340,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from attnlab.compare import QUICK, CompareConfig, _check_folder, format_table, run_compare
+    from attnlab.compare import QUICK, CompareConfig, check_compare_folder, format_table, run_compare
 
     settings: dict[str, Any] = {"task": args.task, "train_len": args.train_len, "architecture": args.architecture}
     if args.quick:
@@ -361,7 +362,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     if folder is None:
         folder = _default_run_folder(f"compare-{config.task}")
         folder.parent.mkdir(exist_ok=True)  # runs/ is ours to create; a given --out's parent must exist
-    _check_folder(folder)  # a bad --out is one line on stderr, before anything is printed or trained
+    check_compare_folder(folder)  # a bad --out is one line on stderr, before anything is printed or trained
     n_models = len(config.encodings) * config.seeds
     print(f"comparing {len(config.encodings)} encodings x {config.seeds} seed(s) on {config.task}, "
           f"train length {config.train_len}, test lengths {', '.join(map(str, config.test_lens))} -> {folder}",
@@ -525,18 +526,29 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status (0 ok, 2 bad input)."""
+    """Run the command line; returns the exit status (0 ok, 2 bad input).
+
+    Never raises for bad input, argparse's own errors included (argparse exits
+    by itself; here its status is returned, so ``main`` is callable from Python).
+    """
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:  # --help (0) or a usage error (2): argparse has printed its message
+        return exit_.code if isinstance(exit_.code, int) else 2
     try:
         return int(args.func(args))
-    except (UsageError, ValueError, TypeError, OSError) as err:
+    except (UsageError, ValueError, TypeError, OSError, FloatingPointError) as err:
         if os.environ.get("ATTNLAB_DEBUG"):
             raise  # the whole traceback, for whoever is debugging attnlab itself
         # One line, no traceback: the library's messages already name the argument.
         message = " ".join(str(err).split())
         print(f"attnlab {args.command}: error: {message}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        # Ctrl-C: one line, the shell's status for SIGINT; files written so far were written whole.
+        print(f"attnlab {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

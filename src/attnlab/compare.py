@@ -40,7 +40,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnlab._io import atomic_write
+from attnlab._io import atomic_write, check_folder
 from attnlab._validate import check_choice, check_finite_float, check_int
 from attnlab.data.metrics import mean_squared_error, sequence_accuracy, token_accuracy
 from attnlab.data.tasks import (
@@ -62,7 +62,10 @@ from attnlab.models.transformer import ENCODINGS, Transformer
 if TYPE_CHECKING:  # matplotlib is imported only when the figures are drawn
     from matplotlib.figure import Figure
 
-__all__ = ["ARCHITECTURES", "QUICK", "CompareConfig", "CompareResult", "format_table", "run_compare", "summarise"]
+__all__ = [
+    "ARCHITECTURES", "QUICK", "CompareConfig", "CompareResult", "check_compare_folder", "format_table", "run_compare",
+    "summarise",
+]
 
 
 #: the models the lab can train: a causal stack over ``source + BOS + target`` (the default, as in the
@@ -343,23 +346,15 @@ def run_compare(
     return result
 
 
-def _check_folder(folder: str | os.PathLike[str]) -> Path:
+def check_compare_folder(folder: str | os.PathLike[str]) -> Path:
     """``folder`` as a Path, once it is known that it can be created (or written) there; creates nothing.
 
     Raises:
         ValueError: naming ``--out`` and the path, if ``folder`` is a file, its
-            parent does not exist or is not a folder, it is not writable, or it
-            already holds a comparison's ``results.json``.
+            parent does not exist or is not a folder, nothing can be written there,
+            or it already holds a comparison's ``results.json``.
     """
-    path = Path(folder)
-    if path.exists() and not path.is_dir():
-        raise ValueError(f"--out {str(path)!r} is a file, not a folder")
-    if not path.parent.exists():
-        raise ValueError(f"--out {str(path)!r}: folder {str(path.parent)!r} does not exist")
-    if not path.parent.is_dir():
-        raise ValueError(f"--out {str(path)!r}: {str(path.parent)!r} is a file, not a folder")
-    if not os.access(path if path.exists() else path.parent, os.W_OK | os.X_OK):
-        raise ValueError(f"--out {str(path)!r} is not writable")
+    path = check_folder(folder, name="--out")
     if (path / "results.json").exists():
         # A comparison takes minutes: another one's results are not overwritten silently.
         raise ValueError(f"--out {str(path)!r} already holds a comparison (results.json); choose another folder")
@@ -367,7 +362,7 @@ def _check_folder(folder: str | os.PathLike[str]) -> Path:
 
 
 def _prepare_folder(folder: str | os.PathLike[str]) -> Path:
-    path = _check_folder(folder)
+    path = check_compare_folder(folder)
     try:
         path.mkdir(exist_ok=True)
     except OSError as err:  # e.g. a parent that takes no new folders (/proc)

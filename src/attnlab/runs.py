@@ -30,7 +30,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from attnlab._io import atomic_write
+from attnlab._io import atomic_write, check_folder
 from attnlab._validate import check_choice, check_finite_float, check_int
 from attnlab.training.rng import preserved_rng
 
@@ -40,6 +40,7 @@ __all__ = [
     "RunResult",
     "attention_figures",
     "build_model",
+    "check_run_folder",
     "load_run",
     "predict_corners",
     "test_squares",
@@ -266,21 +267,40 @@ def _metric_lines(path: Path, epochs: int) -> list[str]:
     return kept
 
 
+def check_run_folder(config: RunConfig, folder: str | os.PathLike[str], *, resume: bool = False) -> Path:
+    """Check, before anything is trained or printed, that ``folder`` can take this run.
+
+    A new run needs a folder that is empty or can be created (missing parents
+    are created too); ``resume`` needs a run of the same settings with a checkpoint.
+    Creates nothing.
+
+    Returns:
+        ``folder`` as a Path.
+
+    Raises:
+        ValueError: naming ``--out`` / ``--resume`` and the folder, if it is a
+            file, cannot be written, already holds files (new run), or holds no
+            checkpoint or a run of other settings (resume).
+    """
+    path = check_folder(folder, name="--out", parents=True)
+    if resume:
+        if not (path / CHECKPOINT).exists():
+            raise ValueError(f"--resume: {str(path)!r} holds no checkpoint ({CHECKPOINT}) to resume from")
+        saved = _read_config(path, "--resume")
+        if dataclasses.replace(saved, epochs=config.epochs) != config:
+            diff = {k: (v, getattr(config, k)) for k, v in saved.to_dict().items()
+                    if k != "epochs" and getattr(config, k) != v}
+            raise ValueError(f"--resume: the run in {str(path)!r} was made with other settings: {diff}")
+    elif path.exists() and any(path.iterdir()):
+        raise ValueError(f"--out {str(path)!r} already holds files; choose another folder or --resume")
+    return path
+
+
 def _train_run(config: RunConfig, folder: Path, *, resume: bool, progress: bool | None) -> RunResult:
     from attnlab.training import Trainer
 
     checkpoint = folder / CHECKPOINT
-    if resume:
-        if not checkpoint.exists():
-            raise ValueError(f"--resume: {str(folder)!r} holds no checkpoint ({CHECKPOINT}) to resume from")
-        saved = _read_config(folder, "--resume")
-        if dataclasses.replace(saved, epochs=config.epochs) != config:
-            diff = {k: (v, getattr(config, k)) for k, v in saved.to_dict().items()
-                    if k != "epochs" and getattr(config, k) != v}
-            raise ValueError(f"--resume: the run in {str(folder)!r} was made with other settings: {diff}")
-    else:
-        if folder.exists() and any(folder.iterdir()):
-            raise ValueError(f"--out {str(folder)!r} already holds files; choose another folder or --resume")
+    check_run_folder(config, folder, resume=resume)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "figures").mkdir(exist_ok=True)
 

@@ -1,5 +1,7 @@
 """The book's interface: histories, to(), set_loaders, count_parameters, modes, argument checks."""
 
+import math
+
 import pytest
 import torch
 from torch import nn
@@ -162,3 +164,17 @@ def test_constructor_checks_types():
     with pytest.raises(TypeError, match="progress"):
         Trainer(model, nn.MSELoss(), opt, progress="yes")
     assert "Linear" in repr(Trainer(model, nn.MSELoss(), opt))
+
+
+def test_a_diverging_loss_stops_training_with_a_clear_error():
+    torch.manual_seed(0)
+    model = nn.Linear(2, 1)
+    trainer = Trainer(model, nn.MSELoss(), torch.optim.SGD(model.parameters(), lr=1e6))
+    x = torch.randn(64, 2) * 100
+    trainer.set_loaders(torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, x.sum(1, keepdim=True)),
+                                                    batch_size=8))
+    with pytest.raises(FloatingPointError, match=r"training loss is (nan|inf) in epoch \d+: training diverged "
+                                                 r"\(lr=1e\+06\)"):
+        trainer.train(20)
+    # the diverged epoch is not recorded
+    assert len(trainer.losses) == trainer.total_epochs and all(math.isfinite(v) for v in trainer.losses)

@@ -408,12 +408,14 @@ class EncoderDecoderSelfAttn(nn.Module):
             ``[B, T, F]``.
 
         Raises:
-            TypeError / ValueError: if ``X`` is not a floating ``[B, L, F]`` tensor
-                of the length the mode needs.
+            TypeError: if ``X`` is not a floating-point tensor.
+            ValueError: if ``X`` is not ``[B, L, F]`` or not of the length the mode needs.
         """
-        if not isinstance(X, Tensor) or not X.is_floating_point() or X.dim() != 3:
+        if not isinstance(X, Tensor) or not X.is_floating_point():
             got = f"{X.dtype} {list(X.shape)}" if isinstance(X, Tensor) else type(X).__name__
             raise TypeError(f"X must be a floating-point tensor [B, L, F], got {got}")
+        if X.dim() != 3:
+            raise ValueError(f"X must have shape [B, L, F] (3 dims), got {list(X.shape)}")
         needed = self.input_len + (self.target_len if self.training else 0)
         if X.shape[1] < needed or (self.training and X.shape[1] != needed):
             mode = "training (source then target)" if self.training else "eval (at least the source)"

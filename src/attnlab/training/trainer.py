@@ -399,6 +399,8 @@ class Trainer:
             TypeError, ValueError: for bad arguments (naming them), no loaders,
                 ``early_stopping``/``keep_best``/``ReduceLROnPlateau`` without a
                 val_loader, an empty loader or a non-scalar loss.
+            FloatingPointError: when an epoch's training loss is NaN or infinite
+                (training diverged); the epoch is not recorded.
         """
         n_epochs = self._check_train_args(n_epochs, seed, early_stopping, min_delta, keep_best, on_epoch_end)
         if seed is not None:
@@ -423,6 +425,13 @@ class Trainer:
         lr = float(self.optimizer.param_groups[0]["lr"])  # the rate the epoch's first batch uses
         start = time.perf_counter()
         loss = self._run_epoch(training=True)
+        if not math.isfinite(loss):
+            # Checked once per epoch, on a number already computed: NaN weights make every later epoch NaN too.
+            raise FloatingPointError(
+                f"the training loss is {loss} in epoch {self.total_epochs + 1}: training diverged "
+                f"(lr={lr:g}); lower the learning rate, clip gradients (set_clip_grad_norm) or check the data "
+                "for NaN/inf"
+            )
         val_loss = self._run_epoch(training=False) if self.val_loader is not None else None
         seconds = time.perf_counter() - start
         self.total_epochs += 1
