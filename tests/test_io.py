@@ -36,8 +36,8 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
 @pytest.mark.parametrize(("make", "kwargs", "match"), [
     (lambda root: root / "a_file", {}, r"--out '.*a_file' is a file, not a folder"),
     (lambda root: root / "missing" / "run", {}, r"folder '.*missing' does not exist"),
-    (lambda root: root / "a_file" / "run", {}, r"'.*a_file' is a file, not a folder"),
-    (lambda root: root / "a_file" / "deep" / "run", {"parents": True}, r"'.*a_file' is a file, not a folder"),
+    (lambda root: root / "a_file" / "run", {}, r"'.*a_file' is not a folder"),
+    (lambda root: root / "a_file" / "deep" / "run", {"parents": True}, r"'.*a_file' is not a folder"),
     (lambda root: "/proc/attnlab-run", {}, r"folder '/proc' is not writable"),
     (lambda root: "", {}, r"--out is empty"),
 ])

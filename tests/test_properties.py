@@ -114,13 +114,7 @@ MASKS = (None, *MASK_SHAPES)
 BIAS_SHAPES = (None, "S", "TS", "HTS", "BHTS", "B11S")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """One intra-op thread: at these sizes two threads on a shared machine only wait for each other."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread is faster here
 
 
 def gen(seed: int) -> torch.Generator:

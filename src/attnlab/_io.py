@@ -24,15 +24,19 @@ def check_writable(path: str | os.PathLike[str], *, name: str = "--out") -> Path
             is not a folder, takes no new files, or ``path`` is itself a folder.
     """
     p = Path(path)
-    folder = p.parent if str(p.parent) else Path(".")
     if p.is_dir():
         raise ValueError(f"{name} {str(path)!r} is a folder; give a file name")
-    if not folder.exists():
-        raise ValueError(f"{name} {str(path)!r}: folder {str(folder)!r} does not exist")
-    if not folder.is_dir():
-        raise ValueError(f"{name} {str(path)!r}: {str(folder)!r} is not a folder")
-    _probe(folder, f"{name} {str(path)!r}: folder {str(folder)!r}")
+    _check_container(f"{name} {str(path)!r}", p.parent if str(p.parent) else Path("."))
     return p
+
+
+def _check_container(what: str, folder: Path) -> None:
+    """Raise ValueError (starting with ``what``) unless ``folder`` exists, is a folder and takes files."""
+    if not folder.exists():
+        raise ValueError(f"{what}: folder {str(folder)!r} does not exist")
+    if not folder.is_dir():
+        raise ValueError(f"{what}: {str(folder)!r} is not a folder")
+    _probe(folder, f"{what}: folder {str(folder)!r}")
 
 
 def _probe(folder: Path, what: str) -> None:
@@ -78,11 +82,7 @@ def check_folder(path: str | os.PathLike[str], *, name: str = "--out", parents: 
     parent = p.parent if str(p.parent) else Path(".")
     while parents and not parent.exists() and parent != parent.parent:
         parent = parent.parent
-    if not parent.exists():
-        raise ValueError(f"{name} {str(path)!r}: folder {str(parent)!r} does not exist")
-    if not parent.is_dir():
-        raise ValueError(f"{name} {str(path)!r}: {str(parent)!r} is a file, not a folder")
-    _probe(parent, f"{name} {str(path)!r}: folder {str(parent)!r}")
+    _check_container(f"{name} {str(path)!r}", parent)
     return p
 
 

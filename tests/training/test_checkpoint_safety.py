@@ -46,13 +46,7 @@ RESUME_FLAGS = ["--epochs", "2", "--n-train", "16", "--no-progress"]  # matches 
 POINTS = ["--points", "-1,-1 -1,1"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    # These models are tiny: one thread is faster than two fighting other work for the cores.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread is faster here
 
 
 @pytest.fixture(scope="module")
