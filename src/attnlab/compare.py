@@ -58,6 +58,7 @@ from attnlab.data.tasks import (
 )
 from attnlab.models.decoder_only import DecoderOnlyTransformer
 from attnlab.models.transformer import ENCODINGS, Transformer
+from attnlab.training.rng import preserved_rng
 
 if TYPE_CHECKING:  # matplotlib is imported only when the figures are drawn
     from matplotlib.figure import Figure
@@ -201,7 +202,7 @@ def _build(config: CompareConfig, encoding: str, seed: int) -> _Model:
                                   encoding=encoding, max_len=longest, pad_id=PAD,
                                   max_relative_position=config.max_relative_position)
     kwargs.update({"n_features": 2} if config.task == "squares" else {"vocab_size": Vocab(config.n_symbols).size})
-    with torch.random.fork_rng(devices=[]):
+    with preserved_rng({}):  # torch's, CUDA's and Python's streams all come back as they were
         torch.manual_seed(seed)
         if config.architecture == "decoder-only":
             return DecoderOnlyTransformer(**kwargs)
