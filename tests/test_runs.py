@@ -69,6 +69,30 @@ def test_resume_gives_the_losses_of_an_unbroken_run(tmp_path, default_run):
     assert resumed.test_mse == default_run.test_mse
 
 
+def test_an_interrupted_run_resumes_from_its_last_whole_epoch(tmp_path, default_run, monkeypatch):
+    # Ctrl-C in epoch 31: the checkpoint written at the end of epoch 30 is there, and
+    # --resume continues as if nothing had happened.
+    from attnlab.training import Trainer
+
+    run_one_epoch = Trainer._run_one_epoch
+
+    def interrupted(self, *args, **kwargs):
+        if self.total_epochs == 30:
+            raise KeyboardInterrupt
+        return run_one_epoch(self, *args, **kwargs)
+
+    monkeypatch.setattr(Trainer, "_run_one_epoch", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        train_run(RunConfig(), tmp_path / "r", progress=False)
+    monkeypatch.setattr(Trainer, "_run_one_epoch", run_one_epoch)
+    assert len((tmp_path / "r" / "metrics.jsonl").read_text().splitlines()) == 30
+    resumed = train_run(RunConfig(), tmp_path / "r", resume=True, progress=False)
+    straight = [json.loads(ln)["loss"] for ln in (default_run.folder / "metrics.jsonl").read_text().splitlines()]
+    again = [json.loads(ln)["loss"] for ln in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
+    assert again == straight  # bit for bit
+    assert resumed.test_mse == default_run.test_mse
+
+
 def test_predict_and_plot_from_a_run_folder(default_run, tmp_path, capsys):
     code, out, err = cli(capsys, "predict", "--run", str(default_run.folder), "--points", "-1,-1 -1,1", "--json")
     assert code == 0, err

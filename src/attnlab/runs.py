@@ -326,11 +326,15 @@ def _train_run(config: RunConfig, folder: Path, *, resume: bool, progress: bool 
     def log_epoch(_: Any, record: dict[str, Any]) -> None:
         with metrics_path.open("a") as f:
             f.write(json.dumps(record) + "\n")
+        # A checkpoint at every epoch's end (atomic, a few ms here): a run that is killed,
+        # interrupted or diverges later can be resumed from its last whole epoch.
+        trainer.save_checkpoint(checkpoint)
 
     remaining = config.epochs - trainer.total_epochs
     if remaining > 0:
         trainer.train(remaining, seed=None if resume else config.train_seed, on_epoch_end=log_epoch)
-    trainer.save_checkpoint(checkpoint)
+    else:
+        trainer.save_checkpoint(checkpoint)
 
     full_test, test_directions = _test_set(data)
     source, target = full_test[:, :2], full_test[:, 2:]
