@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[test]"
 	touch $(STAMP)
 
-# The main job: seed 000's self-attention + positional-encoding model on the noisy
+# The main job: the positional-encoding lab's self-attention model on the noisy
 # squares; leaves runs/selfattn-pe-<time>/ with metrics, checkpoint, figures, report.html.
 run: $(STAMP)
 	$(BIN)/attnlab train

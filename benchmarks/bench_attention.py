@@ -8,10 +8,10 @@
    ``torch.mm`` at 1024, 2048 and 4096, whose best GFLOP/s is the machine's
    ceiling. Achieved GFLOP/s = :func:`mha_flops` / median time; target: attnlab
    at >= 50% of the ceiling (nn.MultiheadAttention's fraction for context).
-2. ``seed_step``: one training step (forward, MSE, backward, Adam) of seed 000's
-   self-attention encoder-decoder at its own size (B=16, L=2+2, D=2, H=3 wide
-   heads), attnlab's model against the seeds' per-head formulation written out in
-   ``seed_formulation.py``. Target: seeds / attnlab >= 2.
+2. ``seed_step``: one training step (forward, MSE, backward, Adam) of the
+   positional-encoding lab's self-attention encoder-decoder at its own size (B=16,
+   L=2+2, D=2, H=3 wide heads), attnlab's model against the labs' per-head
+   formulation written out in ``seed_formulation.py``. Target: labs / attnlab >= 2.
 3. ``long``: self-attention without weights at L=16384, D=512, H=8, B=1; peak
    extra memory of ``attend`` against a bare ``F.scaled_dot_product_attention``
    call, each measured in a fresh subprocess (peak RSS, VmHWM, above the RSS
@@ -179,8 +179,8 @@ def bench_seed_step(repeats: int) -> dict:
         steps[name] = step
     t = interleaved(steps, repeats=repeats, per_sample=50)
     speedup = t["seeds"]["median"] / t["attnlab"]["median"]
-    print(f"seed model train step B=16 L=2+2 D=2 H=3: attnlab {t['attnlab']['median'] * 1e3:.3f} ms | "
-          f"seeds' per-head loop {t['seeds']['median'] * 1e3:.3f} ms | speed-up {speedup:.2f}x (target >= 2)")
+    print(f"PE lab model train step B=16 L=2+2 D=2 H=3: attnlab {t['attnlab']['median'] * 1e3:.3f} ms | "
+          f"labs' per-head loop {t['seeds']['median'] * 1e3:.3f} ms | speed-up {speedup:.2f}x (target >= 2)")
     return {"config": dict(B=16, L=4, D=2, H=3), "timings_s": t, "speedup_seeds_over_attnlab": speedup}
 
 

@@ -1,14 +1,14 @@
 """Benchmark: greedy decoding with the key/value cache against full recompute.
 
-The seeds' ``predict`` re-runs the decoder on the whole prefix at every step, so
+The labs' ``predict`` re-runs the decoder on the whole prefix at every step, so
 step ``t`` costs ``O(t)`` layer work and ``T`` steps ``O(T^2)``; attnlab's
 cached ``predict`` projects only the newest input and attends to the cached
 keys. Same model, same weights, same source, in one process, A/B/A/B:
-``predict(use_cache=True)`` against ``predict(use_cache=False)`` (the seeds'
+``predict(use_cache=True)`` against ``predict(use_cache=False)`` (the labs'
 algorithm, on attnlab's fused layers, so the ratio isolates the cache).
 
-Configuration (the issue's): seed 000's self-attention encoder-decoder with
-positional encoding, D=64 (features too), H=4, B=8, a 16-step source, greedy
+Configuration (the issue's): the positional-encoding lab's self-attention
+encoder-decoder with positional encoding, D=64 (features too), H=4, B=8, a 16-step source, greedy
 decoding of T = 32, 64, 128, 256, 512 steps. Targets: at T=256 the cache is
 >= 10x faster, and its time per step at 256 is within 1.5x of that at 32.
 
@@ -67,7 +67,8 @@ def main(argv: list[str] | None = None) -> dict:
               f" | full {t['full']['median'] * 1e3:9.1f} ms ({rows[T]['ms_per_step']['full']:.3f} ms/step)"
               f" | {speedup:6.1f}x  (max diff {max_diff:.1e})")
     result: dict = {
-        "description": "greedy decoding, key/value cache vs full recompute (seed 000's model, D=64, H=4, B=8)",
+        "description": "greedy decoding, key/value cache vs full recompute "
+                       "(the positional-encoding lab's model, D=64, H=4, B=8)",
         "config": {"D": D, "H": H, "B": B, "source_len": SOURCE, "lengths": lengths},
         "lengths": {str(T): row for T, row in rows.items()},
     }

@@ -1,18 +1,18 @@
-"""Benchmark: one epoch of the default ``attnlab train`` configuration against the seeds' code.
+"""Benchmark: one epoch of the default ``attnlab train`` configuration against the labs' code.
 
 An epoch is what the book's StepByStep does per epoch: every training batch
 (forward, MSE, backward, Adam step) and then every validation batch in eval mode
-(greedy decoding). attnlab: its model, its Trainer, its loaders. The seeds: the
+(greedy decoding). attnlab: its model, its Trainer, its loaders. The labs: the
 per-head formulation of ``seed_formulation.py`` driven by the book's loop, written
 out below (``model.train()`` / ``model.eval()`` per batch, ``np.mean`` of batch
-losses), on a ``TensorDataset`` as the seeds build it. Same data, same training
-batch size, same initial weights. Target: seeds / attnlab >= 3.
+losses), on a ``TensorDataset`` as the labs build it. Same data, same training
+batch size, same initial weights. Target: labs / attnlab >= 3.
 
 attnlab's default configuration validates the 128 test squares in one batch
-(``RunConfig.eval_batch_size``; the seeds use batches of 16: evaluation keeps
+(``SquaresConfig.eval_batch_size``; the labs use batches of 16: evaluation keeps
 no graph, so the loss is the same and only the number of calls changes). To
 show what that choice is worth, a second attnlab trainer validates in batches of
-16 like the seeds, and the training and validation passes are also timed apart.
+16 like the labs, and the training and validation passes are also timed apart.
 
 Run: ``python benchmarks/bench_training.py [--repeats R] [--epochs-per-sample E]``.
 """
@@ -66,10 +66,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--epochs-per-sample", type=int, default=10)
     args = parser.parse_args(argv)
     from attnlab.data import make_loaders
-    from attnlab.runs import RunConfig, build_model, make_optimizer
+    from attnlab.labs.squares import SquaresConfig, build_model, make_optimizer
     from attnlab.training import Trainer
 
-    config = RunConfig()
+    config = SquaresConfig()
 
     def attnlab_trainer(eval_batch_size: int) -> tuple[Trainer, object]:
         data = make_loaders(n_train=config.n_train, n_test=config.n_test, batch_size=config.batch_size,
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> dict:
     trainer, data = attnlab_trainer(config.eval_batch_size)
     trainer16, _ = attnlab_trainer(config.batch_size)
 
-    # The seeds' side: their data structures (TensorDataset of the same squares).
+    # The labs' side: their data structures (TensorDataset of the same squares).
     full_train = torch.cat([x for x, _ in data.train])  # [N, 4, 2]
     seed_train = DataLoader(TensorDataset(full_train, full_train[:, 2:]), batch_size=config.batch_size,
                             shuffle=True, generator=torch.Generator().manual_seed(0))
@@ -104,12 +104,13 @@ def main(argv: list[str] | None = None) -> dict:
         },
         repeats=args.repeats,
     ), e)
-    # The two passes apart (validation in batches of 16 on both sides).
+    # The two passes apart (validation in batches of 16 on both sides), in the one training loop.
+    loop16 = trainer16._loop([])
     passes = per_unit(interleaved(
         {
-            "attnlab_train": lambda: [trainer16._run_epoch(True) for _ in range(e)],
+            "attnlab_train": lambda: [loop16.run_epoch(True) for _ in range(e)],
             "seeds_train": lambda: [seed_train_pass(seed_model, loss_fn, seed_opt, seed_train) for _ in range(e)],
-            "attnlab_val16": lambda: [trainer16._run_epoch(False) for _ in range(e)],
+            "attnlab_val16": lambda: [loop16.run_epoch(False) for _ in range(e)],
             "seeds_val": lambda: [seed_val_pass(seed_model, loss_fn, seed_val) for _ in range(e)],
         },
         repeats=args.repeats,
@@ -120,8 +121,8 @@ def main(argv: list[str] | None = None) -> dict:
     val_pass = passes["seeds_val"]["median"] / passes["attnlab_val16"]["median"]
     ms = {name: v["median"] * 1e3 for name, v in t.items()}
     print(f"one epoch, default train config: attnlab {ms['attnlab']:.1f} ms | "
-          f"seeds' code + book loop {ms['seeds']:.1f} ms | speed-up {speedup:.2f}x (target >= 3)")
-    print(f"  validating in batches of 16 like the seeds: attnlab {ms['attnlab_eval16']:.1f} ms, {same_batching:.2f}x; "
+          f"labs' code + book loop {ms['seeds']:.1f} ms | speed-up {speedup:.2f}x (target >= 3)")
+    print(f"  validating in batches of 16 like the labs: attnlab {ms['attnlab_eval16']:.1f} ms, {same_batching:.2f}x; "
           f"training pass alone {train_pass:.2f}x, validation pass alone {val_pass:.2f}x")
     result = {"description": "one epoch (train + validation) of the default attnlab train configuration",
               "timings_s_per_epoch": t, "timings_s_per_pass": passes, "speedup_seeds_over_attnlab": speedup,

@@ -1,6 +1,6 @@
 """Profile one training step and one validation batch of the default ``attnlab train`` configuration.
 
-Prints, for the seed-000 model at batch 16: the time of a training step (forward,
+Prints, for the positional-encoding lab's model at batch 16: the time of a training step (forward,
 MSE, backward, Adam) split into its parts, the time of one validation batch
 (greedy decoding), the number of autograd nodes one step records, the number of
 operators torch dispatches, and torch.profiler's table of the operators that cost
@@ -50,14 +50,14 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--table-rows", type=int, default=15)
     args = parser.parse_args(argv)
     from attnlab.data import make_loaders
-    from attnlab.runs import RunConfig, build_model
+    from attnlab.labs.squares import SquaresConfig, build_model
 
-    config = RunConfig()
+    config = SquaresConfig()
     data = make_loaders(n_train=config.n_train, n_test=config.n_test, batch_size=config.batch_size,
                         shuffle_seed=config.train_seed)
     model = build_model(config)
     try:
-        from attnlab.runs import make_optimizer
+        from attnlab.labs.squares import make_optimizer
     except ImportError:  # commits before the fused Adam: the "before" side of BENCHMARKS.md
         optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
     else:
@@ -91,7 +91,8 @@ def main(argv: list[str] | None = None) -> dict:
         for _ in range(100):
             step()
     ops = sum(e.count for e in prof.key_averages() if e.key.startswith("aten::"))
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; seed-000 model, batch {config.batch_size}")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; "
+          f"positional-encoding lab's model, batch {config.batch_size}")
     for name, us in times.items():
         print(f"  {name:18s} {us:8.1f} us")
     kinds = ", ".join(f"{k} {v}" for k, v in nodes.most_common())

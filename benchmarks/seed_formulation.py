@@ -1,6 +1,6 @@
-"""The seeds' self-attention encoder-decoder as a textbook writes it: the speed baseline.
+"""The labs' self-attention encoder-decoder as a textbook writes it: the speed baseline.
 
-Seed 000 builds multi-head attention as a Python list of single-head modules,
+The positional-encoding lab builds multi-head attention as a Python list of single-head modules,
 loops over the heads, concatenates their contexts, masks with ``-1e9`` and
 decodes greedily by recomputing the whole decoder at every step. This file
 writes that formulation out (for the benchmarks only: it is not part of attnlab
@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 
 class HeadLoopPE(nn.Module):
-    """x * sqrt(D) + the sinusoidal table, as seed 000 computes it (float32)."""
+    """x * sqrt(D) + the sinusoidal table, as the positional-encoding lab computes it (float32)."""
 
     def __init__(self, max_len: int, d_model: int) -> None:
         super().__init__()
@@ -59,7 +59,7 @@ class OneHead(nn.Module):
 
 
 class HeadLoop(nn.Module):
-    """The seeds' multi-head attention: a loop over OneHead modules, then linear_out."""
+    """The labs' multi-head attention: a loop over OneHead modules, then linear_out."""
 
     def __init__(self, n_heads: int, d_model: int, input_dim: int | None = None) -> None:
         super().__init__()
@@ -133,7 +133,7 @@ class LoopEncoderDecoder(nn.Module):
 
 def build_seed_model(n_heads: int = 3, d_model: int = 2, ff_units: int = 10, n_features: int = 2,
                      input_len: int = 2, target_len: int = 2) -> LoopEncoderDecoder:
-    """Seed 000's configuration (call ``torch.manual_seed(43)`` first for its initial weights)."""
+    """The positional-encoding lab's configuration (call ``torch.manual_seed(43)`` first for its initial weights)."""
     enc = LoopEncoder(n_heads, d_model, ff_units, n_features)
     dec = LoopDecoder(n_heads, d_model, ff_units, n_features)
     return LoopEncoderDecoder(enc, dec, input_len, target_len)

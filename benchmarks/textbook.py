@@ -2,7 +2,7 @@
 
 Two formulations, for the benchmarks only (attnlab does not import this file):
 
-* :class:`TextbookMHA`: the seeds' structure with the Transformer's narrow heads.
+* :class:`TextbookMHA`: the labs' structure with the Transformer's narrow heads.
   A Python list of single-head modules, each with its own query, key and value
   ``nn.Linear(D, Dh)`` (``Dh = D / H``), an explicit ``softmax(q k^T / sqrt(Dh)) v``
   per head, the heads' contexts concatenated and projected by ``linear_out``.

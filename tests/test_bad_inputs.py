@@ -27,7 +27,6 @@ from torch import nn
 from attnlab.analysis import audit
 from attnlab.attention import Attention, MultiHeadAttention, attend, causal_mask
 from attnlab.cli import main
-from attnlab.compare import CompareConfig
 from attnlab.data import TaskSpec, generate_sequences, make_loaders, make_task_batch, pad_sequences
 from attnlab.encodings import (
     ALiBi,
@@ -40,6 +39,7 @@ from attnlab.encodings import (
     shift_matrix,
     sinusoidal,
 )
+from attnlab.labs.lengths import CompareConfig
 from attnlab.models import (
     DecoderOnlyTransformer,
     DecoderPe,
@@ -53,7 +53,7 @@ from attnlab.training import Trainer
 Q = torch.randn(2, 2, 4, 8)  # [B, H, L, Dh]
 
 
-def _seed_model() -> EncoderDecoderSelfAttn:
+def _pe_lab_model() -> EncoderDecoderSelfAttn:
     return EncoderDecoderSelfAttn(EncoderPe(3, 2, 10, n_features=2), DecoderPe(3, 2, 10, n_features=2),
                                   input_len=2, target_len=2)
 
@@ -163,11 +163,11 @@ LIBRARY = [
     ("DecoderOnlyTransformer: ids outside the vocabulary",
      lambda: DecoderOnlyTransformer(vocab_size=10)(torch.tensor([[3, 10]])), ValueError,
      r"x holds ids from 3 to 10; the vocabulary is 0..9"),
-    ("seed model: three features for two", lambda: _seed_model()(torch.randn(1, 4, 3)), ValueError,
+    ("the PE lab's model: three features for two", lambda: _pe_lab_model()(torch.randn(1, 4, 3)), ValueError,
      r"shape \[B, L, 2\], got \[1, 2, 3\]"),
-    ("seed model: a batch of rank 2", lambda: _seed_model()(torch.randn(4, 2)), ValueError,
+    ("the PE lab's model: a batch of rank 2", lambda: _pe_lab_model()(torch.randn(4, 2)), ValueError,
      r"X must have shape \[B, L, F\] \(3 dims\), got \[4, 2\]"),
-    ("seed model: too short to train on", lambda: _seed_model().train()(torch.randn(1, 3, 2)), ValueError,
+    ("the PE lab's model: too short to train on", lambda: _pe_lab_model().train()(torch.randn(1, 3, 2)), ValueError,
      r"X has 3 steps; training .* needs 4"),
     ("GRU encoder: hidden_dim 0", lambda: Encoder(n_features=2, hidden_dim=0), ValueError,
      r"hidden_dim must be positive, got 0"),
@@ -228,8 +228,8 @@ CLI = [
     # run folders and checkpoints
     (["predict", "--run", "runs/missing", "--points", "1,1 1,-1"], r"--run 'runs/missing' is not a run folder"),
     (["plot", "losses", "--run", "runs/missing", "--out", "x.png"], r"--run 'runs/missing' is not a run folder"),
-    (["train", "--out", "runs/ok"], r"--out 'runs/ok' already holds files"),
-    (["train", "--resume", "--out", "runs/empty"], r"'runs/empty' holds no checkpoint"),
+    (["train", "--out", "runs/ok"], r"--out 'runs/ok' already holds a train run; add --resume"),
+    (["train", "--resume", "--out", "runs/empty"], r"'runs/empty' holds no train run to resume"),
     (["predict", "--run", "runs/corrupt", "--points", "1,1 1,-1"], r"checkpoint"),
     # output files and folders
     (["encode", "--out", "nodir/pe.npy"], r"--out 'nodir/pe.npy': folder 'nodir' does not exist"),

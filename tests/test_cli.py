@@ -19,10 +19,10 @@ def run(capsys, *argv):
     return code, out, err
 
 
-def test_encode_prints_the_seed_table(capsys):
+def test_encode_prints_the_pe_labs_table(capsys):
     code, out, err = run(capsys, "encode", "--d-model", "8", "--max-len", "4", "--round", "4")
     assert code == 0 and err == ""
-    # Seed 000's printed rows, character for character (1.0000 where float32 would show 0.9999).
+    # The positional-encoding lab's printed rows, character for character (1.0000 where float32 would show 0.9999).
     assert "[ 0.8415,  0.5403,  0.0998,  0.9950,  0.0100,  1.0000,  0.0010,  1.0000]" in out
 
 
@@ -57,8 +57,8 @@ def test_audit_table_and_json(capsys):
     assert unique["verdict"] == "fail"
 
 
-def test_audit_shows_the_seed_formula_losing_precision(capsys):
-    code, out, _ = run(capsys, "audit", "--encoding", "seed-float32", "--d-model", "16",
+def test_audit_shows_the_labs_formula_losing_precision(capsys):
+    code, out, _ = run(capsys, "audit", "--encoding", "lab-float32", "--d-model", "16",
                        "--max-len", "20000", "--max-positions", "64", "--json")
     assert code == 0
     precision = [c for c in json.loads(out)["checks"] if c["name"] == "precision"][0]

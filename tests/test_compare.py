@@ -14,14 +14,17 @@ import pytest
 import torch
 from torch import nn
 
-from attnlab import compare
 from attnlab.cli import main
-from attnlab.compare import ARCHITECTURES, CompareConfig, CompareResult, format_table, run_compare, summarise
 from attnlab.data.metrics import sequence_accuracy, token_accuracy
 from attnlab.data.tasks import BOS, EOS, PAD, Vocab, make_task_sets
+from attnlab.labs import compare, lengths
+from attnlab.labs.compare import CompareResult, run_compare
+from attnlab.labs.lengths import CompareConfig
+from attnlab.labs.lengths_report import format_table, summarise
 from attnlab.models import DecoderOnlyTransformer, Transformer
+from attnlab.models.builders import ARCHITECTURES
 
-TINY = dict(encodings=("rotary", "alibi"), seeds=1, epochs=1, n_train=64, n_test=16, d_model=16, n_heads=2,
+TINY = dict(encodings=("rotary", "alibi"), n_seeds=1, epochs=1, n_train=64, n_test=16, d_model=16, n_heads=2,
             n_layers=1, train_len=4, test_lens=(4, 6))
 TINY_FLAGS = ["--encodings", "rotary,alibi", "--seeds", "1", "--epochs", "1", "--n-train", "64",
               "--train-len", "4", "--test-lens", "4,6", "--no-progress"]
@@ -79,7 +82,11 @@ def test_results_json_has_a_record_per_encoding_seed_and_length(tiny_run):
 
 def test_figures_and_report_are_written(tiny_run):
     result, folder, _, _ = tiny_run
-    assert sorted(p.name for p in folder.iterdir()) == ["accuracy.png", "report.html", "results.json", "tokens.png"]
+    assert sorted(p.name for p in folder.iterdir()) == [".lock", "accuracy.png", "attnlab-run.json", "config.json",
+                                                        "models", "report.html", "results.json", "tokens.png"]
+    # every finished model, saved as it finished: its records and its weights
+    assert sorted(p.name for p in (folder / "models").iterdir()) == ["alibi-seed0", "rotary-seed0"]
+    assert sorted(p.name for p in (folder / "models" / "rotary-seed0").iterdir()) == ["record.json", "weights.pt"]
     for name in ("accuracy.png", "tokens.png"):
         data = (folder / name).read_bytes()
         assert data[:8] == PNG and len(data) > 5000, name
@@ -113,7 +120,7 @@ def test_squares_are_scored_by_mse_and_drawn_in_mse_png(tmp_path):
         assert set(r) == {"encoding", "seed", "length", "mean_squared_error"}
         assert np.isfinite(r["mean_squared_error"]) and r["mean_squared_error"] > 0
     files = sorted(p.name for p in (tmp_path / "sq").iterdir())
-    assert files == ["mse.png", "report.html", "results.json"]
+    assert files == [".lock", "attnlab-run.json", "config.json", "models", "mse.png", "report.html", "results.json"]
     assert (tmp_path / "sq" / "mse.png").read_bytes()[:8] == PNG
     doc = json.loads((tmp_path / "sq" / "results.json").read_text())
     assert doc["metric"] == "mean_squared_error" and doc["records"] == result.records
@@ -130,7 +137,7 @@ def test_records_equal_the_metrics_of_the_model_the_seed_builds(architecture):
     # one its seed builds: rebuilt here with the public API, decoded and scored by hand.
     # The learned table gets rows for the longest input: the longest test length + EOS
     # (encoder-decoder), twice that for the decoder-only model's source + BOS + target.
-    config = CompareConfig(**{**TINY, "encodings": ("rotary", "learned"), "seeds": 2, "lr": 1e-30,
+    config = CompareConfig(**{**TINY, "encodings": ("rotary", "learned"), "n_seeds": 2, "lr": 1e-30,
                               "test_lens": (4, 7), "architecture": architecture})
     result = run_compare(config, progress=False)
     sets = make_task_sets(config.spec())
@@ -203,7 +210,7 @@ class _Stub(nn.Module):
     ("half the sequences", lambda n: 1 - 8 / (16 * (n + 1)), 0.5),  # 8 of 16 rows lose one of n + 1 tokens
 ])
 def test_records_of_models_known_to_be_right_or_wrong(wrong, token, sequence, architecture, monkeypatch):
-    monkeypatch.setattr(compare, "_build", lambda config, encoding, seed: _Stub(wrong))
+    monkeypatch.setattr(CompareConfig, "build_model", lambda self, encoding: _Stub(wrong))
     config = CompareConfig(**{**TINY, "task": "copy", "test_lens": (4, 6, 9), "architecture": architecture})
     result = run_compare(config, progress=False)
     assert len(result.records) == 6
@@ -251,7 +258,7 @@ def test_summarise_gives_mean_min_and_max_over_seeds():
 
 
 def test_format_table_shows_the_means_in_percent():
-    config = CompareConfig(encodings=("rotary", "alibi"), seeds=2, train_len=4, test_lens=(8, 4))
+    config = CompareConfig(encodings=("rotary", "alibi"), n_seeds=2, train_len=4, test_lens=(8, 4))
     lines = format_table(CompareResult(config, HAND[::-1], seconds=1.0)).splitlines()
     assert lines[0] == ("reverse: sequence / token accuracy, % (mean over seeds); "
                         "trained on lengths up to 4")
@@ -263,7 +270,7 @@ def test_format_table_shows_the_means_in_percent():
 
 
 def test_format_table_of_the_squares_shows_mse():
-    config = CompareConfig(task="squares", encodings=("t5",), seeds=2, train_len=3, test_lens=(3, 6))
+    config = CompareConfig(task="squares", encodings=("t5",), n_seeds=2, train_len=3, test_lens=(3, 6))
     records = [{"encoding": "t5", "seed": s, "length": n, "mean_squared_error": v}
                for s, n, v in [(0, 3, 0.5), (1, 3, 0.25), (0, 6, 2.0), (1, 6, 1.0)]]
     lines = format_table(CompareResult(config, records, seconds=1.0)).splitlines()
@@ -281,7 +288,7 @@ def test_format_table_of_the_squares_shows_mse():
     ({"encodings": ("alibi", "rotary", "alibi")}, ValueError, r"encodings has repeats: \['alibi', 'rotary', 'alibi'\]"),
     ({"encodings": ()}, ValueError, "encodings is empty: name at least one of sinusoidal, learned"),
     ({"encodings": "rotary"}, TypeError, "encodings must be a tuple, got 'rotary'"),
-    ({"seeds": 0}, ValueError, "seeds must be positive, got 0"),
+    ({"n_seeds": 0}, ValueError, "seeds must be positive, got 0"),
     ({"epochs": -1}, ValueError, "epochs must be positive, got -1"),
     ({"n_train": 0}, ValueError, "n_train must be positive, got 0"),
     ({"d_model": -16}, ValueError, "d_model must be positive, got -16"),
@@ -292,7 +299,7 @@ def test_format_table_of_the_squares_shows_mse():
     ({"test_lens": ()}, ValueError, "test_lens is empty"),
     ({"test_lens": (4, 4)}, ValueError, r"test_lens must be a non-empty list of distinct lengths, got \[4, 4\]"),
     ({"d_model": 16, "n_heads": 3}, ValueError, r"d_model \(16\) must be divisible by n_heads \(3\)"),
-    ({"d_model": 6, "n_heads": 2}, ValueError, r"d_model / n_heads must be even, got d_model=6, n_heads=2"),
+    ({"d_model": 6, "n_heads": 2}, ValueError, r"head_dim must be even to rotate every feature, got head_dim=3"),
     ({"min_train_len": 5}, ValueError, r"min_train_len \(5\) must be <= train_len \(4\)"),
     ({"lr": 0.0}, ValueError, "lr must be positive, got 0.0"),
     ({"lr": -1e-3}, ValueError, "lr must be positive, got -0.001"),
@@ -311,17 +318,21 @@ def test_odd_heads_are_refused_only_where_rotary_needs_them():
 
 
 def test_bad_folders_are_refused_before_any_training(tmp_path, monkeypatch):
-    monkeypatch.setattr(compare, "_train", lambda *a: pytest.fail("trained before checking the folder"))
+    monkeypatch.setattr(compare, "train_one", lambda *a: pytest.fail("trained before checking the folder"))
     a_file = tmp_path / "a_file"
     a_file.write_text("keep me")
+    users = tmp_path / "users"
+    users.mkdir()
+    (users / "notes.txt").write_text("mine")
     config = CompareConfig(**TINY)
-    for folder, words in [(a_file, "is a file, not a folder"), (tmp_path / "missing" / "x", "does not exist"),
-                          (a_file / "x", "is not a folder")]:
+    for folder, words in [(a_file, "is a file, not a folder"), (a_file / "x", "is not a folder"),
+                          (users, "holds files that are not an attnlab run")]:
         with pytest.raises(ValueError, match=words):
             run_compare(config, folder, progress=False)
     with pytest.raises(TypeError, match="progress"):
         run_compare(config, tmp_path / "new", progress="yes")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"] and a_file.read_text() == "keep me"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file", "users"] and a_file.read_text() == "keep me"
+    assert [p.name for p in users.iterdir()] == ["notes.txt"]
 
 
 # -- the command line ----------------------------------------------------------------------
@@ -345,7 +356,7 @@ def test_cli_compare_prints_the_table_and_writes_the_folder(tmp_path, monkeypatc
     assert {"results.json", "accuracy.png", "tokens.png", "report.html"} <= {p.name for p in folder.iterdir()}
     doc = json.loads((folder / "results.json").read_text())
     config = CompareConfig(**doc["config"])
-    assert (config.encodings, config.seeds, config.epochs, config.n_train, config.train_len, config.test_lens) == (
+    assert (config.encodings, config.n_seeds, config.epochs, config.n_train, config.train_len, config.test_lens) == (
         ("rotary", "alibi"), 1, 1, 64, 4, (4, 6))
     table = format_table(CompareResult(config, doc["records"], doc["seconds"]))
     assert table in out  # the table printed is the one of the records written
@@ -357,7 +368,7 @@ def test_cli_compare_prints_the_table_and_writes_the_folder(tmp_path, monkeypatc
 def test_cli_compare_default_test_lengths_follow_the_training_length(tmp_path, monkeypatch, capsys):
     seen = {}
 
-    def fake_run(config, folder, progress=None):
+    def fake_run(config, folder, resume=False, progress=None):
         seen["config"] = config
         raise ValueError("stop here")  # the settings are all this test wants
 
@@ -367,8 +378,8 @@ def test_cli_compare_default_test_lengths_follow_the_training_length(tmp_path, m
     assert code == 2 and "stop here" in err
     config = seen["config"]
     assert config.test_lens == (6, 9, 12, 18)  # 1, 1.5, 2 and 3 times --train-len
-    assert (config.seeds, config.n_train, config.epochs) == (compare.QUICK["seeds"], compare.QUICK["n_train"],
-                                                             compare.QUICK["epochs"])
+    assert (config.n_seeds, config.n_train, config.epochs) == (lengths.QUICK["n_seeds"], lengths.QUICK["n_train"],
+                                                             lengths.QUICK["epochs"])
 
 
 @pytest.mark.parametrize("flags, words", [
@@ -382,10 +393,9 @@ def test_cli_compare_default_test_lengths_follow_the_training_length(tmp_path, m
     (["--epochs", "-1"], "--epochs"),
     (["--n-train", "many"], "'many'"),
     (["--task", "squares", "--train-len", "2"], "train_len must be >= 3, got 2"),
-    (["--out", "missing/x"], "'missing'"),
     (["--out", "a_file"], "'a_file' is a file"),
     (["--out", "a_file/x"], "'a_file/x'"),
-    ([], "'old' already holds a comparison (results.json)"),  # another run's results are not overwritten
+    ([], "'old' already holds a compare run"),  # another run's results are not overwritten
 ])
 def test_cli_bad_input_is_one_line_and_exit_2(flags, words, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)

@@ -1,7 +1,7 @@
 """Reproducibility: the same seed gives the same bits in another process, and no global random stream moves.
 
 1. Two separate processes (other hash seeds, one CPU thread each) run ``attnlab train``
-   (seed 003's GRU with attention, whose teacher forcing draws from torch's stream),
+   (the attention lab's GRU with attention, whose teacher forcing draws from torch's stream),
    ``attnlab predict --json`` and a tiny ``attnlab compare``: the losses, the checkpoints,
    the predictions, the data every figure function was given, the PNG files themselves
    (Agg writes no timestamp) and the comparison's records are bit for bit the same.
@@ -9,8 +9,8 @@
    the user's back. By design, and asserted here:
 
    * building a model draws its initial weights from torch's global generator, as every
-     ``nn.Module`` does (``torch.manual_seed(k)`` then gives the seeds' weights); seed
-     003's GRU models also draw their teacher-forcing coin from it in eval mode;
+     ``nn.Module`` does (``torch.manual_seed(k)`` then gives the labs' weights); the
+     attention lab's GRU models also draw their teacher-forcing coin from it in eval mode;
    * ``Trainer.train`` seeds torch's and Python's generators (the book's ``set_seed``)
      with an explicit seed, or with 42 on a first call without one, then draws from them;
      ``load_checkpoint`` restores them (unless ``restore_rng=False``);
@@ -36,11 +36,13 @@ from torch import nn
 
 import attnlab.models
 import attnlab.plotting as P
-from attnlab import runs
 from attnlab.analysis import audit, audit_position
 from attnlab.attention import MultiHeadAttention, attend
 from attnlab.data import generate_sequences, make_loaders, squares_tensor
 from attnlab.encodings import PositionalEncoding, Rotary, angle_rates, fixed_base, shift_matrix, sinusoidal
+from attnlab.labs import squares as runs
+from attnlab.labs.squares import SquaresConfig, build_model, load_run, predict_corners
+from attnlab.labs.squares_figures import attention_figures
 from attnlab.models import (
     ENCODINGS,
     Decoder,
@@ -52,13 +54,14 @@ from attnlab.models import (
     EncoderDecoder,
     EncoderDecoderAttn,
     EncoderDecoderSelfAttn,
+    EncoderDecoderTransformer,
     EncoderPe,
     EncoderSelfAttn,
     Transformer,
     TransformerDecoderLayer,
     TransformerEncoderLayer,
 )
-from attnlab.runs import MODELS, RunConfig, attention_figures, build_model, load_run, predict_corners
+from attnlab.models.builders import SQUARES_MODELS
 from attnlab.training import Trainer, read_checkpoint
 
 TINY_COMPARE = ["--encodings", "rotary,alibi", "--seeds", "1", "--epochs", "1", "--n-train", "64",
@@ -139,7 +142,7 @@ torch.manual_seed(5)
 np.random.seed(5)
 random.seed(5)
 
-# seed 003's GRU with attention: its teacher-forcing coin draws from torch's global stream too
+# the attention lab's GRU with attention: its teacher-forcing coin draws from torch's global stream too
 train = cli("train", "--model", "gru-attn", "--epochs", "5", "--n-train", "32", "--out", out / "run",
             "--no-progress")
 predict = cli("predict", "--run", out / "run", "--points", "-1,-1 -1,1", "--json")
@@ -302,7 +305,7 @@ def _plot_calls():
     mha = MultiHeadAttention(2, 4)
     x = torch.randn(1, 3, 4)
     mha.init_keys(x)
-    model = build_model(RunConfig())
+    model = build_model(SquaresConfig())
     records = [{"encoding": "rotary", "seed": 0, "length": 4, "token_accuracy": 1.0, "sequence_accuracy": 0.5}]
     return {
         "alignment_matrix": lambda: P.alignment_matrix(),
@@ -342,7 +345,7 @@ LIBRARY_CALLS = {
     "audit": lambda: audit(sinusoidal(10, 8), reference=sinusoidal(10, 8, dtype=torch.float64)),
     "audit_position": lambda: audit_position(Rotary(8), max_positions=16, seed=3),
     "attend": lambda: attend(*torch.ones(3, 1, 2, 4, 8).unbind(0), need_weights=True),
-    "runs.test_squares": lambda: runs.test_squares(RunConfig(n_test=8)),
+    "runs.test_squares": lambda: runs.test_squares(SquaresConfig(n_test=8)),
 }
 
 
@@ -376,6 +379,8 @@ MODEL_BUILDERS = {
     "DecoderPe": lambda: DecoderPe(2, 4, 8, n_features=2),
     "EncoderDecoderSelfAttn": lambda: EncoderDecoderSelfAttn(EncoderPe(2, 4, 8, n_features=2),
                                                              DecoderPe(2, 4, 8, n_features=2), 2, 2),
+    "EncoderDecoderTransformer": lambda: EncoderDecoderTransformer(
+        Transformer(n_features=2, d_model=8, n_heads=2, n_layers=1, dropout=0.1, max_len=4), input_len=2, target_len=2),
     "TransformerEncoderLayer": lambda: TransformerEncoderLayer(8, 2, 16, dropout=0.1),
     "TransformerDecoderLayer": lambda: TransformerDecoderLayer(8, 2, 16, dropout=0.1),
     **{f"Transformer-{enc}": (lambda enc=enc: Transformer(vocab_size=12, d_model=8, n_heads=2, n_layers=1,
@@ -385,8 +390,8 @@ MODEL_BUILDERS = {
         vocab_size=12, d_model=8, n_heads=2, n_layers=1, dropout=0.1, encoding=enc, max_len=16))
        for enc in ENCODINGS},
 }
-SEQ2SEQ = ("EncoderDecoder", "EncoderDecoderAttn", "EncoderDecoderSelfAttn")
-COIN_IN_EVAL = ("EncoderDecoder", "EncoderDecoderAttn")  # seed 003's teacher-forcing coin, drawn even in eval
+SEQ2SEQ = ("EncoderDecoder", "EncoderDecoderAttn", "EncoderDecoderSelfAttn", "EncoderDecoderTransformer")
+COIN_IN_EVAL = ("EncoderDecoder", "EncoderDecoderAttn")  # the attention lab's teacher-forcing coin, drawn even in eval
 
 
 def test_every_model_class_is_built_here():
@@ -409,7 +414,7 @@ def test_building_a_model_draws_from_torch_only(name):
 
 
 @pytest.mark.parametrize("name", SEQ2SEQ)
-def test_a_seed_model_in_eval_mode_draws_nothing_but_seed_003s_coin(name):
+def test_a_squares_model_in_eval_mode_draws_nothing_but_the_attention_labs_coin(name):
     model = MODEL_BUILDERS[name]().eval()
     x = _seq2seq_inputs()
     with torch.no_grad():
@@ -495,11 +500,12 @@ def test_the_commands_leave_every_stream_alone(two_processes):
 
 
 def test_run_helpers_leave_every_stream_alone(two_processes):
-    folder = two_processes[0] / "run"  # seed 003's GRU with attention
+    folder = two_processes[0] / "run"  # the attention lab's GRU with attention
     config, model, _ = load_run(folder)
     full_test, directions = runs.test_squares(config)
     entries = {
-        **{f"build_model({name})": (lambda name=name: build_model(RunConfig(model=name))) for name in MODELS},
+        **{f"build_model({name})": (lambda name=name: build_model(SquaresConfig(model=name)))
+           for name in SQUARES_MODELS},
         "load_run": lambda: load_run(folder),
         "predict_corners": lambda: predict_corners(model, full_test[:3, :2]),  # a GRU: its coin drawn in eval
         "attention_figures": lambda: attention_figures(model, full_test, directions),
@@ -510,10 +516,10 @@ def test_run_helpers_leave_every_stream_alone(two_processes):
 
 def test_build_model_still_gives_the_seeded_weights():
     # Leaving the caller's streams alone did not change which weights a config gives:
-    # seed 000's model after torch.manual_seed(43), built as the seed builds it.
+    # the positional-encoding lab's model after torch.manual_seed(43), built as the lab builds it.
     torch.manual_seed(43)
     encoder = EncoderPe(n_heads=3, d_model=2, ff_units=10, n_features=2)
     decoder = DecoderPe(n_heads=3, d_model=2, ff_units=10, n_features=2)
-    seeds_model = EncoderDecoderSelfAttn(encoder, decoder, input_len=2, target_len=2)
+    labs_model = EncoderDecoderSelfAttn(encoder, decoder, input_len=2, target_len=2)
     torch.manual_seed(0)
-    torch.testing.assert_close(build_model(RunConfig()).state_dict(), seeds_model.state_dict(), rtol=0, atol=0)
+    torch.testing.assert_close(build_model(SquaresConfig()).state_dict(), labs_model.state_dict(), rtol=0, atol=0)

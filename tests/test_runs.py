@@ -7,7 +7,7 @@ import torch
 
 from attnlab.cli import main
 from attnlab.data import generate_sequences, squares_tensor
-from attnlab.runs import RunConfig, load_run, train_run
+from attnlab.labs.squares import SquaresConfig, load_run, train_run
 
 RUN_FILES = {"config.json", "metrics.jsonl", "checkpoint.pt", "report.html", "summary.json",
              "figures/losses.png", "figures/predictions.png"}
@@ -25,7 +25,7 @@ def cli(capsys, *argv):
 @pytest.fixture(scope="module")
 def default_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("runs") / "selfattn"
-    return train_run(RunConfig(), folder, progress=False)
+    return train_run(SquaresConfig(), folder, progress=False)
 
 
 def test_default_run_reaches_the_target_on_the_seed19_squares(default_run):
@@ -53,15 +53,15 @@ def test_test_mse_is_measured_on_the_real_test_squares(default_run):
 
 
 def test_gru_attention_model_reaches_the_target_too(tmp_path):
-    result = train_run(RunConfig(model="gru-attn"), tmp_path / "gru", progress=False)
+    result = train_run(SquaresConfig(model="gru-attn"), tmp_path / "gru", progress=False)
     assert result.test_mse <= 0.03, result.test_mse
     assert "figures/attention-decoder-attn.png" in result.files
 
 
 def test_resume_gives_the_losses_of_an_unbroken_run(tmp_path, default_run):
-    half = RunConfig(epochs=50)
+    half = SquaresConfig(epochs=50)
     train_run(half, tmp_path / "r", progress=False)
-    resumed = train_run(RunConfig(epochs=100), tmp_path / "r", resume=True, progress=False)
+    resumed = train_run(SquaresConfig(epochs=100), tmp_path / "r", resume=True, progress=False)
     straight = [json.loads(ln) for ln in (default_run.folder / "metrics.jsonl").read_text().splitlines()]
     again = [json.loads(ln) for ln in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
     assert [r["loss"] for r in again] == [r["loss"] for r in straight]  # bit for bit
@@ -72,21 +72,21 @@ def test_resume_gives_the_losses_of_an_unbroken_run(tmp_path, default_run):
 def test_an_interrupted_run_resumes_from_its_last_whole_epoch(tmp_path, default_run, monkeypatch):
     # Ctrl-C in epoch 31: the checkpoint written at the end of epoch 30 is there, and
     # --resume continues as if nothing had happened.
-    from attnlab.training import Trainer
+    from attnlab.training import Loop
 
-    run_one_epoch = Trainer._run_one_epoch
+    run_one_epoch = Loop.run_one_epoch
 
-    def interrupted(self, *args, **kwargs):
-        if self.total_epochs == 30:
+    def interrupted(self):
+        if self.history.epochs == 30:
             raise KeyboardInterrupt
-        return run_one_epoch(self, *args, **kwargs)
+        return run_one_epoch(self)
 
-    monkeypatch.setattr(Trainer, "_run_one_epoch", interrupted)
+    monkeypatch.setattr(Loop, "run_one_epoch", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        train_run(RunConfig(), tmp_path / "r", progress=False)
-    monkeypatch.setattr(Trainer, "_run_one_epoch", run_one_epoch)
+        train_run(SquaresConfig(), tmp_path / "r", progress=False)
+    monkeypatch.setattr(Loop, "run_one_epoch", run_one_epoch)
     assert len((tmp_path / "r" / "metrics.jsonl").read_text().splitlines()) == 30
-    resumed = train_run(RunConfig(), tmp_path / "r", resume=True, progress=False)
+    resumed = train_run(SquaresConfig(), tmp_path / "r", resume=True, progress=False)
     straight = [json.loads(ln)["loss"] for ln in (default_run.folder / "metrics.jsonl").read_text().splitlines()]
     again = [json.loads(ln)["loss"] for ln in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
     assert again == straight  # bit for bit
@@ -154,6 +154,8 @@ def test_existing_run_is_never_overwritten_and_bad_checkpoints_are_refused(defau
     assert code == 2 and "checkpoint" in err.lower()
     code, _, err = cli(capsys, "train", "--out", str(broken), "--epochs", "120", "--resume", "--no-progress")
     assert code == 2 and len(err.strip().splitlines()) == 1
+    # Without a checkpoint (a run killed before its first one), --resume starts it from epoch 0.
     (broken / "checkpoint.pt").unlink()
-    code, _, err = cli(capsys, "train", "--out", str(broken), "--resume", "--no-progress")
-    assert code == 2 and "no checkpoint" in err
+    code, out, err = cli(capsys, "train", "--out", str(broken), "--resume", "--epochs", "2", "--no-progress")
+    assert code == 0, err
+    assert [json.loads(ln)["epoch"] for ln in (broken / "metrics.jsonl").read_text().splitlines()] == [1, 2]

@@ -1,6 +1,6 @@
-"""audit: seed 000's requirements as numbers, against the seed's figures and float64 formulas.
+"""audit: the positional-encoding lab's requirements as numbers, against its figures and float64 formulas.
 
-Golden numbers come from seed 000 (the distance figure of section 1.3.3, the lcm
+Golden numbers come from the positional-encoding lab (the distance figure of section 1.3.3, the lcm
 140 of bases 4, 5, 7) or are recomputed here from closed-form float64 formulas,
 never copied from the audit's own output.
 """
@@ -18,8 +18,8 @@ from attnlab.encodings import PositionalEncoding, fixed_base, sinusoidal
 NAMES = ["bounded", "unique", "shift_invariant", "monotonic", "linear_shift", "precision"]
 
 
-def seed_float32_table(max_len: int, d_model: int) -> torch.Tensor:
-    """Seed 000's own formula: angles computed in float32, so they drift with the position."""
+def lab_float32_table(max_len: int, d_model: int) -> torch.Tensor:
+    """The positional-encoding lab's own formula: angles computed in float32, so they drift with the position."""
     position = torch.arange(0, max_len).float().unsqueeze(1)  # [L, 1] float32
     angular_speed = torch.exp(torch.arange(0, d_model, 2).float() * (-math.log(10000.0) / d_model))
     table = torch.zeros(max_len, d_model)
@@ -64,10 +64,10 @@ def test_checks_are_frozen():
         check.verdict = "fail"
 
 
-# --- seed 000's numbers --------------------------------------------------------------------------
+# --- the positional-encoding lab's numbers ------------------------------------------------------
 
-def test_seed000_distances_and_k_star():
-    # Seed 000, section 1.3.3: distances from position 0 in the d_model=8 table are
+def test_pe_lab_distances_and_k_star():
+    # The positional-encoding lab, section 1.3.3: distances from position 0 in the d_model=8 table are
     # 0.9641, 1.6949, 2.0175, 1.8619: they stop growing after offset 3.
     mono = audit(sinusoidal(10, 8))["monotonic"]
     assert mono.verdict == "partial"
@@ -217,9 +217,9 @@ def test_precision_of_our_float32_table():
     assert check.tolerance == 1e-6
 
 
-def test_precision_of_the_seeds_float32_formula_fails():
+def test_precision_of_the_labs_float32_formula_fails():
     reference = sinusoidal(10000, 16, dtype=torch.float64)
-    report = audit(seed_float32_table(10000, 16), reference=reference)
+    report = audit(lab_float32_table(10000, 16), reference=reference)
     check = report["precision"]
     # The float32 angle p * w drifts with p: ~7e-4 at position 10,000 for D = 512, >1e-4 here.
     assert check.verdict == "fail"

@@ -1,4 +1,4 @@
-"""Masks: the seeds' padding and subsequent masks, lengths, bottom-right causal, torch converters."""
+"""Masks: the labs' padding and subsequent masks, lengths, bottom-right causal, torch converters."""
 
 import pytest
 import torch
@@ -13,7 +13,7 @@ from attnlab.attention import (
 )
 
 
-def test_seed003_padding_mask():
+def test_attention_lab_padding_mask():
     source_seq = torch.tensor([[[-1.0, 1.0], [0.0, 0.0]]])
     assert padding_mask(source_seq).tolist() == [[[True, False]]]
 
@@ -33,12 +33,12 @@ def test_lengths():
         padding_mask_from_lengths([-1])
 
 
-def test_seed_subsequent_mask():
+def test_pe_lab_subsequent_mask():
     assert subsequent_mask(2).tolist() == [[[True, False], [True, True]]]
-    # The seed builds it as 1 - triu(ones, 1) and converts it with .bool().
+    # The positional-encoding lab builds it as 1 - triu(ones, 1) and converts it with .bool().
     for n in range(1, 6):
-        seed = (1 - torch.triu(torch.ones(1, n, n), diagonal=1)).bool()
-        assert torch.equal(subsequent_mask(n), seed)
+        theirs = (1 - torch.triu(torch.ones(1, n, n), diagonal=1)).bool()
+        assert torch.equal(subsequent_mask(n), theirs)
 
 
 def test_causal_bottom_right_alignment():

@@ -1,4 +1,4 @@
-"""MultiHeadAttention: parity with nn.MultiheadAttention, with the seeds' per-head formulation, recording."""
+"""MultiHeadAttention: parity with nn.MultiheadAttention, with the labs' per-head formulation, recording."""
 
 import math
 
@@ -16,8 +16,8 @@ from attnlab.attention import (
 )
 
 
-class SeedHead(nn.Module):
-    """The textbook single head of seeds 000/003, written out here as the reference."""
+class LabHead(nn.Module):
+    """The textbook single head of the positional-encoding and attention labs, written out as the reference."""
 
     def __init__(self, hidden_dim, input_dim, proj_values):
         super().__init__()
@@ -35,48 +35,48 @@ class SeedHead(nn.Module):
         return self.alphas @ values
 
 
-class SeedMultiHead(nn.Module):
-    """The seeds' wide multi-head attention: a Python loop over full-width heads."""
+class LabMultiHead(nn.Module):
+    """The labs' wide multi-head attention: a Python loop over full-width heads."""
 
     def __init__(self, n_heads, d_model, input_dim=None, proj_values=True):
         super().__init__()
         self.linear_out = nn.Linear(n_heads * d_model, d_model)
         in_dim = input_dim or d_model
-        self.heads = nn.ModuleList(SeedHead(d_model, in_dim, proj_values) for _ in range(n_heads))
+        self.heads = nn.ModuleList(LabHead(d_model, in_dim, proj_values) for _ in range(n_heads))
 
     def forward(self, query, keys, mask=None):
         return self.linear_out(torch.cat([h(query, keys, mask) for h in self.heads], dim=-1))
 
 
 @pytest.mark.parametrize("n_heads, d_model, input_dim", [(3, 2, 2), (2, 4, 3), (1, 5, None)])
-def test_wide_heads_equal_the_seeds_per_head_loop_after_manual_seed(n_heads, d_model, input_dim):
+def test_wide_heads_equal_the_labs_per_head_loop_after_manual_seed(n_heads, d_model, input_dim):
     torch.manual_seed(43)
-    seed = SeedMultiHead(n_heads, d_model, input_dim)
+    theirs = LabMultiHead(n_heads, d_model, input_dim)
     torch.manual_seed(43)
     ours = MultiHeadAttention(n_heads, d_model, input_dim=input_dim, head_dim=d_model)
     x = torch.randn(4, 5, input_dim or d_model)
-    mask = causal_mask(5).unsqueeze(0)  # [1, T, S], the seeds' subsequent mask
-    expected = seed(x, x, mask)
+    mask = causal_mask(5).unsqueeze(0)  # [1, T, S], the labs' subsequent mask
+    expected = theirs(x, x, mask)
     ours.init_keys(x)
     with record_attention():
-        got = ours(x, mask)  # the seeds' positional call
+        got = ours(x, mask)  # the labs' positional call
     torch.testing.assert_close(got, expected, atol=1e-6, rtol=0)
-    alphas = torch.stack([h.alphas for h in seed.heads])  # [H, B, T, S]
+    alphas = torch.stack([h.alphas for h in theirs.heads])  # [H, B, T, S]
     torch.testing.assert_close(ours.alphas, alphas, atol=1e-6, rtol=0)
     torch.testing.assert_close(ours(x, x, x, mask=mask), expected, atol=1e-6, rtol=0)  # stateless
-    assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in seed.parameters())
+    assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in theirs.parameters())
 
 
-def test_gradients_match_the_seeds_formulation():
+def test_gradients_match_the_labs_formulation():
     torch.manual_seed(5)
-    seed = SeedMultiHead(3, 2, 2)
+    theirs = LabMultiHead(3, 2, 2)
     torch.manual_seed(5)
     ours = MultiHeadAttention(3, 2, input_dim=2, head_dim=2)
     x = torch.randn(6, 4, 2)
-    seed(x, x).pow(2).sum().backward()
+    theirs(x, x).pow(2).sum().backward()
     ours(x, x, x).pow(2).sum().backward()
-    torch.testing.assert_close(ours.linear_out.weight.grad, seed.linear_out.weight.grad, atol=1e-5, rtol=1e-5)
-    qw = torch.cat([h.linear_query.weight.grad for h in seed.heads])
+    torch.testing.assert_close(ours.linear_out.weight.grad, theirs.linear_out.weight.grad, atol=1e-5, rtol=1e-5)
+    qw = torch.cat([h.linear_query.weight.grad for h in theirs.heads])
     torch.testing.assert_close(ours.in_proj.weight.grad[:6], qw, atol=1e-5, rtol=1e-5)
 
 
@@ -143,11 +143,11 @@ def test_weights_recorded_only_when_asked():
 
 def test_proj_values_false_uses_raw_values():
     torch.manual_seed(2)
-    seed = SeedMultiHead(2, 3, 3, proj_values=False)
+    theirs = LabMultiHead(2, 3, 3, proj_values=False)
     torch.manual_seed(2)
     ours = MultiHeadAttention(2, 3, proj_values=False, head_dim=3)
     x = torch.randn(2, 4, 3)
-    torch.testing.assert_close(ours(x, x, x), seed(x, x), atol=1e-6, rtol=0)
+    torch.testing.assert_close(ours(x, x, x), theirs(x, x), atol=1e-6, rtol=0)
 
 
 def test_dropout_only_in_training():
@@ -175,7 +175,7 @@ def test_bad_arguments(make, exc, words):
         make()
 
 
-def test_seed003_attention_masked_alphas():
+def test_attention_lab_masked_alphas():
     torch.manual_seed(11)
     attnh = Attention(2)
     attnh.init_keys(torch.tensor([[[-0.38, 0.44], [0.85, -0.05]]]))
@@ -187,7 +187,7 @@ def test_seed003_attention_masked_alphas():
 
 def test_attention_matches_its_textbook_formula():
     torch.manual_seed(3)
-    ref = SeedHead(4, 3, proj_values=True)
+    ref = LabHead(4, 3, proj_values=True)
     torch.manual_seed(3)
     ours = Attention(4, input_dim=3, proj_values=True)
     keys, query = torch.randn(2, 5, 3), torch.randn(2, 1, 3)
@@ -197,15 +197,15 @@ def test_attention_matches_its_textbook_formula():
     assert ours.attn_weights.shape == (2, 1, 1, 5)
 
 
-def test_construction_draws_exactly_what_the_seeds_draw():
+def test_construction_draws_exactly_what_the_labs_draw():
     # Modules created after the attention layer (FFN, cross-attention) must start from the
-    # seeds' weights too, so the RNG must be left where the per-head modules leave it.
+    # labs' weights too, so the RNG must be left where the per-head modules leave it.
     torch.manual_seed(7)
-    SeedMultiHead(3, 2, 2)
-    after_seed = torch.rand(4)
+    LabMultiHead(3, 2, 2)
+    after_theirs = torch.rand(4)
     torch.manual_seed(7)
     MultiHeadAttention(3, 2, input_dim=2, head_dim=2)
-    torch.testing.assert_close(torch.rand(4), after_seed, atol=0, rtol=0)
+    torch.testing.assert_close(torch.rand(4), after_theirs, atol=0, rtol=0)
 
 
 def test_weights_are_forgotten_outside_recording():

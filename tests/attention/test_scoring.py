@@ -1,4 +1,4 @@
-"""Scoring functions: seed 003's numbers, parity with attend() and float64 formulas, masks, RNG."""
+"""Scoring functions: the attention lab's numbers, parity with attend() and float64 formulas, masks, RNG."""
 
 import math
 
@@ -18,7 +18,7 @@ from attnlab.attention.scoring import (
     uniform_scores,
 )
 
-# Seed 003, "Visualizing the Context": one query, three keys (the values are the keys).
+# The attention lab, "Visualizing the Context": one query, three keys (the values are the keys).
 Q = torch.tensor([0.55, 0.95]).view(1, 1, 2)  # [B, T, D]
 K = torch.tensor([[0.65, 0.2], [0.85, -0.4], [-0.95, -0.75]]).view(1, 3, 2)  # [B, S, D]
 
@@ -27,10 +27,10 @@ def close(actual, expected, atol=1e-4):
     torch.testing.assert_close(actual, torch.as_tensor(expected, dtype=actual.dtype), atol=atol, rtol=0)
 
 
-# -- seed 003's golden numbers -------------------------------------------------------
+# -- the attention lab's golden numbers ---------------------------------------------
 
 
-def test_seed_003_dot_products_softmax_and_context():
+def test_attention_lab_dot_products_softmax_and_context():
     products = dot_scores(Q, K)
     close(products, [[[0.5475, 0.0875, -1.2350]]])
     alphas = alphas_from_scores(products)
@@ -38,12 +38,12 @@ def test_seed_003_dot_products_softmax_and_context():
     close(context_vector(alphas, K), [[[0.5706, -0.0993]]])
 
 
-def test_seed_003_softmax_saturates_when_scores_grow():
+def test_attention_lab_softmax_saturates_when_scores_grow():
     close(alphas_from_scores(torch.tensor([4.0, 1.0])), [0.9526, 0.0474])
     close(alphas_from_scores(100 * torch.tensor([4.0, 1.0])), [1.0, 0.0])
 
 
-def test_seed_003_encoder_decoder_walkthrough():
+def test_attention_lab_encoder_decoder_walkthrough():
     # The GRU's hidden states as keys/values and the decoder's hidden state as query (printed to 4 dp).
     keys = torch.tensor([[[0.0832, -0.0356], [0.3105, -0.5263]]])
     query = torch.tensor([[[0.3913, -0.6853]]])

@@ -1,4 +1,4 @@
-"""SquareSequences / make_loaders: the seeds' loaders, a real test set, a shuffle of their own."""
+"""SquareSequences / make_loaders: the labs' loaders, a real test set, a shuffle of their own."""
 
 import numpy as np
 import pytest
@@ -51,7 +51,7 @@ def test_input_len_moves_the_split():
     assert source.shape == (16, 1, 2) and test_target.shape == (16, 3, 2)
 
 
-def test_training_set_is_the_seeds_and_every_square_comes_once_per_epoch():
+def test_training_set_is_the_labs_and_every_square_comes_once_per_epoch():
     train_loader, _ = make_loaders()
     expected = squares_tensor(generate_sequences(n=128, seed=13)[0])
     assert torch.equal(train_loader.dataset.full, expected)
@@ -69,7 +69,7 @@ def test_test_set_is_the_seed_19_squares_not_the_training_points():
     assert torch.equal(loaders.full_test, full_test)
     assert torch.equal(loaders.test_directions, torch.as_tensor(directions))
     assert loaders.test_directions.dtype == torch.int64
-    assert not torch.equal(loaders.full_test, loaders.train.dataset.full)  # the seeds' bug
+    assert not torch.equal(loaders.full_test, loaders.train.dataset.full)  # the labs' bug
     # in order, unshuffled, the given points then the target
     sources, targets = zip(*batches(loaders.test), strict=True)
     assert torch.equal(torch.cat(sources), full_test[:, :2])

@@ -1,6 +1,6 @@
-"""generate_sequences / squares_tensor: the seeds' noisy squares, number for number, no global state."""
+"""generate_sequences / squares_tensor: the labs' noisy squares, number for number, no global state."""
 
-# numpy's legacy global RNG is used on purpose: it is the seeds' generator, and the state we must not touch.
+# numpy's legacy global RNG is used on purpose: it is the labs' generator, and the state we must not touch.
 # ruff: noqa: NPY002
 
 import subprocess
@@ -16,8 +16,8 @@ from attnlab.data import CORNERS, generate_sequences, squares_tensor
 GOLDEN_ATOL = 1e-4
 
 
-def seeds_generate_sequences(n=128, variable_len=False, seed=13):
-    """The seeds' generator, written out as they do it (global np.random), for parity checks."""
+def labs_generate_sequences(n=128, variable_len=False, seed=13):
+    """The labs' generator, written out as they do it (global np.random), for parity checks."""
     corners = np.array([[-1, -1], [-1, 1], [1, 1], [1, -1]])
     np.random.seed(seed)
     bases = np.random.randint(4, size=n)
@@ -58,7 +58,7 @@ def test_book_training_set_golden_values():
 
 
 @pytest.mark.parametrize(("seed", "expected"), [
-    (19, [1, 0, 1, 1, 1, 1, 1, 0, 0, 1]),  # the seeds' test set (Ch 9)
+    (19, [1, 0, 1, 1, 1, 1, 1, 0, 0, 1]),  # the labs' test set (Ch 9)
     (17, [1, 0, 0, 0, 1, 1, 0, 0, 0, 0]),  # Ch 10's test set
 ])
 def test_test_set_directions(seed, expected):
@@ -69,8 +69,8 @@ def test_test_set_directions(seed, expected):
     {}, {"variable_len": True}, {"n": 256}, {"seed": 19}, {"n": 1, "seed": 0},
     {"n": 300, "variable_len": True, "seed": 2**32 - 1},
 ])
-def test_bitwise_equal_to_the_seeds_generator(kwargs, keep_numpy_state):
-    ref_points, ref_directions = seeds_generate_sequences(**kwargs)
+def test_bitwise_equal_to_the_labs_generator(kwargs, keep_numpy_state):
+    ref_points, ref_directions = labs_generate_sequences(**kwargs)
     points, directions = generate_sequences(**kwargs)
     assert len(points) == len(ref_points)
     for ours, ref in zip(points, ref_points, strict=True):
@@ -177,11 +177,11 @@ def test_bad_arguments(kwargs, error, name):
 # -- squares_tensor ------------------------------------------------------------------
 
 
-def test_squares_tensor_is_the_seeds_tensor():
+def test_squares_tensor_is_the_labs_tensor():
     points, _ = generate_sequences()
     full = squares_tensor(points)
     assert full.shape == (128, 4, 2) and full.dtype == torch.float32 and full.is_contiguous()
-    assert torch.equal(full, torch.as_tensor(np.array(points)).float())  # the seeds' values
+    assert torch.equal(full, torch.as_tensor(np.array(points)).float())  # the labs' values
 
 
 def test_squares_tensor_accepts_arrays_tensors_and_lists_of_tensors():

@@ -259,8 +259,8 @@ def test_task_sets_token_task():
 def test_task_sets_squares():
     spec = TaskSpec(task="squares", train_len=4, test_lens=(4, 6, 8), n_train=128, n_test=10)
     sets = make_task_sets(spec)
-    seeds_training = squares_tensor(generate_sequences(n=128, seed=13)[0])
-    assert torch.equal(sets.train.full, seeds_training)  # the seeds' training squares
+    labs_training = squares_tensor(generate_sequences(n=128, seed=13)[0])
+    assert torch.equal(sets.train.full, labs_training)  # the labs' training squares
     assert sets.tests[4].full.shape == (10, 4, 2) and sets.tests[8].target.shape == (10, 6, 2)
     assert torch.equal(sets.tests[8].full[:, :6], sets.tests[6].full)  # the same squares, walked further
 

@@ -1,4 +1,4 @@
-"""fixed_base: seed 000's dials (angle 2*pi*p/base) against its printed labels and a float64 formula."""
+"""fixed_base: the positional-encoding lab's dials (angle 2*pi*p/base), against its labels and a float64 formula."""
 
 import math
 
@@ -18,7 +18,7 @@ def test_matches_the_angle_formula():
             assert table[p, 2 * k + 1].item() == pytest.approx(math.cos(angle), abs=1e-15)
 
 
-def test_seed000_dial_labels():
+def test_pe_lab_dial_labels():
     # The book's dial xlabels at position 1: base 5 -> (0.95, 0.31), base 7 -> (0.78, 0.62).
     row = fixed_base(2, (4, 5, 7))[1]
     assert [round(v, 2) for v in row[2:4].tolist()] == [0.95, 0.31]

@@ -1,4 +1,4 @@
-"""PositionalEncoding and LearnedPositionalEncoding: the seeds' numbers and module behaviour."""
+"""PositionalEncoding and LearnedPositionalEncoding: the labs' numbers and module behaviour."""
 
 import math
 
@@ -8,10 +8,10 @@ from torch import nn
 
 from attnlab.encodings import LearnedPositionalEncoding, PositionalEncoding, sinusoidal
 
-SOURCE_SEQ = torch.tensor([[[-1.0, -1.0], [-1.0, 1.0]]])  # seed 000's source square, [1, 2, 2]
+SOURCE_SEQ = torch.tensor([[[-1.0, -1.0], [-1.0, 1.0]]])  # the positional-encoding lab's source square, [1, 2, 2]
 
 
-def test_seed000_pe_buffer_and_posenc_output():
+def test_pe_lab_pe_buffer_and_posenc_output():
     posenc = PositionalEncoding(2, 2)
     assert list(posenc.parameters()) == []
     assert list(posenc.state_dict()) == ["pe"]
@@ -24,15 +24,15 @@ def test_seed000_pe_buffer_and_posenc_output():
     )
 
 
-def test_scale_input_off_reproduces_seeds_002_and_004():
-    # Seed 004: input arange(128).reshape(2, 4, 16) plus the table, no scaling.
+def test_scale_input_off_reproduces_the_d2l_chapter_and_the_pe_walkthrough():
+    # The PE walkthrough: input arange(128).reshape(2, 4, 16) plus the table, no scaling.
     x = torch.arange(128, dtype=torch.float32).reshape(2, 4, 16)
     pe = PositionalEncoding(5000, 16, scale_input=False)
     torch.testing.assert_close(pe(x), x + sinusoidal(4, 16))
 
 
 def test_dropout_comes_after_the_addition():
-    # Seed 004 (dropout 0.2): a kept element is (x + pe) / 0.8, e.g. output[0][0][1] = 2.5.
+    # The PE walkthrough (dropout 0.2): a kept element is (x + pe) / 0.8, e.g. output[0][0][1] = 2.5.
     x = torch.arange(128, dtype=torch.float32).reshape(2, 4, 16)
     pe = PositionalEncoding(100, 16, dropout=0.2, scale_input=False)
     out = pe.train()(x)

@@ -1,4 +1,4 @@
-"""sinusoidal / angle_rates / shift_matrix against the seeds' printed numbers,
+"""sinusoidal / angle_rates / shift_matrix against the labs' printed numbers,
 the anchors' golden values and float64 formulas written out here."""
 
 import math
@@ -21,20 +21,20 @@ def np_vaswani(positions, d_model, base=10000.0):
     return out
 
 
-# Seed 000, "np.round(encoding[0:4], 4)  # first four positions" (d_model=8).
-SEED000_FIRST_FOUR = [
+# The positional-encoding lab, "np.round(encoding[0:4], 4)  # first four positions" (d_model=8).
+PE_LAB_FIRST_FOUR = [
     [0.0000, 1.0000, 0.0000, 1.0000, 0.0000, 1.0000, 0.0000, 1.0000],
     [0.8415, 0.5403, 0.0998, 0.9950, 0.0100, 1.0000, 0.0010, 1.0000],
     [0.9093, -0.4161, 0.1987, 0.9801, 0.0200, 0.9998, 0.0020, 1.0000],
     [0.1411, -0.9900, 0.2955, 0.9553, 0.0300, 0.9996, 0.0030, 1.0000],
 ]
 
-# Seed 004, the printed denominators for d_model=16, then sin and cos of position 1.
-SEED004_DENOMINATORS = [1.0, 3.1623e-01, 1.0e-01, 3.1623e-02, 1.0e-02, 3.1623e-03, 1.0e-03, 3.1623e-04]
-SEED004_SIN_ROW1 = [
+# The PE walkthrough, the printed denominators for d_model=16, then sin and cos of position 1.
+PE_WALKTHROUGH_DENOMINATORS = [1.0, 3.1623e-01, 1.0e-01, 3.1623e-02, 1.0e-02, 3.1623e-03, 1.0e-03, 3.1623e-04]
+PE_WALKTHROUGH_SIN_ROW1 = [
     8.4147e-01, 3.1098e-01, 9.9833e-02, 3.1618e-02, 9.9998e-03, 3.1623e-03, 1.0000e-03, 3.1623e-04,
 ]
-SEED004_COS_ROW4 = [-0.6536, 0.3011, 0.9211, 0.9920, 0.9992, 0.9999, 1.0000, 1.0000]
+PE_WALKTHROUGH_COS_ROW4 = [-0.6536, 0.3011, 0.9211, 0.9920, 0.9992, 0.9999, 1.0000, 1.0000]
 
 # reference/pe_and_attention_anchors.md §5.3: PE(1, :) at d=8 for each layout.
 ANCHOR_ROW1 = {
@@ -44,20 +44,20 @@ ANCHOR_ROW1 = {
 }
 
 
-def test_seed000_first_four_rows():
+def test_pe_lab_first_four_rows():
     table = sinusoidal(10, 8)
     assert table.shape == (10, 8) and table.dtype == torch.float32
     # Printed to 4 decimals, so each entry is within half a unit of the 4th decimal.
-    torch.testing.assert_close(table[:4], torch.tensor(SEED000_FIRST_FOUR), atol=5.01e-5, rtol=0)
+    torch.testing.assert_close(table[:4], torch.tensor(PE_LAB_FIRST_FOUR), atol=5.01e-5, rtol=0)
 
 
-def test_seed004_denominators_and_rows():
+def test_pe_walkthrough_denominators_and_rows():
     torch.testing.assert_close(
-        angle_rates(16), torch.tensor(SEED004_DENOMINATORS, dtype=torch.float64), rtol=2e-4, atol=0
+        angle_rates(16), torch.tensor(PE_WALKTHROUGH_DENOMINATORS, dtype=torch.float64), rtol=2e-4, atol=0
     )
     table = sinusoidal(20, 16)
-    torch.testing.assert_close(table[1, 0::2], torch.tensor(SEED004_SIN_ROW1), rtol=2e-4, atol=0)
-    torch.testing.assert_close(table[4, 1::2], torch.tensor(SEED004_COS_ROW4), atol=5e-5, rtol=0)
+    torch.testing.assert_close(table[1, 0::2], torch.tensor(PE_WALKTHROUGH_SIN_ROW1), rtol=2e-4, atol=0)
+    torch.testing.assert_close(table[4, 1::2], torch.tensor(PE_WALKTHROUGH_COS_ROW4), atol=5e-5, rtol=0)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -79,8 +79,8 @@ def test_t2t_slowest_rate_is_one_over_base():
     assert math.isclose(angle_rates(8)[-1].item(), 1e-3, rel_tol=1e-12)
 
 
-def test_seed001_linspace_rates_and_table():
-    # Seed 001: angle_rates = min_rate ** linspace(0, 1, depth // 2); sines and cosines
+def test_tf_notebook_linspace_rates_and_table():
+    # The TensorFlow position-encoding notebook: angle_rates = min_rate ** linspace(0, 1, depth // 2); sines and cosines
     # stacked on the last axis then reshaped, i.e. interleaved.
     depth, n_pos = 100, 50
     rates = (1 / 10000) ** np.linspace(0, 1, depth // 2)
@@ -126,21 +126,21 @@ def test_dtype_is_a_single_rounding_of_float64(dtype):
     assert err <= torch.finfo(dtype).eps / 2 + 1e-12, err
 
 
-def test_million_positions_within_1e6_of_float64_while_seed_formula_is_not():
+def test_million_positions_within_1e6_of_float64_while_the_labs_formula_is_not():
     d_model, n = 512, 1_000_000
     table = sinusoidal(n, d_model)  # float32, the whole table
     rows = np.r_[0:64, n // 2 : n // 2 + 64, n - 512 : n]
     ref = np_vaswani(rows, d_model)
     err = np.abs(table[rows].double().numpy() - ref).max()
     assert err <= 1e-6, err
-    # The seeds' float32 formula on the same rows: off by ~6e-2 (DESIGN.md).
+    # The labs' float32 formula on the same rows: off by ~6e-2 (DESIGN.md).
     position = torch.tensor(rows, dtype=torch.float32).unsqueeze(1)
     speed = torch.exp(torch.arange(0, d_model, 2).float() * (-np.log(10000.0) / d_model))
-    seed = torch.zeros(len(rows), d_model)
-    seed[:, 0::2] = torch.sin(speed * position)
-    seed[:, 1::2] = torch.cos(speed * position)
-    seed_err = np.abs(seed.double().numpy() - ref).max()
-    assert 1e-2 < seed_err < 0.2, seed_err
+    labs = torch.zeros(len(rows), d_model)
+    labs[:, 0::2] = torch.sin(speed * position)
+    labs[:, 1::2] = torch.cos(speed * position)
+    labs_err = np.abs(labs.double().numpy() - ref).max()
+    assert 1e-2 < labs_err < 0.2, labs_err
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -156,8 +156,8 @@ def test_shift_matrix_moves_the_table_exactly(layout, delta):
     assert err < 1e-12, err
 
 
-def test_seed001_shift_error_at_numerical_precision():
-    # Seed 001: 50 positions, depth 100, linspace rates, delta = -10, and
+def test_tf_notebook_shift_error_at_numerical_precision():
+    # The TensorFlow position-encoding notebook: 50 positions, depth 100, linspace rates, delta = -10, and
     # errors = (pos_encoding @ update)[10:] - pos_encoding[:-10].
     table = sinusoidal(50, 100, rates="linspace", dtype=torch.float64)
     update = shift_matrix(-10, 100, rates="linspace")

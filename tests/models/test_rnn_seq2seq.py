@@ -1,6 +1,6 @@
-"""Seed 003's GRU encoder-decoder (with and without attention): golden values, teacher forcing, invariants.
+"""The attention lab's GRU encoder-decoder (with and without attention): golden values, teacher forcing, invariants.
 
-Every expected number below is printed in seed 003 (and listed in the book helpers'
+Every expected number below is printed in the attention lab (and listed in the book helpers'
 "Golden values"), to 4 decimals, so the tolerance is 1e-4.
 """
 
@@ -22,11 +22,11 @@ def close4(actual, expected):
     assert_close(actual.detach(), torch.tensor(expected), atol=ATOL, rtol=0)
 
 
-# -- seed 003's golden values -------------------------------------------------------------
+# -- the attention lab's golden values ---------------------------------------------------
 
 
 def _keys_and_query():
-    """Seed 003 §1.5.3-1.5.4: encoder states (keys = values) and the decoder's first query."""
+    """The attention lab §1.5.3-1.5.4: encoder states (keys = values) and the decoder's first query."""
     torch.manual_seed(21)
     encoder = Encoder(n_features=2, hidden_dim=2)
     hidden_seq = encoder(SOURCE)  # [1, 2, 2]
@@ -39,7 +39,7 @@ def _keys_and_query():
     return hidden_seq.detach(), query.detach()
 
 
-def test_encoder_hidden_states_are_the_seeds():
+def test_encoder_hidden_states_are_the_labs():
     torch.manual_seed(21)
     encoder = Encoder(n_features=2, hidden_dim=2)
     hidden_seq = encoder(SOURCE)
@@ -49,7 +49,7 @@ def test_encoder_hidden_states_are_the_seeds():
     assert_close(encoder.hidden[0], hidden_seq[:, -1])
 
 
-def test_decoder_first_query_is_the_seeds():
+def test_decoder_first_query_is_the_labs():
     _, query = _keys_and_query()
     close4(query, [[[0.3913, -0.6853]]])
 
@@ -75,7 +75,7 @@ def test_scores_and_contexts_from_query_and_keys_with_attend():
     close4(context[:, 0], [[[0.2138, -0.3175]]])
 
 
-def test_masked_attention_alphas_are_the_seeds():
+def test_masked_attention_alphas_are_the_labs():
     source_seq = torch.tensor([[[-1.0, 1.0], [0.0, 0.0]]])
     keys = torch.tensor([[[-0.38, 0.44], [0.85, -0.05]]])
     query = torch.tensor([[[-1.0, 1.0]]])
@@ -88,33 +88,33 @@ def test_masked_attention_alphas_are_the_seeds():
     close4(attnh.alphas, [[[1.0, 0.0]]])
 
 
-SEED_OUTPUTS = [[[-0.3555, -0.1220]], [[-0.2641, -0.2521]]]
+LAB_OUTPUTS = [[[-0.3555, -0.1220]], [[-0.2641, -0.2521]]]
 
 
-def test_decoder_attn_free_running_outputs_are_the_seeds():
+def test_decoder_attn_free_running_outputs_are_the_labs():
     torch.manual_seed(21)
     encoder = Encoder(n_features=2, hidden_dim=2)
     decoder_attn = DecoderAttn(n_features=2, hidden_dim=2)
     decoder_attn.init_hidden(encoder(SOURCE))
     inputs = SOURCE[:, -1:]
-    for expected in SEED_OUTPUTS:
+    for expected in LAB_OUTPUTS:
         out = decoder_attn(inputs)
         close4(out, [expected])
         inputs = out
-    # each step's weights are kept, as the seed's alphas [B, 1, S]
+    # each step's weights are kept, as the lab's alphas [B, 1, S]
     assert decoder_attn.attn.alphas.shape == (1, 1, 2)
 
 
 @pytest.mark.parametrize("cls", [EncoderDecoder, EncoderDecoderAttn])
 @pytest.mark.parametrize("train", [True, False])
-def test_encoder_decoder_with_attention_gives_the_seeds_rows(cls, train):
+def test_encoder_decoder_with_attention_gives_the_labs_rows(cls, train):
     torch.manual_seed(21)
     encoder = Encoder(n_features=2, hidden_dim=2)
     decoder_attn = DecoderAttn(n_features=2, hidden_dim=2)
     encdec = cls(encoder, decoder_attn, input_len=2, target_len=2, teacher_forcing_prob=0.0)
     encdec.train(train)
     outputs = encdec(FULL_SEQ)
-    close4(outputs, [[row[0] for row in SEED_OUTPUTS]])
+    close4(outputs, [[row[0] for row in LAB_OUTPUTS]])
     assert outputs.requires_grad  # the predictions keep their graph for the loss
 
 
@@ -202,8 +202,8 @@ def test_teacher_forcing_feeds_the_targets_in_training():
     assert not torch.allclose(outputs, _free_running(model, X))
 
 
-def test_teacher_forcing_coin_uses_torchs_rng_like_the_seed():
-    """Seed 003 flips `torch.rand(1) <= prob` at every step; a seeded run makes the same choices."""
+def test_teacher_forcing_coin_uses_torchs_rng_like_the_attention_lab():
+    """The attention lab flips `torch.rand(1) <= prob` at every step; a seeded run makes the same choices."""
     model, X = _attn_model(3, target_len=8, prob=0.5)
     source, target = X[:, :4], X[:, 4:]
     torch.manual_seed(1234)

@@ -1,9 +1,9 @@
-"""Seed 000's self-attention + positional-encoding seq2seq: parity with a per-head reference, invariants.
+"""The positional-encoding lab's self-attention seq2seq: parity with a per-head reference, invariants.
 
-The reference below is the textbook formulation the seed uses, written out
+The reference below is the textbook formulation the lab uses, written out
 independently: one ``nn.Linear`` per head for the queries, keys and values, a
 Python loop over the heads, ``masked_fill`` and ``softmax``. It creates its
-parameters in the seed's order (per multi-head block: the output projection,
+parameters in the lab's order (per multi-head block: the output projection,
 then query, key and value per head; the encoder before the decoder), so after
 the same ``torch.manual_seed`` it holds the same weights as attnlab's model.
 """
@@ -112,8 +112,8 @@ class RefSeq2Seq(nn.Module):
         return inputs[:, 1:]
 
 
-def seed_000_model(n_heads=3, d_model=2, ff_units=10, n_features=2, input_len=2, target_len=2, seed=43):
-    """Seed 000 §1.8, and the reference built after the same manual_seed."""
+def pe_lab_model(n_heads=3, d_model=2, ff_units=10, n_features=2, input_len=2, target_len=2, seed=43):
+    """The positional-encoding lab §1.8, and the reference built after the same manual_seed."""
     torch.manual_seed(seed)
     encpe = EncoderPe(n_heads=n_heads, d_model=d_model, ff_units=ff_units, n_features=n_features)
     decpe = DecoderPe(n_heads=n_heads, d_model=d_model, ff_units=ff_units, n_features=n_features)
@@ -156,11 +156,11 @@ def fixed_inputs():
     return [SQUARE, noisy, 3 * noisy[:2]]
 
 
-# -- parity with the seed's formulation ----------------------------------------------------
+# -- parity with the lab's formulation -----------------------------------------------------
 
 
 def test_same_weights_and_parameter_count_as_the_reference():
-    model, ref = seed_000_model()
+    model, ref = pe_lab_model()
     assert sum(p.numel() for p in model.parameters()) == sum(p.numel() for p in ref.parameters())
     ours = dict(model.named_parameters())
     expected = ref_parameters_in_our_layout(ref)
@@ -171,14 +171,14 @@ def test_same_weights_and_parameter_count_as_the_reference():
 
 @pytest.mark.parametrize("index", range(3))
 def test_train_mode_outputs_equal_the_reference(index):
-    model, ref = seed_000_model()
+    model, ref = pe_lab_model()
     X = fixed_inputs()[index]
     assert_close(model(X), ref(X), atol=ATOL, rtol=0)
 
 
 @pytest.mark.parametrize("index", range(3))
 def test_eval_mode_predictions_equal_the_reference(index):
-    model, ref = seed_000_model()
+    model, ref = pe_lab_model()
     X = fixed_inputs()[index]
     model.eval()
     assert_close(model(X), ref.predict(X[:, :2]), atol=ATOL, rtol=0)
@@ -186,7 +186,7 @@ def test_eval_mode_predictions_equal_the_reference(index):
 
 
 def test_source_mask_matches_the_reference_in_both_modes():
-    model, ref = seed_000_model(input_len=3, target_len=3)
+    model, ref = pe_lab_model(input_len=3, target_len=3)
     X = torch.randn(5, 6, 2)
     X[:2, 0] = 0.0  # padding in the first source step of two sequences
     source_mask = padding_mask(X[:, :3])  # [B, 1, S]
@@ -196,7 +196,7 @@ def test_source_mask_matches_the_reference_in_both_modes():
 
 
 def test_attention_weights_equal_the_references_heads():
-    model, ref = seed_000_model(input_len=3, target_len=4)
+    model, ref = pe_lab_model(input_len=3, target_len=4)
     X = torch.randn(4, 7, 2)
     with record_attention():
         model(X)
@@ -205,13 +205,13 @@ def test_attention_weights_equal_the_references_heads():
     assert_close(recorded["encoder.layer.self_attn_heads"], ref.enc_attn.weights(), atol=ATOL, rtol=0)
     assert_close(recorded["decoder.layer.self_attn_heads"], ref.dec_self_attn.weights(), atol=ATOL, rtol=0)
     assert_close(recorded["decoder.layer.cross_attn_heads"], ref.dec_cross_attn.weights(), atol=ATOL, rtol=0)
-    # the seeds' layout, [H, B, T, S]
+    # the labs' layout, [H, B, T, S]
     alphas = model.decoder.layer.cross_attn_heads.alphas
     assert_close(alphas, ref.dec_cross_attn.weights().transpose(0, 1), atol=ATOL, rtol=0)
 
 
 def test_gradient_steps_give_the_references_parameters():
-    model, ref = seed_000_model()
+    model, ref = pe_lab_model()
     X = fixed_inputs()[1]
     opt = torch.optim.SGD(model.parameters(), lr=0.3)
     ref_opt = torch.optim.SGD(ref.parameters(), lr=0.3)
@@ -228,7 +228,7 @@ def test_gradient_steps_give_the_references_parameters():
 
 
 def test_wider_configuration_matches_the_reference():
-    model, ref = seed_000_model(
+    model, ref = pe_lab_model(
         n_heads=2, d_model=4, ff_units=6, n_features=3, input_len=3, target_len=4, seed=5
     )
     X = torch.randn(6, 7, 3)
@@ -333,7 +333,7 @@ def test_collect_attention_names_and_shapes(train):
         assert_close(w.sum(-1), torch.ones(w.shape[:-1]))
     causal = torch.ones(5, 5).tril().bool()
     assert (recorded["decoder.layer.self_attn_heads"][..., ~causal] == 0).all()
-    assert model.decoder.layer.self_attn_heads.alphas.shape == (2, 6, 5, 5)  # the seeds' [H, B, T, S]
+    assert model.decoder.layer.self_attn_heads.alphas.shape == (2, 6, 5, 5)  # the labs' [H, B, T, S]
 
 
 def test_attention_layers_are_attnlabs_wide_heads():
@@ -344,7 +344,7 @@ def test_attention_layers_are_attnlabs_wide_heads():
         assert isinstance(mha, MultiHeadAttention) and mha.head_dim == mha.d_model == 4 and mha.n_heads == 2
 
 
-def test_seed_attributes_and_masks():
+def test_pe_lab_attributes_and_masks():
     model = _model()
     assert model.trg_masks.dtype == torch.bool and model.trg_masks.shape == (1, 5, 5)
     assert model.subsequent_mask(2).tolist() == [[[True, False], [True, True]]]
@@ -445,7 +445,7 @@ def test_recording_decodes_without_the_cache_so_the_last_step_has_the_whole_matr
     assert list(weights["decoder.layer.cross_attn_heads"].shape) == [2, 2, 5, 3]
 
 
-def test_training_forward_with_the_causal_flag_equals_the_seeds_mask():
+def test_training_forward_with_the_causal_flag_equals_the_labs_mask():
     model = _model().train()
     X = torch.randn(4, 8, 3)
     flagged = model(X)

@@ -1,4 +1,4 @@
-"""plot_attention / query_and_keys / alignment_matrix: seed 003's and seed 000's attention figures."""
+"""plot_attention / query_and_keys / alignment_matrix: the attention and positional-encoding labs' figures."""
 
 import re
 import warnings
@@ -18,7 +18,7 @@ from attnlab.plotting import alignment_matrix, figure9, plot_attention, query_an
 
 
 class SelfAttn(nn.Module):
-    """Self-attention with the seeds' wide heads, and a dropout so train/eval mode matters."""
+    """Self-attention with the labs' wide heads, and a dropout so train/eval mode matters."""
 
     def __init__(self, n_heads, d_model=4, n_features=2):
         super().__init__()
@@ -98,7 +98,7 @@ def test_several_heads_a_row_per_sequence_and_a_column_per_head(save_png):
     assert fig.axes[0].xaxis.get_ticks_position() == "top"
     assert tuple(fig.get_size_inches()) == (9.0, 6.0)  # the book's 648x432 px at 72 dpi
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # the seed's suptitle + subplots_adjust must not warn
+        warnings.simplefilter("error")  # the labs' suptitle + subplots_adjust must not warn
         fig.suptitle("Encoder Self-Attention")
         fig.subplots_adjust(top=0.85)
     save_png(fig, "plot_attention_heads")
@@ -249,7 +249,7 @@ def test_plot_attention_bad_model_or_inputs():
         plot_attention(SelfAttn(1), [[1.0, 2.0]])
 
 
-def test_plot_attention_on_the_seed_models(save_png):
+def test_plot_attention_on_the_pe_lab_models(save_png):
     models = pytest.importorskip("attnlab.models")
     torch.manual_seed(43)
     encpe = models.EncoderPe(n_heads=3, d_model=2, ff_units=10, n_features=2)
@@ -258,7 +258,7 @@ def test_plot_attention_on_the_seed_models(save_png):
     inputs = torch.randn(2, 2, 2)
     src, tgt = ["Point #1", "Point #2"], ["Point #3", "Point #4"]
     points = [f"Point #1: {p[0, 0]:.2f}, {p[0, 1]:.2f}" for p in inputs]
-    for name, layer, kw in [  # the seed's three calls
+    for name, layer, kw in [  # the positional-encoding lab's three calls
         ("encoder_self", "encoder.layer.self_attn_heads", dict(decoder=False, self_attn=True)),
         ("decoder_self", "decoder.layer.self_attn_heads", dict(decoder=True, self_attn=True)),
         ("cross", "decoder.layer.cross_attn_heads", dict(self_attn=False)),
@@ -313,7 +313,7 @@ def assert_inside_axes(fig):
 
 def test_query_and_keys_golden_labels(save_png):
     context = context_vector(alphas_from_scores(dot_scores(Q, K)), K)  # [[[0.5706, -0.0993]]]
-    fig = query_and_keys(Q.squeeze(), K.view(3, 2), context)  # the seed's call
+    fig = query_and_keys(Q.squeeze(), K.view(3, 2), context)  # the attention lab's call
     ax = fig.axes[0]
     found = labels(ax)
     assert "$||Q||=1.10$" in found

@@ -1,4 +1,4 @@
-"""encoding_degrees / exponential_dials: seed 000's dials, labels from the data."""
+"""encoding_degrees / exponential_dials: the positional-encoding lab's dials, labels from the data."""
 
 import math
 
@@ -43,8 +43,8 @@ def test_encoding_degrees_renders(save_png):
     save_png(fig, "encoding_degrees")
 
 
-def test_encoding_degrees_seed_labels_and_angles():
-    fig = encoding_degrees(3, (4, 5, 7), 8)  # the seed's positional call
+def test_encoding_degrees_pe_lab_labels_and_angles():
+    fig = encoding_degrees(3, (4, 5, 7), 8)  # the positional-encoding lab's positional call
     grid = _grid(fig, 3, 8)
     # Row r + 1 is base seqs[r]; column p + 1 is position p.
     assert grid[2, 2].get_xlabel() == "(0.95, 0.31)"  # base 5, position 1
@@ -93,7 +93,7 @@ def test_exponential_dials_tick_labels_follow_the_rates(d_model, base, expected)
         assert math.atan2(y, x) == pytest.approx(1.0, abs=1e-9)
 
 
-def test_exponential_dials_seed_labels():
+def test_exponential_dials_pe_lab_labels():
     fig = exponential_dials(8, 10)
     grid = _grid(fig, 4, 10)
     assert grid[1, 2].get_xlabel() == "(0.84, 0.54)"  # dims 0/1, position 1

@@ -1,4 +1,4 @@
-"""plot_mesh / plot_distances / encoding_heatmap: seed 000's meshes, without the book's bugs."""
+"""plot_mesh / plot_distances / encoding_heatmap: the positional-encoding lab's meshes, without the book's bugs."""
 
 import numpy as np
 import pytest
@@ -63,7 +63,7 @@ def test_plot_mesh_draws_into_a_given_axes_and_takes_tensors():
     assert [t.get_text() for t in ax.get_yticklabels()] == ["0", "1", "2"]
 
 
-def test_plot_distances_renders_the_seed_matrix(save_png):
+def test_plot_distances_renders_the_pe_lab_matrix(save_png):
     table = sinusoidal(10, 8)
     fig = plot_distances(table)
     ax = fig.axes[0]

@@ -1,4 +1,4 @@
-"""plot_angle_rates / plot_angle_map: seed 001's angle figures."""
+"""plot_angle_rates / plot_angle_map: the TensorFlow position-encoding notebook's angle figures."""
 
 import numpy as np
 import pytest
@@ -30,7 +30,7 @@ def test_plot_angle_map_renders_degrees_mod_360(save_png):
     fig = plot_angle_map(7, rates)
     ax, bar_ax = fig.axes
     mesh = ax.collections[0]
-    # Rows are positions, columns pairs: degrees(p * w) mod 360 (not the seed's half angle).
+    # Rows are positions, columns pairs: degrees(p * w) mod 360 (not the notebook's half angle).
     expected = np.degrees(np.arange(7)[:, None] * rates[None, :]) % 360
     np.testing.assert_allclose(np.asarray(mesh.get_array()).reshape(7, 3), expected)
     assert mesh.get_cmap().name == "hsv" and mesh.get_clim() == (0.0, 360.0)

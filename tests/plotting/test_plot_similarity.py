@@ -1,4 +1,4 @@
-"""plot_similarity / plot_nearby: seed 001's similarity views."""
+"""plot_similarity / plot_nearby: the TensorFlow position-encoding notebook's similarity views."""
 
 import numpy as np
 import pytest

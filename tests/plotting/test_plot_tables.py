@@ -1,4 +1,7 @@
-"""plot_encoding / plot_shifted / plot_columns / plot_binary: seeds 001 and 002."""
+"""plot_encoding / plot_shifted / plot_columns / plot_binary.
+
+Figures of the TensorFlow position-encoding notebook and the d2l chapter.
+"""
 
 import re
 
@@ -18,7 +21,7 @@ def _reported_error(fig):
     return float(match.group(1))
 
 
-def test_plot_encoding_renders_seed001_heatmap(save_png):
+def test_plot_encoding_renders_the_tf_notebook_heatmap(save_png):
     table = sinusoidal(9, 12)
     fig = plot_encoding(table, title="PE")
     ax = fig.axes[0]
@@ -32,8 +35,8 @@ def test_plot_encoding_renders_seed001_heatmap(save_png):
     save_png(fig, "plot_encoding")
 
 
-def test_plot_encoding_seed002_heatmap_of_p(save_png):
-    p = sinusoidal(60, 32)[None]  # seed 002's P: [1, L, D]
+def test_plot_encoding_d2l_heatmap_of_p(save_png):
+    p = sinusoidal(60, 32)[None]  # the d2l chapter's P: [1, L, D]
     fig = plot_encoding(p, cmap="Blues", vmin=None, vmax=None, origin="upper",
                         xlabel="Column (encoding dimension)", ylabel="Row (position)")
     ax = fig.axes[0]
@@ -68,7 +71,7 @@ def test_plot_shifted_renders_and_its_error_is_meaningful(save_png):
     assert _reported_error(plot_shifted(table, -10, layout="concat")) > 0.1
 
 
-def test_plot_columns_renders_seed002_columns(save_png):
+def test_plot_columns_renders_the_d2l_columns(save_png):
     table = sinusoidal(60, 32)
     fig = plot_columns(table)
     ax = fig.axes[0]

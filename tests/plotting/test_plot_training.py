@@ -1,4 +1,4 @@
-"""sequence_pred / plot_losses: the training figures of seeds 000 and 003."""
+"""sequence_pred / plot_losses: the training figures of the positional-encoding lab and the attention lab."""
 
 from types import SimpleNamespace
 
@@ -20,7 +20,7 @@ def test_data():
 
 
 def tiny_model():
-    """Seed 000's configuration, untrained."""
+    """The positional-encoding lab's configuration, untrained."""
     torch.manual_seed(43)
     encoder = EncoderPe(n_heads=3, d_model=2, ff_units=10, n_features=2)
     decoder = DecoderPe(n_heads=3, d_model=2, ff_units=10, n_features=2)
@@ -109,7 +109,7 @@ def test_module_trainer_and_predictions_draw_the_same(test_data):
     trainer = SimpleNamespace(model=model, device="cpu")  # the book's StepByStep, as far as the figure goes
     figures = [
         sequence_pred(model, full_test, directions),
-        sequence_pred(trainer, full_test, directions),  # the seeds' positional call
+        sequence_pred(trainer, full_test, directions),  # the labs' positional call
         sequence_pred(preds, full_test, directions),
         sequence_pred(preds.numpy(), full_test.numpy(), directions.numpy()),
     ]

@@ -34,14 +34,14 @@ import torch
 from torch import nn
 
 from attnlab.cli import main
+from attnlab.labs.squares import SquaresConfig, build_model, load_run, make_optimizer, train_run
 from attnlab.models import DecoderPe, EncoderDecoderSelfAttn, EncoderPe
-from attnlab.runs import RunConfig, build_model, load_run, make_optimizer, train_run
 from attnlab.training import Trainer, read_checkpoint
 
 from trainer_helpers import make_trainer
 
 HERE = Path(__file__).resolve().parent
-RUN = RunConfig(epochs=1, n_train=16)  # what `attnlab train --epochs 1 --n-train 16` writes
+RUN = SquaresConfig(epochs=1, n_train=16)  # what `attnlab train --epochs 1 --n-train 16` writes
 RESUME_FLAGS = ["--epochs", "2", "--n-train", "16", "--no-progress"]  # matches RUN, one epoch more
 POINTS = ["--points", "-1,-1 -1,1"]
 
@@ -51,7 +51,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread is
 
 @pytest.fixture(scope="module")
 def run_folder(tmp_path_factory):
-    """A real run folder of seed 000's model (selfattn-pe)."""
+    """A real run folder of the positional-encoding lab's model (selfattn-pe)."""
     folder = tmp_path_factory.mktemp("runs") / "selfattn"
     train_run(RUN, folder, progress=False)
     return folder
@@ -428,14 +428,14 @@ def _checkpoint_of(model, path):
 
 
 def _wider_selfattn():
-    """Seed 000's model class with other sizes: same keys, other shapes."""
+    """The positional-encoding lab's model class with other sizes: same keys, other shapes."""
     return EncoderDecoderSelfAttn(EncoderPe(n_heads=2, d_model=4, ff_units=6, n_features=2),
                                   DecoderPe(n_heads=2, d_model=4, ff_units=6, n_features=2),
                                   input_len=2, target_len=2)
 
 
 FOREIGN = {  # name -> (model whose checkpoint is loaded into a selfattn-pe run, words of the error)
-    "gru-class": (lambda: build_model(RunConfig(model="gru")),
+    "gru-class": (lambda: build_model(SquaresConfig(model="gru")),
                   ["missing keys encoder.pe.pe, encoder.layer.self_attn_heads.linear_out.weight",
                    "unexpected keys encoder.basic_rnn.weight_ih_l0"]),
     "other-sizes": (_wider_selfattn, ["shape mismatches", "encoder.layer.ffn.0.weight (6, 4) vs (10, 2)"]),

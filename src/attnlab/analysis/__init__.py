@@ -1,4 +1,4 @@
-"""Analysis of positional encodings: the audit of seed 000's requirements, similarity views."""
+"""Analysis of positional encodings: the audit of the positional-encoding lab's requirements, similarity views."""
 
 from attnlab.analysis.position_audit import audit_position
 from attnlab.analysis.properties import AuditReport, PropertyCheck, audit

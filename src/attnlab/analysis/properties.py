@@ -1,6 +1,6 @@
-"""The audit: seed 000's requirements for a positional encoding, as measured numbers.
+"""The audit: the positional-encoding lab's requirements for a positional encoding, as measured numbers.
 
-Seed 000 asks four things of an encoding table: the values are bounded; every
+The lab asks four things of an encoding table: the values are bounded; every
 position has its own vector; no two positions share one; and the distance
 between two positions' vectors reflects how far apart they are ("the vector
 distance between position 1 and 3 needs to be the same as 3 and 5").
@@ -17,7 +17,7 @@ distance between position 1 and 3 needs to be the same as 3 and 5").
   (Not for an odd ``D`` with a last sine and no cosine partner: the audit sees
   that lone column once its effect outgrows rounding, e.g. D = 7 over 200 rows.)
 * ``monotonic``: the distance (its mean over ``p``) grows with the offset up to
-  some ``k*``. It cannot grow forever for a bounded table; seed 000's
+  some ``k*``. It cannot grow forever for a bounded table; the lab's
   ``d_model = 8`` table stops at ``k* = 3`` (0.9641, 1.6949, 2.0175, then 1.8619).
   A step counts as growth only if it beats rounding and twice the noise of the
   two means, so a random table's wobbling means do not read as growth.
@@ -28,7 +28,7 @@ distance between position 1 and 3 needs to be the same as 3 and 5").
   residual is the largest ``|PE[p] @ M_k - PE[p+k]|``. With no more rows than
   columns any table fits, so that case is "n/a", not a pass.
 * ``precision``: the table against a float64 ``reference`` of the same formula,
-  over every position (the seeds' float32 formula is off by 7e-4 at 10,000).
+  over every position (the labs' float32 formula is off by 7e-4 at 10,000).
 
 Why the tolerances are what they are. A table stored in a dtype with machine
 epsilon ``u`` holds each entry rounded, off by at most ``u/2`` of its size, so a
@@ -240,7 +240,7 @@ def audit(
     offsets: Iterable[int] | None = None,
     bound: float = 1.0,
 ) -> AuditReport:
-    """Measure seed 000's requirements of a positional-encoding table.
+    """Measure the positional-encoding lab's requirements of a positional-encoding table.
 
     Args:
         table: the encoding, a tensor or numpy array ``[L, D]`` or a ``pe``

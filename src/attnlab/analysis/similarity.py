@@ -1,10 +1,11 @@
-"""How alike two positions' encodings are: seed 001's similarity views.
+"""How alike two positions' encodings are: the TensorFlow position-encoding notebook's similarity views.
 
-Seed 001 compares every position with every other (cosine similarity), and one
-position with all the others (dot product and sum of squared errors), to show
-that nearby positions have similar vectors and that the likeness fades with
-distance. Seed 002 relates the sinusoids to binary counting: bit ``k`` flips
-every ``2**k`` numbers as column pair ``i`` turns every ``2*pi/w_i`` positions.
+The TensorFlow position-encoding notebook compares every position with every
+other (cosine similarity), and one position with all the others (dot product and
+sum of squared errors), to show that nearby positions have similar vectors and
+that the likeness fades with distance. The d2l chapter relates the sinusoids to
+binary counting: bit ``k`` flips every ``2**k`` numbers as column pair ``i``
+turns every ``2*pi/w_i`` positions.
 
 All functions take a table ``[L, D]`` (tensor or array) and compute in float64.
 Shape notation: ``L`` positions, ``D`` encoding dimension.
@@ -75,8 +76,8 @@ def _check_position(position: int, n: int) -> int:
 def cosine_similarity_matrix(table: Any, *, eps: float = 1e-11) -> Tensor:
     """Cosine similarity between every pair of positions.
 
-    ``eps`` is added to each norm as seed 001 does, so an all-zero row gives 0
-    rather than NaN.
+    ``eps`` is added to each norm as the TensorFlow position-encoding notebook does,
+    so an all-zero row gives 0 rather than NaN.
 
     Returns:
         float64 ``[L, L]``, symmetric, ones on the diagonal (for non-zero rows).
@@ -122,7 +123,7 @@ def means(table: Any) -> Tensor:
 
 
 def binary_codes(n: int, n_bits: int | None = None) -> Tensor:
-    """Binary representations of ``0 .. n-1``, highest bit first (seed 002).
+    """Binary representations of ``0 .. n-1``, highest bit first (the d2l chapter).
 
     Args:
         n: how many numbers.

@@ -4,9 +4,9 @@
 * masks: :func:`causal_mask` (bottom-right aligned), :func:`padding_mask`,
   :func:`padding_mask_from_lengths`, :func:`subsequent_mask`, converters to and
   from ``nn.MultiheadAttention``'s polarity.
-* scoring functions (seed 003 and beyond): uniform, dot, scaled dot, additive
+* scoring functions (the attention lab and beyond): uniform, dot, scaled dot, additive
   (Bahdanau), general (Luong), and the variance demonstration.
-* :class:`Attention` (seed 003's single head) and :class:`MultiHeadAttention`.
+* :class:`Attention` (the attention lab's single head) and :class:`MultiHeadAttention`.
 * :class:`KVCache` / :class:`DecodingCache`: keys and values kept between
   decoding steps, owned by the decoding call.
 * :func:`record_attention` / :func:`collect_attention`: weights only when asked.

@@ -1,4 +1,4 @@
-"""``Attention``: seed 003's single-head attention, with its stateful interface.
+"""``Attention``: the attention lab's single-head attention, with its stateful interface.
 
 The decoder of a recurrent seq2seq model asks, at every step, which encoder
 states matter for the next output: its hidden state is the query, the encoder's
@@ -6,10 +6,10 @@ states are the keys (and, unprojected, the values), and the answer is the
 context vector ``alphas @ values`` (Bahdanau et al. 2015; Luong et al. 2015,
 with the scaled dot product of Vaswani et al. 2017 as the score).
 
-Same names, signature, attributes and parameter order as the seed
+Same names, signature, attributes and parameter order as the attention lab
 (``linear_query``, ``linear_key``, ``linear_value``; ``init_keys``; ``alphas``),
-so after ``torch.manual_seed(k)`` it gives the seed's numbers. Underneath it
-calls :func:`attnlab.attention.attend`. It always keeps ``alphas``: the seed's
+so after ``torch.manual_seed(k)`` it gives the lab's numbers. Underneath it
+calls :func:`attnlab.attention.attend`. It always keeps ``alphas``: the lab's
 ``EncoderDecoderAttn`` reads them at every step, and with one query per step
 the explicit softmax costs the same as the fused kernel.
 
@@ -35,10 +35,10 @@ class Attention(nn.Module):
         hidden_dim: ``Dk``, the width of the projected queries and keys.
         input_dim: ``F``, width of the raw queries and keys; defaults to ``hidden_dim``.
         proj_values: project the values with ``linear_value`` (default False: the
-            values are the raw keys, as in seed 003).
+            values are the raw keys, as in the attention lab).
 
     Attributes:
-        alphas: the last attention weights ``[B, T, S]`` (detached), as the seed.
+        alphas: the last attention weights ``[B, T, S]`` (detached), as in the attention lab.
         attn_weights: the same as ``[B, 1, T, S]`` (attnlab's per-layer layout).
 
     Shapes:
@@ -60,7 +60,7 @@ class Attention(nn.Module):
         self.d_k = check_int("hidden_dim", hidden_dim, minimum=1)
         self.input_dim = self.d_k if input_dim is None else check_int("input_dim", input_dim, minimum=1)
         self.proj_values = bool(proj_values)
-        # Created even when unused (proj_values=False) so the RNG draws match the seed.
+        # Created even when unused (proj_values=False) so the RNG draws match the attention lab.
         self.linear_query = nn.Linear(self.input_dim, self.d_k)
         self.linear_key = nn.Linear(self.input_dim, self.d_k)
         self.linear_value = nn.Linear(self.input_dim, self.d_k)

@@ -1,7 +1,7 @@
 """Key/value caches for autoregressive decoding.
 
 Greedy decoding generates one step at a time. Without a cache, step ``t``
-re-runs the decoder on all ``t`` inputs so far (the seeds' ``predict``), so a
+re-runs the decoder on all ``t`` inputs so far (the labs' ``predict``), so a
 step costs more the longer the output, and ``T`` steps cost ``O(T^2)`` layer
 passes. With a cache, each attention layer keeps the keys and values it has
 already projected; a step projects only the newest input and attends to the

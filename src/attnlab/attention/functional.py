@@ -11,7 +11,7 @@ Two paths, one result (they agree to 1e-6 in float32):
   memory-efficient kernels: memory linear in the length, no ``[T, S]`` matrix
   kept for backward on kernels that support it);
 * with ``need_weights=True``, an explicit softmax that returns the weights too,
-  for plots and for the seeds' ``alphas``.
+  for plots and for the labs' ``alphas``.
 
 Conventions (DESIGN.md): ``mask`` is boolean, **True = may attend**,
 broadcastable to ``[B, H, T, S]`` (SDPA's convention; ``nn.MultiheadAttention``
@@ -72,7 +72,7 @@ def _broadcast_check(name: str, t: Tensor, target: tuple[int, int, int, int]) ->
     """Raise unless ``t`` broadcasts to ``target`` without growing it.
 
     Written out rather than with ``torch.broadcast_shapes``, whose Python
-    implementation costs more than the attention itself at the seeds' sizes.
+    implementation costs more than the attention itself at the labs' sizes.
     """
     shape = tuple(t.shape)
     ok = len(shape) <= 4 and all(s in (1, n) for s, n in zip(reversed(shape), reversed(target), strict=False))
@@ -205,7 +205,7 @@ def attend_unchecked(
     """:func:`attend` without re-validating its arguments.
 
     For attnlab's own modules, which build ``query``/``key``/``value`` themselves and
-    validate the user's mask once: at the seeds' sizes the checks cost as much as
+    validate the user's mask once: at the labs' sizes the checks cost as much as
     the attention. Same arguments and results as :func:`attend`: ``query [B, H, T, Dh]``,
     ``key [B, H, S, Dh]``, ``value [B, H, S, Dv]`` give ``out [B, H, T, Dv]`` and
     ``weights [B, H, T, S]`` (or None).

@@ -1,6 +1,6 @@
 """Boolean attention masks: True = may attend.
 
-attnlab's masks follow ``F.scaled_dot_product_attention`` (and the seeds, whose
+attnlab's masks follow ``F.scaled_dot_product_attention`` (and the labs, whose
 ``mask == 0`` means "hidden"): True where a query may look at a key.
 ``nn.MultiheadAttention`` uses the opposite polarity (True = ignore); convert at
 that boundary only, with :func:`to_torch_mask` / :func:`from_torch_mask`.
@@ -39,7 +39,7 @@ __all__ = [
 
 
 def padding_mask(x: Tensor) -> Tensor:
-    """Mask out padding, where padding is a step whose features are all zero (seed 003).
+    """Mask out padding, where padding is a step whose features are all zero (the attention lab).
 
     Args:
         x: ``[B, S, F]`` padded sequences.
@@ -58,13 +58,13 @@ def padding_mask(x: Tensor) -> Tensor:
     if not isinstance(x, Tensor) or x.dim() != 3:
         shape = list(x.shape) if isinstance(x, Tensor) else type(x).__name__
         raise ValueError(f"x must have shape [B, S, F], got {shape}")
-    # "any feature non-zero" is a real step; the seed writes (x != 0).all(axis=2), which
+    # "any feature non-zero" is a real step; the attention lab writes (x != 0).all(axis=2), which
     # also hides a real point that has one coordinate exactly 0.
     return (x != 0).any(dim=-1).unsqueeze(1)  # [B, 1, S]
 
 
 def padding_mask_from_lengths(lengths: Tensor | list[int], max_len: int | None = None) -> Tensor:
-    """Mask from valid lengths (seed 002's ``valid_lens``): True for the first ``lengths[b]`` steps.
+    """Mask from valid lengths (the d2l chapter's ``valid_lens``): True for the first ``lengths[b]`` steps.
 
     Args:
         lengths: ``[B]`` integer lengths.
@@ -118,7 +118,7 @@ def causal_mask(
 
 
 def subsequent_mask(size: int) -> Tensor:
-    """The seeds' ``subsequent_mask``: a causal mask ``[1, size, size]``, as booleans.
+    """The labs' ``subsequent_mask``: a causal mask ``[1, size, size]``, as booleans.
 
     Example:
         >>> subsequent_mask(2)

@@ -4,7 +4,7 @@ Vaswani et al. 2017, §3.2.2: each head ``h`` projects queries, keys and values
 with its own ``W_q^h, W_k^h, W_v^h`` (width ``Dh``), attends, and the heads'
 contexts are concatenated and projected back to ``D`` by ``W_o``.
 
-The seeds build this as a Python list of single-head modules and loop over it.
+The labs build this as a Python list of single-head modules and loop over it.
 Here the heads' projections are stacked into one ``[3 * H * Dh, F]`` matrix
 (torch's ``in_proj_weight`` layout), so self-attention is one matmul for q, k
 and v of all heads, then a single :func:`attnlab.attention.attend`.
@@ -13,12 +13,12 @@ Two widths, one class:
 
 * narrow heads (``head_dim = d_model // n_heads``, the default): the Transformer,
   ``nn.MultiheadAttention`` (see :meth:`MultiHeadAttention.from_torch`);
-* the seeds' wide heads (``head_dim = d_model``): every head is ``d_model`` wide
+* the labs' wide heads (``head_dim = d_model``): every head is ``d_model`` wide
   and ``W_o`` maps ``H * d_model`` back to ``d_model``.
 
-Seed fidelity: the parameters are drawn in the seeds' order (``linear_out``
+Lab fidelity: the parameters are drawn in the labs' order (``linear_out``
 first, then each head's query, key and value ``nn.Linear``) and packed, so after
-``torch.manual_seed(k)`` the weights equal those of the seeds' per-head modules.
+``torch.manual_seed(k)`` the weights equal those of the labs' per-head modules.
 
 Shape notation: ``B`` batch, ``T`` queries, ``S`` keys, ``F`` input features,
 ``D`` model dim, ``H`` heads, ``Dh`` head dim.
@@ -48,12 +48,12 @@ class MultiHeadAttention(nn.Module):
     Args:
         n_heads: ``H``.
         d_model: ``D``, the output width (and the input width unless ``input_dim``).
-        input_dim: ``F``, width of the queries, keys and values fed in (seed:
+        input_dim: ``F``, width of the queries, keys and values fed in (the labs'
             ``n_features``); defaults to ``d_model``.
-        proj_values: project the values (True, as the seeds' multi-head default);
+        proj_values: project the values (True, as the labs' multi-head default);
             False uses the raw values for every head, which needs ``F == Dh``.
         head_dim: ``Dh``; defaults to ``d_model // n_heads`` (which must divide).
-            The seeds' wide heads are ``head_dim=d_model``.
+            The labs' wide heads are ``head_dim=d_model``.
         dropout: dropout on the attention weights while training.
         position: a positional scheme that acts inside attention
             (:class:`attnlab.encodings.AttentionPosition`: rotary, ALiBi, T5 or
@@ -75,8 +75,8 @@ class MultiHeadAttention(nn.Module):
         boolean, True = may attend: ``[B, 1, S]`` (padding), ``[1, T, S]`` or
         ``[T, S]`` (causal), or anything broadcastable to ``[B, H, T, S]``.
 
-    Stateful use, as the seeds: ``mha.init_keys(keys)`` projects the keys (and
-    values) once; then ``mha(query, mask=mask)`` (or the seeds' positional
+    Stateful use, as in the labs: ``mha.init_keys(keys)`` projects the keys (and
+    values) once; then ``mha(query, mask=mask)`` (or the labs' positional
     ``mha(query, mask)``) attends to them.
 
     Raises:
@@ -106,7 +106,7 @@ class MultiHeadAttention(nn.Module):
             if d_model % n_heads:
                 raise ValueError(
                     f"d_model ({d_model}) must be divisible by n_heads ({n_heads}), "
-                    "or give head_dim (the seeds' wide heads are head_dim=d_model)"
+                    "or give head_dim (the labs' wide heads are head_dim=d_model)"
                 )
             head_dim = d_model // n_heads
         self.head_dim = check_int("head_dim", head_dim, minimum=1)
@@ -119,12 +119,13 @@ class MultiHeadAttention(nn.Module):
         self.dropout = check_probability("dropout", dropout)
         inner = self.n_heads * self.head_dim
 
-        # Draw parameters in the seeds' order: linear_out, then q, k, v per head.
+        # Draw parameters in the labs' order: linear_out, then q, k, v per head.
         self.linear_out = nn.Linear(inner, self.d_model)
         per_head = [[nn.Linear(self.input_dim, self.head_dim) for _ in range(3)] for _ in range(self.n_heads)]
         # skip_init: the packed projection must not draw from the RNG itself, or every
-        # module created after this one would start from different weights than the seeds'.
-        self.in_proj = nn.utils.skip_init(nn.Linear, self.input_dim, 3 * inner)
+        # module created after this one would start from different weights than the labs'.
+        # On the heads' device: under `with torch.device(...)` (meta, cuda) it is where they are.
+        self.in_proj = nn.utils.skip_init(nn.Linear, self.input_dim, 3 * inner, device=self.linear_out.weight.device)
         with torch.no_grad():
             # rows: [q_head0 .. q_headH-1 | k_head0 .. | v_head0 ..]
             self.in_proj.weight.copy_(torch.cat([h[j].weight for j in range(3) for h in per_head]))
@@ -143,7 +144,7 @@ class MultiHeadAttention(nn.Module):
         self.attn_weights = None
 
     # -- projections ---------------------------------------------------------------
-    # F.linear on slices of in_proj rather than calls of the nn.Linear: at the seeds'
+    # F.linear on slices of in_proj rather than calls of the nn.Linear: at the labs'
     # sizes a module call costs more than the matmul, and the slices are views.
 
     def _project_queries(self, query: Tensor) -> Tensor:
@@ -233,7 +234,7 @@ class MultiHeadAttention(nn.Module):
             RuntimeError: without ``key``, before :meth:`init_keys`.
         """
         if isinstance(key, Tensor) and key.dtype == torch.bool and value is None and mask is None:
-            # The seeds call mha(query, mask) positionally; keys are never boolean.
+            # The labs call mha(query, mask) positionally; keys are never boolean.
             key, mask = None, key
         self._check_input("query", query)
         position = self.position
@@ -311,7 +312,7 @@ class MultiHeadAttention(nn.Module):
 
     @property
     def alphas(self) -> Tensor | None:
-        """The seeds' layout of the recorded weights, ``[H, B, T, S]`` (None until recorded)."""
+        """The labs' layout of the recorded weights, ``[H, B, T, S]`` (None until recorded)."""
         if self.attn_weights is None:
             return None
         return self.attn_weights.transpose(0, 1)  # [B, H, T, S] -> [H, B, T, S]

@@ -1,11 +1,11 @@
 """Scoring functions: how well each key matches each query, before the softmax.
 
 Attention turns scores into weights (``alphas``) with a softmax over the keys,
-then averages the values with those weights into a context vector. Seed 003
-builds the score up in steps, and every step is here:
+then averages the values with those weights into a context vector. The attention
+lab builds the score up in steps, and every step is here:
 
 * :func:`uniform_scores`: every key scores the same, so the weights are the plain
-  average ``1 / S`` (the seed's first ``calc_alphas``);
+  average ``1 / S`` (the lab's first ``calc_alphas``);
 * :func:`dot_scores`: ``q . k = |q| |k| cos(theta)``, large when the vectors point
   the same way (Luong et al. 2015, "dot");
 * :func:`scaled_dot_scores`: the dot product divided by ``sqrt(D)``, so the
@@ -21,7 +21,7 @@ weighted average. The modules in :mod:`attnlab.attention` fuse these steps
 Shape notation: ``B`` batch, ``T`` queries, ``S`` keys, ``D`` query/key width,
 ``Dq``/``Dk`` query/key widths when they differ, ``Dv`` value width, ``Dh`` hidden width.
 
-Example (seed 003's query and three keys):
+Example (the attention lab's query and three keys):
     >>> q = torch.tensor([[[.55, .95]]])                                 # [1, 1, 2]
     >>> k = torch.tensor([[[.65, .2], [.85, -.4], [-.95, -.75]]])       # [1, 3, 2]
     >>> dot_scores(q, k)
@@ -90,7 +90,7 @@ def _check_query_keys(query: object, keys: object, *, same_width: bool) -> tuple
 def uniform_scores(query: Tensor, keys: Tensor) -> Tensor:
     """Equal scores for every key: the softmax of zeros is the plain average ``1 / S``.
 
-    Seed 003's first ``calc_alphas`` (``ones / L``): attention that ignores both the
+    The attention lab's first ``calc_alphas`` (``ones / L``): attention that ignores both the
     query and the keys, so the context vector is the mean of the values.
 
     Args:
@@ -319,7 +319,7 @@ def context_vector(alphas: Tensor, values: Tensor) -> Tensor:
 def dot_product_variance(d: int, n: int = 10000, *, generator: torch.Generator | None = None) -> float:
     """The sample variance of ``q . k`` for ``n`` pairs of standard normal vectors of width ``d``.
 
-    Seed 003's argument for scaling: each product ``q_i k_i`` has mean 0 and
+    The attention lab's argument for scaling: each product ``q_i k_i`` has mean 0 and
     variance 1, so their sum over ``d`` dimensions has variance ``d`` and standard
     deviation ``sqrt(d)`` (Vaswani et al. 2017, §3.2.1, footnote 4). Unscaled scores
     spread further apart as models get wider, and the softmax saturates.

@@ -1,4 +1,4 @@
-"""The data the models are taught on: the seeds' noisy squares, padded batches, loaders.
+"""The data the models are taught on: the labs' noisy squares, padded batches, loaders.
 
 * :mod:`attnlab.data.squares`: :func:`generate_sequences`, the book's generator
   number for number (without touching numpy's global random state), and
@@ -7,7 +7,7 @@
   lengths (right padding, mask True = real step) and :func:`collate_padded`, a
   DataLoader ``collate_fn`` for such ``(source, target)`` pairs;
 * :mod:`attnlab.data.loaders`: :class:`SquareSequences` (a Dataset) and
-  :func:`make_loaders`, the seeds' train/test loaders with a real test set and
+  :func:`make_loaders`, the labs' train/test loaders with a real test set and
   a shuffle of their own.
 
 This package never imports :mod:`attnlab.models`: a model is told its sizes

@@ -1,10 +1,11 @@
 """The noisy squares as a torch Dataset, and the train/test loaders of the main job.
 
-Seeds 000 and 003 build their loaders from :func:`generate_sequences`: 128
-training squares (seed 13), batches of 16 shuffled by a ``torch.Generator`` of
-the loader's own, and a test set that is meant to be the seed-19 squares but is
-built from the *training* points (``full_test = torch.as_tensor(points)``), so
-their validation loss measures the training set. :func:`make_loaders` builds the
+The positional-encoding lab and the attention lab build their loaders from
+:func:`generate_sequences`: 128 training squares (seed 13), batches of 16
+shuffled by a ``torch.Generator`` of the loader's own, and a test set that is
+meant to be the seed-19 squares but is built from the *training* points
+(``full_test = torch.as_tensor(points)``), so their validation loss measures the
+training set. :func:`make_loaders` builds the
 same training loader and a real test loader from the seed-19 squares.
 
 Nothing here touches a global random state: the squares come from their own
@@ -37,7 +38,7 @@ class SquareSequences(Dataset[tuple[torch.Tensor, torch.Tensor]]):
     """Noisy squares (:func:`generate_sequences`) as ``(inputs, target)`` pairs.
 
     Item ``i`` is ``(full[i], target[i])`` with ``inputs="full"``: in training the
-    seeds' models read the whole square (the source, then the target they are
+    labs' models read the whole square (the source, then the target they are
     teacher-forced with). With ``inputs="source"`` it is ``(source[i],
     target[i])``: what a model is evaluated on.
 
@@ -127,7 +128,7 @@ def make_loaders(
     input_len: int = 2,
     eval_batch_size: int | None = None,
 ) -> SquareLoaders:
-    """The loaders of seeds 000 and 003, with a test set that really is the seed-19 squares.
+    """The labs' loaders, with a test set that really is the seed-19 squares.
 
     The training loader yields ``(full [B, 4, 2], target [B, T, 2])``, shuffled
     every epoch by its own ``torch.Generator`` seeded with ``shuffle_seed``
@@ -136,9 +137,9 @@ def make_loaders(
     Neither reads nor changes torch's or numpy's global random state.
 
     Args:
-        n_train: training squares (the seeds: 128).
-        n_test: test squares (the seeds: 128).
-        batch_size: squares per batch (the seeds: 16); the last batch may be smaller.
+        n_train: training squares (the labs: 128).
+        n_test: test squares (the labs: 128).
+        batch_size: squares per batch (the labs: 16); the last batch may be smaller.
         train_seed: :func:`generate_sequences` seed of the training squares.
         test_seed: seed of the test squares; must differ from ``train_seed``.
         shuffle_seed: seed of the training loader's generator.

@@ -1,4 +1,4 @@
-"""The noisy-squares task of the seeds: sequences of the corners of a square, walked either way.
+"""The noisy-squares task of the labs: sequences of the corners of a square, walked either way.
 
 Each sequence starts at a random corner of the square with corners
 ``A = (-1, -1)``, ``B = (-1, 1)``, ``C = (1, 1)``, ``D = (1, -1)`` and visits the
@@ -9,10 +9,10 @@ other two; the direction is only implied by those two points and their start.
 
 :func:`generate_sequences` reproduces the book's generator
 (``data_generation/square_sequences.py`` in dvgodoy/PyTorchStepByStep, used by
-seeds 000 and 003) number for number, without its side effect: it draws from
-its own ``numpy.random.RandomState``, so numpy's global random state is left
-alone. :func:`squares_tensor` stacks the sequences into one tensor, without the
-slow ``torch.as_tensor(list_of_arrays)`` of the seeds.
+the positional-encoding lab and the attention lab) number for number, without its
+side effect: it draws from its own ``numpy.random.RandomState``, so numpy's
+global random state is left alone. :func:`squares_tensor` stacks the sequences
+into one tensor, without the slow ``torch.as_tensor(list_of_arrays)`` of the labs.
 
 Shape notation: ``N`` sequences, ``L`` points per sequence, ``F`` features (2).
 """
@@ -48,7 +48,7 @@ def check_seed(seed: Any, name: str = "seed") -> int | None:
 def generate_sequences(
     n: int = 128, variable_len: bool = False, seed: int | None = 13
 ) -> tuple[list[np.ndarray], np.ndarray]:
-    """Noisy squares, exactly the seeds' (and the book's) for the same ``seed``.
+    """Noisy squares, exactly the labs' (and the book's) for the same ``seed``.
 
     The random draws come in the book's order, from ``RandomState(seed)``, whose
     stream is the one ``np.random.seed(seed)`` gives the ``np.random`` functions:
@@ -123,7 +123,7 @@ def generate_sequences(
 def squares_tensor(points: Sequence[Any] | np.ndarray | torch.Tensor) -> torch.Tensor:
     """Sequences of equal length as one float32 tensor ``[N, L, F]``.
 
-    The seeds' ``torch.as_tensor(points).float()``, without the slow
+    The labs' ``torch.as_tensor(points).float()``, without the slow
     element-by-element conversion (and its warning): the arrays are stacked by
     numpy first.
 

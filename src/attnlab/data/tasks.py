@@ -17,7 +17,7 @@ ones. Every task here draws its data at any length, from a generator of its own:
   The decoder is teacher-forced with ``target_in = BOS + target`` and learns
   ``target_out = target + EOS``; the source carries neither (an encoder sees it
   whole, and the padding mask tells it where it ends).
-* ``squares``: the seeds' noisy squares (:mod:`attnlab.data.squares`), walked
+* ``squares``: the labs' noisy squares (:mod:`attnlab.data.squares`), walked
   round and round: corner ``k + 4`` is corner ``k`` again with fresh noise. The
   model sees the first 2 corners and predicts the rest, float points, so it is
   scored by mean squared error, not accuracy.
@@ -119,7 +119,7 @@ class SquaresBatch(NamedTuple):
     """Noisy squares walked for ``K`` corners: float32 points, no padding.
 
     Attributes:
-        full: float32 ``[N, K, 2]``, the whole walk (what the seeds' models are
+        full: float32 ``[N, K, 2]``, the whole walk (what the labs' models are
             teacher-forced with in training).
         source: float32 ``[N, S, 2]``, the corners given (``full[:, :S]``).
         target: float32 ``[N, T, 2]``, the corners to predict, ``T = K - S``.
@@ -250,14 +250,14 @@ def squares_task(n: int, n_corners: int = 4, *, n_given: int = 2, seed: int = 13
     square's 6th, ...). So:
 
     * the first ``min(K, 4)`` corners equal ``generate_sequences(n, seed=seed)``'s
-      number for number (with ``seed=13``, the seeds' training squares);
+      number for number (with ``seed=13``, the labs' training squares);
     * for one seed, a longer walk continues the shorter one: test sets at
       several lengths hold the same squares, walked further.
 
     Args:
         n: how many squares, ``N >= 1``.
         n_corners: ``K``, corners per walk, at least ``n_given + 1``.
-        n_given: ``S``, the corners a model is given (the seeds: 2), at least 1.
+        n_given: ``S``, the corners a model is given (the labs: 2), at least 1.
         seed: an integer in ``[0, 2**32 - 1]``; None is refused, the set must be repeatable.
 
     Returns:

@@ -1,13 +1,16 @@
 """Positional encodings: tables and the modules that add them.
 
 ``sinusoidal`` / ``angle_rates`` / ``shift_matrix`` (every layout of the paper's
-sinusoids), ``fixed_base`` (seed 000's dials), ``PositionalEncoding`` (the seeds'
-module, fixed) and ``LearnedPositionalEncoding`` (seed 002's exercise): these
-are added to the inputs.
+sinusoids), ``fixed_base`` (the positional-encoding lab's dials), ``PositionalEncoding``
+(the labs' module, fixed) and ``LearnedPositionalEncoding`` (the d2l chapter's exercise):
+these are added to the inputs.
 
 Schemes that act inside attention (:class:`AttentionPosition`, passed to
 ``MultiHeadAttention(position=...)``): ``Rotary`` (RoFormer), ``ALiBi``,
 ``T5RelativeBias``, ``ShawRelative`` (Shaw et al. 2018) and ``NoPosition``.
+
+By name (:mod:`.registry`): ``ENCODINGS`` and ``attention_position(name, ...)``, what a
+model's ``encoding=`` argument builds.
 """
 
 from attnlab.encodings.alibi import ALiBi, alibi_slopes
@@ -15,6 +18,7 @@ from attnlab.encodings.attention_position import AttentionPosition, NoPosition, 
 from attnlab.encodings.fixed_base import fixed_base
 from attnlab.encodings.learned import LearnedPositionalEncoding
 from attnlab.encodings.positional import PositionalEncoding
+from attnlab.encodings.registry import ENCODINGS, attention_position
 from attnlab.encodings.relative import ShawRelative
 from attnlab.encodings.rotary import CONVENTIONS as ROTARY_CONVENTIONS
 from attnlab.encodings.rotary import Rotary, apply_rotary, interleaved_to_half_permutation
@@ -24,6 +28,7 @@ from attnlab.encodings.t5 import T5RelativeBias, t5_bucket
 __all__ = [
     "ALiBi",
     "AttentionPosition",
+    "ENCODINGS",
     "LAYOUTS",
     "LearnedPositionalEncoding",
     "NoPosition",
@@ -36,6 +41,7 @@ __all__ = [
     "alibi_slopes",
     "angle_rates",
     "apply_rotary",
+    "attention_position",
     "fixed_base",
     "interleaved_to_half_permutation",
     "relative_positions",

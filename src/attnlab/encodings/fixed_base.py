@@ -1,4 +1,4 @@
-"""Fixed-base ("angular speed") positional encoding: seed 000's "Your turn".
+"""Fixed-base ("angular speed") positional encoding: the positional-encoding lab's "Your turn".
 
 Each base ``b`` is a hand on a dial that moves ``360 / b`` degrees per position,
 so position ``p`` sits at angle ``2 * pi * p / b``; the encoding is the (sin, cos)

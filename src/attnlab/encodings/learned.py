@@ -1,6 +1,6 @@
 """``LearnedPositionalEncoding``: a trained table, one vector per position.
 
-Seed 002's exercise 2 ("can you design a learnable positional encoding?"), as
+The d2l chapter's exercise 2 ("can you design a learnable positional encoding?"), as
 BERT, GPT-2 and ViT do it: the table is an ``nn.Parameter`` ``[1, max_len, D]``
 trained with the model. Vaswani et al. found it "nearly identical" to the
 sinusoids at the training length; unlike them it has no row for a position it

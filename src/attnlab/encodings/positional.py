@@ -1,6 +1,7 @@
 """``PositionalEncoding``: add a sinusoidal table to a batch of sequences.
 
-The module of seed 000 (and of seeds 002 / 004, with ``scale_input=False``)::
+The module of the positional-encoding lab (and of the d2l chapter and the PE walkthrough,
+with ``scale_input=False``)::
 
     out = dropout(x * sqrt(D) + PE[:L])        # x: [B, L, D]
 
@@ -9,7 +10,7 @@ Why ``sqrt(D)``: inputs that are standardised, or embeddings, mostly lie in
 Multiplying by ``sqrt(D)`` undoes the standardisation (``raw = sqrt(D) * std``)
 before the table is added (Vaswani §3.4 does the same to its embeddings).
 
-What it does better than the seeds: the table is computed in float64 and
+What it does better than the labs: the table is computed in float64 and
 cast once; odd ``D`` works; a sequence longer than ``max_len`` gets the rows it
 needs computed on the spot (a sinusoid is defined at every position) instead of
 a broadcast error; the result is cast to the input's dtype; ``offset`` encodes
@@ -54,9 +55,11 @@ class PositionalEncoding(nn.Module):
         max_len: positions precomputed into the ``pe`` buffer. Longer sequences
             still work: their rows are computed when first needed.
         d_model: model dimension ``D`` (odd works).
-        dropout: dropout probability applied after the addition (seeds 002/004).
-        scale_input: multiply the input by ``sqrt(D)`` first (seed 000). Set it to
-            False to reproduce seeds 002 and 004, which add the table as is.
+        dropout: dropout probability applied after the addition (the d2l chapter,
+            the PE walkthrough).
+        scale_input: multiply the input by ``sqrt(D)`` first (the positional-encoding
+            lab). Set it to False to reproduce the d2l chapter and the PE walkthrough,
+            which add the table as is.
         base, layout, rates: the table's variant; see
             :func:`attnlab.encodings.sinusoidal`.
 
@@ -154,7 +157,7 @@ class PositionalEncoding(nn.Module):
         pe = self.table(x.shape[1], offset=offset)  # [1, L, D]
         out = x + (pe if pe.dtype == x.dtype else pe.to(x.dtype))  # [B, L, D]
         # Dropout only when it drops something: the module call costs more than the
-        # addition at the seeds' sizes.
+        # addition at the labs' sizes.
         return self.dropout(out) if self.training and self.dropout.p > 0 else out
 
     def extra_repr(self) -> str:

@@ -8,7 +8,7 @@ Vaswani et al. 2017, "Attention Is All You Need", §3.5 (arXiv:1706.03762)::
 Implementations disagree on two things, and a checkpoint only loads into the
 one it was trained with (reference/pe_and_attention_anchors.md §5.3):
 
-* the column **layout**: interleaved ``s0 c0 s1 c1 ...`` (the paper, the seeds,
+* the column **layout**: interleaved ``s0 c0 s1 c1 ...`` (the paper, the labs,
   HF DistilBERT) or two blocks ``[sin | cos]`` (Marian, Pegasus, x-transformers);
 * the angle **rates**: ``base ** (-2i/D)`` ("vaswani") or ``base ** (-i/(D/2-1))``
   ("linspace": tensor2tensor, fairseq, Whisper, and the TensorFlow notebook's
@@ -17,7 +17,7 @@ one it was trained with (reference/pe_and_attention_anchors.md §5.3):
 ``layout="t2t"`` is the tensor2tensor / fairseq / Whisper preset: ``[sin | cos]``
 blocks with "linspace" rates and, for odd ``D``, a zero last column as they pad.
 
-Why float64: the seeds evaluate ``sin(p * w)`` in float32, where the angle
+Why float64: the labs evaluate ``sin(p * w)`` in float32, where the angle
 ``p * w`` itself is rounded. The error grows with the position: 7e-4 at
 p = 10,000 and 6e-2 at p = 1,000,000. Angles here are float64 and the table is
 cast once at the end, so every entry is the correctly rounded value (error
@@ -57,10 +57,10 @@ def angle_rates(
         d_model: model dimension ``D``; there are ``ceil(D / 2)`` rates.
         base: the wavelength scale (10000 in the paper); the slowest pair turns
             once every ``2 * pi * base`` positions.
-        rates: ``"vaswani"`` gives ``base ** (-2i / D)`` (the paper, the seeds);
+        rates: ``"vaswani"`` gives ``base ** (-2i / D)`` (the paper, the labs);
             ``"linspace"`` gives ``base ** (-i / (n - 1))`` for ``n`` rates, i.e.
             ``(1 / base) ** linspace(0, 1, n)`` (tensor2tensor, fairseq, Whisper,
-            seed 001's TensorFlow notebook).
+            the TensorFlow position-encoding notebook).
 
     Returns:
         float64 tensor ``[ceil(D / 2)]``, decreasing from 1.
@@ -138,13 +138,14 @@ def sinusoidal(
         max_len: number of positions ``L`` (any length >= 1).
         d_model: model dimension ``D`` (odd works: see ``layout``).
         base: wavelength scale, 10000 in the paper.
-        layout: ``"interleaved"`` (``s0 c0 s1 c1 ...``: the paper, the seeds,
+        layout: ``"interleaved"`` (``s0 c0 s1 c1 ...``: the paper, the labs,
             DistilBERT), ``"concat"`` (``[sin | cos]``: Marian, x-transformers) or
             ``"t2t"`` (``[sin | cos]`` with linspace rates: tensor2tensor, fairseq,
             Whisper; odd ``D`` gets a zero last column). Interleaved and concat
             drop the last cosine column when ``D`` is odd.
         rates: ``"vaswani"`` (default) or ``"linspace"`` (see :func:`angle_rates`).
-            ``layout="interleaved", rates="linspace"`` is seed 001's table.
+            ``layout="interleaved", rates="linspace"`` is the table of the
+            TensorFlow position-encoding notebook.
         start: position of the first row (rows are ``start .. start + L - 1``);
             used to extend a table or to encode a decoding step.
         dtype: floating dtype of the result; the computation is float64 anyway.
@@ -195,8 +196,9 @@ def shift_matrix(
     """The linear map that moves a sinusoidal encoding ``delta`` positions.
 
     Each (sin, cos) pair at rate ``w`` is a point on a circle; moving ``delta``
-    positions rotates it by ``delta * w`` (Vaswani §3.5, seed 001's
-    ``transition_matrix``, seed 002's relative projection)::
+    positions rotates it by ``delta * w`` (Vaswani §3.5, the TensorFlow
+    position-encoding notebook's ``transition_matrix``, the d2l chapter's relative
+    projection)::
 
         sin((p+d)w) = sin(pw) cos(dw) + cos(pw) sin(dw)
         cos((p+d)w) = cos(pw) cos(dw) - sin(pw) sin(dw)

@@ -1,18 +1,22 @@
 """Sequence-to-sequence models built on attnlab's attention and positional encodings.
 
-* :mod:`attnlab.models.rnn_seq2seq` (seed 003): :class:`Encoder`, :class:`Decoder`,
+* :mod:`attnlab.models.rnn_seq2seq` (the attention lab): :class:`Encoder`, :class:`Decoder`,
   :class:`EncoderDecoder`, :class:`DecoderAttn`, :class:`EncoderDecoderAttn`:
   GRUs, teacher forcing, and a decoder that attends over the encoder's states.
-* :mod:`attnlab.models.selfattn_seq2seq` (seed 000): :class:`EncoderSelfAttn`,
+* :mod:`attnlab.models.selfattn_seq2seq` (the positional-encoding lab): :class:`EncoderSelfAttn`,
   :class:`DecoderSelfAttn`, :class:`EncoderPe`, :class:`DecoderPe`,
   :class:`EncoderDecoderSelfAttn`: self-attention and positional encoding,
   causal-masked training and greedy prediction.
 * :mod:`attnlab.models.transformer` and :mod:`attnlab.models.decoder_only`: the
   length-generalisation lab's :class:`Transformer` (encoder-decoder) and
   :class:`DecoderOnlyTransformer`, taking any of :data:`ENCODINGS`.
+* :mod:`attnlab.models.squares_transformer`: :class:`EncoderDecoderTransformer`, the
+  squares models' interface on a :class:`Transformer` (the book's fix for the
+  positional-encoding lab's model: residuals, layer norm, features projected up).
+* :mod:`attnlab.models.builders`: every model by name, sizes as keyword arguments.
 
-The classes keep the seeds' names, signatures, attributes and parameter order,
-so after ``torch.manual_seed(k)`` they reproduce the seeds' numbers. Attention
+The classes keep the labs' names, signatures, attributes and parameter order,
+so after ``torch.manual_seed(k)`` they reproduce the labs' numbers. Attention
 weights, ``[B, H, T, S]`` per layer, come from
 ``with attnlab.attention.record_attention(): model(x)`` and then
 ``attnlab.attention.collect_attention(model)``.
@@ -27,6 +31,7 @@ from attnlab.models.selfattn_seq2seq import (
     EncoderPe,
     EncoderSelfAttn,
 )
+from attnlab.models.squares_transformer import EncoderDecoderTransformer
 from attnlab.models.transformer import ENCODINGS, Transformer, TransformerDecoderLayer, TransformerEncoderLayer
 
 __all__ = [
@@ -40,6 +45,7 @@ __all__ = [
     "EncoderDecoder",
     "EncoderDecoderAttn",
     "EncoderDecoderSelfAttn",
+    "EncoderDecoderTransformer",
     "EncoderPe",
     "EncoderSelfAttn",
     "Transformer",

@@ -1,4 +1,4 @@
-"""Recurrent sequence-to-sequence models: seed 003's GRU encoder-decoder, with and without attention.
+"""Recurrent sequence-to-sequence models: the attention lab's GRU encoder-decoder, with and without attention.
 
 The encoder reads the source sequence with a GRU; its last hidden state starts the
 decoder, which then produces the target one step at a time, each step fed either
@@ -15,13 +15,13 @@ states, and the context it gets back is concatenated to it before the
 regression: :class:`DecoderAttn`, wrapped by :class:`EncoderDecoderAttn`, which
 keeps every step's weights in ``alphas``.
 
-Seed fidelity: the classes keep seed 003's names, constructor signatures,
+Lab fidelity: the classes keep the attention lab's names, constructor signatures,
 attributes (``hidden``, ``basic_rnn``, ``regression``, ``attn``, ``outputs``,
 ``alphas``, ``init_hidden``, ``init_outputs``, ``store_output``) and parameter
-creation order, so after ``torch.manual_seed(k)`` they print the seed's numbers.
-The teacher-forcing coin is the seed's ``torch.rand(1) <= prob``, drawn at every
+creation order, so after ``torch.manual_seed(k)`` they print the lab's numbers.
+The teacher-forcing coin is the lab's ``torch.rand(1) <= prob``, drawn at every
 step (in eval mode too), so a seeded run consumes torch's random numbers exactly
-as the seed does. Fixed: teacher forcing can never happen in eval mode (the seed's
+as the lab does. Fixed: teacher forcing can never happen in eval mode (the lab's
 ``rand <= 0`` could, in principle, pick a target that does not exist), outputs are
 allocated on the input's device and dtype, and arguments are validated.
 
@@ -147,7 +147,7 @@ class DecoderAttn(nn.Module):
     Attributes:
         basic_rnn: ``nn.GRU(F, D, batch_first=True)``.
         attn: ``Attention(D)``; its ``alphas`` are the last step's weights ``[B, 1, S]``
-            (as the seed), its ``attn_weights`` every step since :meth:`init_hidden`,
+            (as in the attention lab), its ``attn_weights`` every step since :meth:`init_hidden`,
             ``[B, 1, t, S]`` after ``t`` steps, so :func:`attnlab.attention.collect_attention`
             shows the whole decoded sequence.
         regression: ``nn.Linear(2 * D, F)``.
@@ -235,7 +235,7 @@ class EncoderDecoder(nn.Module):
             is not an ``nn.Module`` (or an encoder without an integer ``n_features``),
             non-positive lengths, or a probability outside [0, 1].
 
-    Example (seed 003's free-running decoder with attention):
+    Example (the attention lab's free-running decoder with attention):
         >>> _ = torch.manual_seed(21)
         >>> encoder, decoder = Encoder(2, 2), DecoderAttn(2, 2)
         >>> model = EncoderDecoder(encoder, decoder, input_len=2, target_len=2, teacher_forcing_prob=0.0)
@@ -263,7 +263,7 @@ class EncoderDecoder(nn.Module):
                 f"encoder must have an integer n_features (e.g. Encoder), got {type(encoder).__name__} "
                 f"with n_features={n_features!r}"
             )
-        # Typed Any: the seed's duck-typed interface (n_features, init_hidden, attn).
+        # Typed Any: the attention lab's duck-typed interface (n_features, init_hidden, attn).
         self.encoder: Any = encoder
         self.decoder: Any = decoder
         self.input_len = check_int("input_len", input_len, minimum=1)
@@ -316,7 +316,7 @@ class EncoderDecoder(nn.Module):
         for i in range(self.target_len):
             out = self.decoder(dec_inputs)  # [B, 1, F]
             self.store_output(i, out)
-            # Drawn at every step, eval mode included, to use torch's RNG as the seed does.
+            # Drawn at every step, eval mode included, to use torch's RNG as the attention lab does.
             coin = torch.rand(1)
             if prob > 0 and bool(coin <= prob):
                 dec_inputs = target_seq[:, i : i + 1]  # teacher forcing: the true point

@@ -1,4 +1,4 @@
-"""Self-attention sequence-to-sequence models with positional encoding: seed 000's model.
+"""Self-attention sequence-to-sequence models with positional encoding: the positional-encoding lab's model.
 
 No recurrence: the encoder is one multi-head self-attention layer and a
 feed-forward network; the decoder is masked self-attention over the (shifted)
@@ -16,22 +16,22 @@ Training sees the whole target at once: the decoder's input is the target shifte
 right by one (starting from the last source point), and the causal
 ("subsequent") mask keeps step ``t`` from seeing inputs after ``t``. In eval mode
 :meth:`EncoderDecoderSelfAttn.predict` generates greedily, one point at a time,
-feeding back its own (detached) predictions. The seeds re-run the decoder on the
+feeding back its own (detached) predictions. The labs re-run the decoder on the
 whole prefix at every step; attnlab decodes with a key/value cache
 (:class:`attnlab.attention.DecodingCache`): each step projects only its newest
 input, so a step costs the same at step 256 as at step 2.
 
-Seed fidelity: names, constructor signatures, attributes (``self_attn_heads``,
+Lab fidelity: names, constructor signatures, attributes (``self_attn_heads``,
 ``cross_attn_heads``, ``ffn``, ``layer``, ``pe``, ``trg_masks``, ...) and parameter
-creation order are the seed's, so after ``torch.manual_seed(k)`` the weights,
-and therefore the outputs and the training, are the seed's. The attention layers
-are attnlab's fused :class:`attnlab.attention.MultiHeadAttention` with the seeds'
-wide heads (``head_dim=d_model``: every head is ``D`` wide) instead of a Python
-loop over heads. Their weights, ``[B, H, T, S]``, are kept when run inside
-:func:`attnlab.attention.record_attention` (the seeds' ``alphas``, ``[H, B, T, S]``,
-then work too); after ``predict`` the decoder's are those of the last step, the
-full ``T x T`` (``predict`` decodes without the cache while recording, so that
-the last step sees the whole matrix, as the seeds draw it).
+creation order are the positional-encoding lab's, so after ``torch.manual_seed(k)``
+the weights, and therefore the outputs and the training, are the lab's. The
+attention layers are attnlab's fused :class:`attnlab.attention.MultiHeadAttention`
+with the lab's wide heads (``head_dim=d_model``: every head is ``D`` wide)
+instead of a Python loop over heads. Their weights, ``[B, H, T, S]``, are kept
+when run inside :func:`attnlab.attention.record_attention` (the lab's ``alphas``,
+``[H, B, T, S]``, then work too); after ``predict`` the decoder's are those of
+the last step, the full ``T x T`` (``predict`` decodes without the cache while
+recording, so that the last step sees the whole matrix, as the lab draws it).
 
 Shape notation: ``B`` batch, ``S`` source length, ``T`` target length,
 ``F`` features, ``D`` model dim, ``H`` heads.
@@ -60,11 +60,11 @@ def _check_sizes(n_heads: int, d_model: int, ff_units: int, n_features: int | No
 
 
 def _wide_heads(n_heads: int, d_model: int, input_dim: int | None) -> MultiHeadAttention:
-    """The seeds' wide multi-head attention: every head ``d_model`` wide (``head_dim=d_model``).
+    """The labs' wide multi-head attention: every head ``d_model`` wide (``head_dim=d_model``).
 
-    ``MultiHeadAttention`` draws its weights in the seeds' order (``linear_out``,
+    ``MultiHeadAttention`` draws its weights in the labs' order (``linear_out``,
     then query, key and value per head) and nothing else, so the modules created
-    after it start from the seeds' weights too.
+    after it start from the labs' weights too.
     """
     return MultiHeadAttention(n_heads, d_model, input_dim, head_dim=d_model)
 
@@ -86,7 +86,8 @@ class EncoderSelfAttn(nn.Module):
     Attributes:
         self_attn_heads: ``MultiHeadAttention(H, D, input_dim=F, head_dim=D)``.
         ffn: ``Linear(D, ff_units) -> ReLU -> Linear(ff_units, D)``.
-        n_heads, d_model, ff_units, n_features: the arguments (``n_features`` may be None, as the seed).
+        n_heads, d_model, ff_units, n_features: the arguments (``n_features`` may be None, as in the
+            positional-encoding lab).
 
     Shapes:
         ``forward(query [B, S, F], mask [B, 1, S] = None) -> [B, S, D]``.
@@ -108,7 +109,7 @@ class EncoderSelfAttn(nn.Module):
         Returns ``[B, S, D]``.
 
         Self-attention runs statelessly (one fused projection of q, k and v); the
-        seed's ``init_keys`` + call gives the same result.
+        positional-encoding lab's ``init_keys`` + call gives the same result.
         """
         att = self.self_attn_heads(query, query, query, mask=mask)  # [B, S, D]
         return self.ffn(att)  # [B, S, D]
@@ -173,7 +174,7 @@ class DecoderSelfAttn(nn.Module):
             source_mask: boolean ``[B, 1, S]``, True = may attend to that source position.
             target_mask: boolean ``[1, T, T]`` (or ``[T, T]``), usually causal.
             memory: the encoder's states ``[B, S, D]``; None uses those of
-                :meth:`init_keys` (the seed's stateful use).
+                :meth:`init_keys` (the positional-encoding lab's stateful use).
             cache: a :class:`attnlab.attention.DecodingCache`; its layers
                 ``"self_attn"`` (the target's keys so far) and ``"cross_attn"`` (the
                 encoder's keys, projected on the first step) are read and filled.
@@ -303,7 +304,7 @@ class EncoderDecoderSelfAttn(nn.Module):
         TypeError / ValueError: naming the argument, for modules that are not
             ``nn.Module`` or non-positive lengths.
 
-    Example (seed 000's configuration):
+    Example (the positional-encoding lab's configuration):
         >>> _ = torch.manual_seed(43)
         >>> encoder = EncoderPe(n_heads=3, d_model=2, ff_units=10, n_features=2)
         >>> decoder = DecoderPe(n_heads=3, d_model=2, ff_units=10, n_features=2)
@@ -321,7 +322,7 @@ class EncoderDecoderSelfAttn(nn.Module):
         for name, module in (("encoder", encoder), ("decoder", decoder)):
             if not isinstance(module, nn.Module):
                 raise TypeError(f"{name} must be an nn.Module, got {type(module).__name__}")
-        # Typed Any: the seed's duck-typed interface (forward(source, mask); init_keys).
+        # Typed Any: the positional-encoding lab's duck-typed interface (forward(source, mask); init_keys).
         self.encoder: Any = encoder
         self.decoder: Any = decoder
         self.input_len = check_int("input_len", input_len, minimum=1)
@@ -359,10 +360,10 @@ class EncoderDecoderSelfAttn(nn.Module):
         ``i`` decodes only its newest input, at position ``i``, against the keys
         and values cached by the earlier steps and the encoder's keys projected
         once; without it, step ``i`` re-decodes all ``i + 1`` inputs under a causal
-        mask (the seeds' way). Both give the same points (to float rounding).
-        Encodes ``source_seq`` itself (the seed's ``predict`` relied on an earlier
-        :meth:`encode`) and runs without autograd: what is fed back, and
-        returned, never carries a graph.
+        mask (the labs' way). Both give the same points (to float rounding).
+        Encodes ``source_seq`` itself (the positional-encoding lab's ``predict``
+        relied on an earlier :meth:`encode`) and runs without autograd: what is
+        fed back, and returned, never carries a graph.
 
         Args:
             source_seq: ``[B, S, F]``.
@@ -429,7 +430,7 @@ class EncoderDecoderSelfAttn(nn.Module):
         # Inputs are the target shifted right by one, starting from the last source point.
         shifted_target_seq = X[:, self.input_len - 1 : -1]  # [B, T, F]
         if getattr(self.decoder, "supports_cache", False):
-            # Stateless, with the causal flag: the same result as the seed's
+            # Stateless, with the causal flag: the same result as the positional-encoding lab's
             # encode + decode(mask), without building or checking a mask.
             memory = self.encoder(source_seq, source_mask)  # [B, S, D]
             return self.decoder(shifted_target_seq, source_mask, memory=memory, is_causal=True)  # [B, T, F]

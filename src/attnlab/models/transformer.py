@@ -41,50 +41,12 @@ from torch import Tensor, nn
 from attnlab._validate import check_choice, check_int, check_probability
 from attnlab.attention import DecodingCache, KVCache, MultiHeadAttention
 from attnlab.encodings import LearnedPositionalEncoding, PositionalEncoding
-from attnlab.encodings.alibi import ALiBi
-from attnlab.encodings.attention_position import AttentionPosition, NoPosition
-from attnlab.encodings.relative import ShawRelative
-from attnlab.encodings.rotary import Rotary
-from attnlab.encodings.t5 import T5RelativeBias
+from attnlab.encodings.attention_position import AttentionPosition
+from attnlab.encodings.registry import ENCODINGS, attention_position
 
 __all__ = [
     "ENCODINGS", "SequenceModel", "Transformer", "TransformerDecoderLayer", "TransformerEncoderLayer",
-    "attention_position",
 ]
-
-#: the positional encodings a :class:`Transformer` can use.
-ENCODINGS = ("sinusoidal", "learned", "relative", "t5", "rotary", "alibi", "none")
-_INSIDE_ATTENTION = ("relative", "t5", "rotary", "alibi", "none")
-
-
-def attention_position(
-    encoding: str, *, n_heads: int, head_dim: int, causal: bool, max_relative_position: int = 16
-) -> AttentionPosition | None:
-    """The scheme an ``encoding`` puts inside one self-attention (None for the absolute ones).
-
-    Args:
-        encoding: one of :data:`ENCODINGS`.
-        n_heads: ``H`` (T5 and ALiBi have a value per head).
-        head_dim: ``Dh`` (rotary and Shaw work on it).
-        causal: the attention is causal (T5 then buckets one direction only).
-        max_relative_position: Shaw's clipping distance ``k``.
-
-    Raises:
-        ValueError: for an unknown encoding (naming the known ones).
-    """
-    check_choice("encoding", encoding, ENCODINGS)
-    if encoding == "relative":
-        return ShawRelative(head_dim, max_relative_position=max_relative_position)
-    if encoding == "t5":
-        return T5RelativeBias(n_heads, bidirectional=not causal)
-    if encoding == "rotary":
-        return Rotary(head_dim)
-    if encoding == "alibi":
-        return ALiBi(n_heads, causal=causal)
-    if encoding == "none":
-        return NoPosition()
-    return None
-
 
 def _ffn(d_model: int, ff_units: int, dropout: float) -> nn.Sequential:
     return nn.Sequential(nn.Linear(d_model, ff_units), nn.ReLU(), nn.Dropout(dropout), nn.Linear(ff_units, d_model))
@@ -98,7 +60,9 @@ class TransformerEncoderLayer(nn.Module):
         n_heads: ``H`` (must divide ``D``).
         ff_units: hidden width of the feed-forward network.
         dropout: on the attention weights and on each residual branch.
-        position: a scheme for the self-attention (see :func:`attention_position`).
+        position: a scheme for the self-attention (see
+            :func:`attnlab.encodings.attention_position`).
+        head_dim: ``Dh``, each head's width; None derives it as ``D // H``.
 
     Shapes:
         ``forward(x [B, S, D], mask [B, 1, S] = None, *, is_causal = False, cache = None) -> [B, S, D]``.
@@ -110,11 +74,11 @@ class TransformerEncoderLayer(nn.Module):
 
     def __init__(
         self, d_model: int, n_heads: int, ff_units: int, *, dropout: float = 0.0,
-        position: AttentionPosition | None = None,
+        position: AttentionPosition | None = None, head_dim: int | None = None,
     ) -> None:
         super().__init__()
         self.norm1 = nn.LayerNorm(d_model)
-        self.self_attn = MultiHeadAttention(n_heads, d_model, dropout=dropout, position=position)
+        self.self_attn = MultiHeadAttention(n_heads, d_model, head_dim=head_dim, dropout=dropout, position=position)
         self.norm2 = nn.LayerNorm(d_model)
         self.ffn = _ffn(d_model, ff_units, dropout)
         self.dropout = nn.Dropout(dropout)
@@ -136,7 +100,7 @@ class TransformerDecoderLayer(nn.Module):
     """Pre-norm decoder layer: causal self-attention, cross-attention to the memory, FFN.
 
     Args:
-        d_model, n_heads, ff_units, dropout: as :class:`TransformerEncoderLayer`.
+        d_model, n_heads, ff_units, dropout, head_dim: as :class:`TransformerEncoderLayer`.
         position: a scheme for the (causal) self-attention.
 
     Shapes:
@@ -146,13 +110,13 @@ class TransformerDecoderLayer(nn.Module):
 
     def __init__(
         self, d_model: int, n_heads: int, ff_units: int, *, dropout: float = 0.0,
-        position: AttentionPosition | None = None,
+        position: AttentionPosition | None = None, head_dim: int | None = None,
     ) -> None:
         super().__init__()
         self.norm1 = nn.LayerNorm(d_model)
-        self.self_attn = MultiHeadAttention(n_heads, d_model, dropout=dropout, position=position)
+        self.self_attn = MultiHeadAttention(n_heads, d_model, head_dim=head_dim, dropout=dropout, position=position)
         self.norm2 = nn.LayerNorm(d_model)
-        self.cross_attn = MultiHeadAttention(n_heads, d_model, dropout=dropout)
+        self.cross_attn = MultiHeadAttention(n_heads, d_model, head_dim=head_dim, dropout=dropout)
         self.norm3 = nn.LayerNorm(d_model)
         self.ffn = _ffn(d_model, ff_units, dropout)
         self.dropout = nn.Dropout(dropout)
@@ -223,6 +187,7 @@ class SequenceModel(nn.Module):
         self.n_heads = check_int("n_heads", n_heads, minimum=1)
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
+        self.head_dim = self.d_model // self.n_heads  # Dh, derived here once: the layers are given it
         self.n_layers = check_int("n_layers", n_layers, minimum=1)
         self.ff_units = 4 * self.d_model if ff_units is None else check_int("ff_units", ff_units, minimum=1)
         self.dropout = check_probability("dropout", dropout)
@@ -248,12 +213,12 @@ class SequenceModel(nn.Module):
 
     def _attention_position(self, causal: bool) -> AttentionPosition | None:
         """A new scheme for one self-attention (None for the absolute encodings)."""
-        return attention_position(self.encoding, n_heads=self.n_heads, head_dim=self.d_model // self.n_heads,
+        return attention_position(self.encoding, n_heads=self.n_heads, head_dim=self.head_dim,
                                   causal=causal, max_relative_position=self.max_relative_position)
 
     def _layer(self, cls: type[nn.Module], causal: bool) -> nn.Module:
         return cls(self.d_model, self.n_heads, self.ff_units, dropout=self.dropout,
-                   position=self._attention_position(causal))
+                   position=self._attention_position(causal), head_dim=self.head_dim)
 
     # -- pieces ------------------------------------------------------------------------
 
@@ -350,8 +315,24 @@ class Transformer(SequenceModel):
         torch.Size([2, 7])
     """
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(
+        self,
+        *,
+        vocab_size: int | None = None,
+        n_features: int | None = None,
+        d_model: int = 64,
+        n_heads: int = 4,
+        n_layers: int = 2,
+        ff_units: int | None = None,
+        dropout: float = 0.0,
+        encoding: str = "sinusoidal",
+        max_len: int = 128,
+        max_relative_position: int = 16,
+        pad_id: int = 0,
+    ) -> None:
+        super().__init__(vocab_size=vocab_size, n_features=n_features, d_model=d_model, n_heads=n_heads,
+                         n_layers=n_layers, ff_units=ff_units, dropout=dropout, encoding=encoding, max_len=max_len,
+                         max_relative_position=max_relative_position, pad_id=pad_id)
         self.encoder_layers = nn.ModuleList(
             self._layer(TransformerEncoderLayer, causal=False) for _ in range(self.n_layers))
         self.decoder_layers = nn.ModuleList(

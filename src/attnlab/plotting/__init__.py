@@ -5,17 +5,19 @@ shown, registered or restyled globally. In a notebook, display one by leaving it
 as the cell's value; elsewhere, ``fig.savefig("name.png")``. Functions that draw a
 single axes take ``ax=`` to draw into an existing figure.
 
-* seed 000 (the book's dials and meshes): :func:`encoding_degrees`,
-  :func:`exponential_dials`, :func:`encoding_heatmap`, :func:`plot_mesh`,
-  :func:`plot_distances`;
-* seed 001 (angles, similarity, shift): :func:`plot_angle_rates`,
-  :func:`plot_angle_map`, :func:`plot_encoding`, :func:`plot_similarity`,
-  :func:`plot_nearby`, :func:`plot_shifted`;
-* seed 002 (columns, binary analogy, heatmap of P): :func:`plot_columns`,
+* the positional-encoding lab (the book's dials and meshes):
+  :func:`encoding_degrees`, :func:`exponential_dials`, :func:`encoding_heatmap`,
+  :func:`plot_mesh`, :func:`plot_distances`;
+* the TensorFlow position-encoding notebook (angles, similarity, shift):
+  :func:`plot_angle_rates`, :func:`plot_angle_map`, :func:`plot_encoding`,
+  :func:`plot_similarity`, :func:`plot_nearby`, :func:`plot_shifted`;
+* the d2l chapter (columns, binary analogy, heatmap of P): :func:`plot_columns`,
   :func:`plot_binary`, :func:`plot_encoding`;
-* seeds 003 and 000 (attention): :func:`plot_attention`, :func:`query_and_keys`,
-  :func:`alignment_matrix` (the book's :func:`figure9`);
-* seeds 000 and 003 (training): :func:`plot_losses`, :func:`sequence_pred`.
+* the attention lab and the positional-encoding lab (attention):
+  :func:`plot_attention`, :func:`query_and_keys`, :func:`alignment_matrix`
+  (the book's :func:`figure9`);
+* the positional-encoding lab and the attention lab (training):
+  :func:`plot_losses`, :func:`sequence_pred`.
 """
 
 from attnlab.plotting.attention import alignment_matrix, figure9, plot_attention, query_and_keys

@@ -148,7 +148,8 @@ def heatmap(
 
     Centred cells put integer ticks on the cells rather than on their edges.
     ``origin="upper"`` puts row 0 at the top (a matrix as printed), ``"lower"``
-    at the bottom (a plot, as seed 001's ``pcolormesh``). The y limits are set
+    at the bottom (a plot, as the TensorFlow position-encoding
+    notebook's ``pcolormesh``). The y limits are set
     explicitly so later tick changes cannot add the white margins the book's
     ``plot_mesh`` has.
     """

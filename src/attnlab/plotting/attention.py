@@ -1,14 +1,14 @@
-"""Seed 003's and seed 000's attention figures: attention maps, query and keys, alignment.
+"""Attention figures of the attention lab and the positional-encoding lab: maps, query and keys, alignment.
 
 * :func:`plot_attention`: the weights a model gives each source position, one
   grid of cells per sequence (and per head);
 * :func:`query_and_keys`: a query and its keys as arrows on the unit circle, with
   the norms and cosines that make up their dot products;
 * :func:`alignment_matrix` (and the book's name :func:`figure9`): a translation's
-  word alignment (Bahdanau et al. 2015, figure 3), as seed 003 draws it.
+  word alignment (Bahdanau et al. 2015, figure 3), as the attention lab draws it.
 
 The names and positional arguments are the book's (``plots/chapter9.py`` in
-dvgodoy/PyTorchStepByStep), so the seed notebooks run against attnlab. Fixed
+dvgodoy/PyTorchStepByStep), so the labs' notebooks run against attnlab. Fixed
 relative to the book:
 
 * ``plot_attention`` reads the weights from attnlab's recording
@@ -67,7 +67,7 @@ _BOOK_TARGET = ("la", "zone", "économique", "européenne")
 class _ConstrainedLayout(ConstrainedLayoutEngine):
     """Constrained layout that lets ``fig.subplots_adjust`` through without a warning.
 
-    The seeds add ``fig.suptitle(...)`` and then ``fig.subplots_adjust(top=0.85)``
+    The labs add ``fig.suptitle(...)`` and then ``fig.subplots_adjust(top=0.85)``
     to make room for it. Constrained layout already makes that room, so the call
     has nothing to do; this only stops matplotlib from warning about it.
     """
@@ -391,7 +391,7 @@ def _square_limit(ax: Axes, tips: list[np.ndarray], reaches: list[tuple[float, f
 
 
 def query_and_keys(q: Any, ks: Any, result: Any | None = None, ax: Axes | None = None) -> Figure:
-    """A query and its keys as arrows, with the pieces of their dot products (seed 003).
+    """A query and its keys as arrows, with the pieces of their dot products (the attention lab).
 
     ``Q . K_i = ||Q|| ||K_i|| cos(theta_i)``: the query arrow (red) is labelled with
     its norm, each key (black) with its norm and its cosine with the query, so
@@ -400,7 +400,7 @@ def query_and_keys(q: Any, ks: Any, result: Any | None = None, ax: Axes | None =
     ``result`` is given. The unit circle gives the scale.
 
     Args:
-        q: the query, 2 numbers (e.g. ``[2]`` or seed 003's ``[1, 1, 2]``).
+        q: the query, 2 numbers (e.g. ``[2]`` or the attention lab's ``[1, 1, 2]``).
         ks: the keys ``[n, 2]`` (or ``[1, n, 2]``), any number of them.
         result: the context vector, 2 numbers; not drawn when None (the course
             notebook passes it positionally as ``context``).
@@ -460,7 +460,7 @@ def alignment_matrix(
     target_tokens: Sequence[Any] | None = None,
     ax: Axes | None = None,
 ) -> Figure:
-    """A word alignment as a matrix of attention weights (seed 003's ``figure9``).
+    """A word alignment as a matrix of attention weights (the attention lab's ``figure9``).
 
     By default the book's illustration of Bahdanau et al. (2015, figure 3): the
     English "the European economic zone" translated to French "la zone économique
@@ -523,7 +523,7 @@ def _tokens(name: str, tokens: Sequence[Any] | None, default: list[str], n: int,
 
 
 def figure9() -> Figure:
-    """Seed 003's ``figure9()``: the book's English-to-French alignment (:func:`alignment_matrix`).
+    """The attention lab's ``figure9()``: the book's English-to-French alignment (:func:`alignment_matrix`).
 
     Returns:
         The figure.

@@ -1,11 +1,11 @@
-"""Seed 000's dials: each (sin, cos) pair of an encoding is a hand on a clock face.
+"""The positional-encoding lab's dials: each (sin, cos) pair of an encoding is a hand on a clock face.
 
 A grid with one row per pair and one column per position. In each dial a red
 arrow points at the pair's angle for that position, a tick marks angle 0 and a
 second tick marks the reference step, and the xlabel is the pair's value
 ``(sin, cos)``: the encoding itself, two columns at a time.
 
-``encoding_degrees`` draws seed 000's fixed bases (4, 5, 7): base ``b`` turns by
+``encoding_degrees`` draws the lab's fixed bases (4, 5, 7): base ``b`` turns by
 ``1/b`` of a circle per position. ``exponential_dials`` draws the sinusoidal
 encoding, whose pair ``i`` turns ``w_i`` radians per position.
 
@@ -125,7 +125,7 @@ def _dial_grid(
 
 
 def encoding_degrees(dims: int = 3, seqs: Sequence[float] = (4, 5, 7), tot: int = 8) -> Figure:
-    """Seed 000's fixed-base dials: position ``p`` at angle ``2*pi*p/b`` for each base ``b``.
+    """The positional-encoding lab's fixed-base dials: position ``p`` at angle ``2*pi*p/b`` for each base ``b``.
 
     Args:
         dims: how many bases to draw (rows): the first ``dims`` of ``seqs``.
@@ -161,7 +161,7 @@ def encoding_degrees(dims: int = 3, seqs: Sequence[float] = (4, 5, 7), tot: int 
 
 
 def exponential_dials(d_model: int = 8, max_len: int = 10, *, base: float = 10000.0) -> Figure:
-    """Seed 000's dials for the sinusoidal encoding: pair ``i`` at angle ``p * w_i``.
+    """The positional-encoding lab's dials for the sinusoidal encoding: pair ``i`` at angle ``p * w_i``.
 
     ``w_i = base ** (-2i / d_model)`` (:func:`attnlab.encodings.angle_rates`). The
     second tick of each row sits at 1 radian and is labelled with the number of

@@ -1,7 +1,7 @@
-"""Seed 000's meshes: ``plot_mesh``, the encoded-distance matrix, ``encoding_heatmap``.
+"""The positional-encoding lab's meshes: ``plot_mesh``, the encoded-distance matrix, ``encoding_heatmap``.
 
 ``plot_mesh`` and ``encoding_heatmap`` keep the book's names and positional
-arguments (``plots/chapter9.py`` in dvgodoy/PyTorchStepByStep), so the seed
+arguments (``plots/chapter9.py`` in dvgodoy/PyTorchStepByStep), so the lab's
 notebook runs against attnlab. Fixed relative to the book:
 
 * ``showvals`` wrote the text for ``values[i, j]`` on the cell coloured by
@@ -120,7 +120,7 @@ def plot_mesh(
 
 
 def plot_distances(table: Any, n: int = 5, ax: Axes | None = None) -> Figure:
-    """Seed 000's "Distances Between Positions": Euclidean distances of the first rows.
+    """The positional-encoding lab's "Distances Between Positions": Euclidean distances of the first rows.
 
     For a sinusoidal table the matrix is Toeplitz: positions the same number of
     steps apart are the same distance apart, wherever they are.
@@ -151,7 +151,7 @@ def plot_distances(table: Any, n: int = 5, ax: Axes | None = None) -> Figure:
 
 
 def encoding_heatmap(d_model: int = 8, max_len: int = 10, *, base: float = 10000.0) -> Figure:
-    """Seed 000's sines and cosines of the sinusoidal encoding, as lines and as meshes.
+    """The positional-encoding lab's sines and cosines of the sinusoidal encoding, as lines and as meshes.
 
     Top row: the sine columns (even dims) and the cosine columns (odd dims)
     against position, each line named by its real column. Bottom row: the same

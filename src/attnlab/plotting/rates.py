@@ -1,11 +1,11 @@
-"""Seed 001's angle figures: the rate of each sinusoid pair, and the angle map.
+"""The TensorFlow position-encoding notebook's angle figures: each pair's rate, the angle map.
 
-Seed 001 (TensorFlow's "Transformer Position Encoding" notebook) shows that the
+The notebook (TensorFlow's "Transformer Position Encoding") shows that the
 angle rates fall exponentially from 1 rad/step with depth, then maps the angle
 ``p * w`` of every (position, pair) with a cyclic colormap, so each column's
 colour cycles with the period of its sinusoid.
 
-Fixed relative to the seed: its map converts radians with ``* 180 / (2 * pi)``,
+Fixed relative to the notebook: its map converts radians with ``* 180 / (2 * pi)``,
 which is half the angle in degrees, so its colours turn at half speed; here the
 angle is ``degrees(p * w) mod 360``.
 
@@ -35,7 +35,7 @@ def _positive_rates(rates: Any) -> np.ndarray:
 
 
 def plot_angle_rates(rates: Any, ax: Axes | None = None) -> Figure:
-    """The angle rate of each pair on a log scale (seed 001).
+    """The angle rate of each pair on a log scale (the TensorFlow position-encoding notebook).
 
     Args:
         rates: rates ``[n]`` in radians per position, e.g.
@@ -64,11 +64,12 @@ def plot_angle_rates(rates: Any, ax: Axes | None = None) -> Figure:
 
 
 def plot_angle_map(max_len: int, rates: Any, ax: Axes | None = None) -> Figure:
-    """The angle ``p * w`` of every position and pair, in degrees mod 360 (seed 001).
+    """The angle ``p * w`` of every position and pair, in degrees mod 360.
 
-    A cyclic colormap (``hsv``) makes 0 and 360 degrees the same colour, so a
-    column's colour period is its sinusoid's period: fast pairs on the left
-    cycle every few positions, slow ones on the right barely change.
+    The TensorFlow position-encoding notebook's angle map. A cyclic colormap
+    (``hsv``) makes 0 and 360 degrees the same colour, so a column's colour period
+    is its sinusoid's period: fast pairs on the left cycle every few positions,
+    slow ones on the right barely change.
 
     Args:
         max_len: number of positions ``L`` (rows ``0 .. L-1``, 0 at the bottom).

@@ -1,4 +1,4 @@
-"""Seed 001's similarity figures: how alike the encodings of two positions are.
+"""The TensorFlow position-encoding notebook's similarity figures: how alike two positions' encodings are.
 
 ``plot_similarity`` compares every position with every other (cosine
 similarity); ``plot_nearby`` compares one position with all the others (dot
@@ -25,7 +25,7 @@ __all__ = ["plot_nearby", "plot_similarity"]
 
 
 def plot_similarity(table: Any, ax: Axes | None = None) -> Figure:
-    """Cosine similarity between every pair of positions (seed 001).
+    """Cosine similarity between every pair of positions (the TensorFlow position-encoding notebook).
 
     Args:
         table: encoding table, tensor or array ``[L, D]`` (or ``[1, L, D]``).
@@ -54,7 +54,9 @@ def plot_similarity(table: Any, ax: Axes | None = None) -> Figure:
 
 
 def plot_nearby(table: Any, position: int = 20) -> Figure:
-    """Dot product and SSE of every position's vector against one position's (seed 001).
+    """Dot product and SSE of every position's vector against one position's.
+
+    As in the TensorFlow position-encoding notebook.
 
     Args:
         table: encoding table, tensor or array ``[L, D]`` (or ``[1, L, D]``).

@@ -1,10 +1,11 @@
 """Whole-table figures: the encoding heatmap, the shifted map, columns, binary analogy.
 
-* ``plot_encoding``: seed 001's heatmap of the table and seed 002's heatmap of ``P``;
-* ``plot_shifted``: seed 001's shifted map, ``table @ shift_matrix(delta)``, with
+* ``plot_encoding``: the TensorFlow position-encoding notebook's heatmap of the table and
+  the d2l chapter's heatmap of ``P``;
+* ``plot_shifted``: the notebook's shifted map, ``table @ shift_matrix(delta)``, with
   the error against the rows it should reproduce;
-* ``plot_columns``: seed 002's columns 6-9 against position;
-* ``plot_binary``: seed 002's analogy between binary counting and the sinusoids.
+* ``plot_columns``: the d2l chapter's columns 6-9 against position;
+* ``plot_binary``: the d2l chapter's analogy between binary counting and the sinusoids.
 
 Shape notation: ``L`` positions, ``D`` encoding dimension.
 """
@@ -51,8 +52,8 @@ def plot_encoding(
 ) -> Figure:
     """Heatmap of an encoding table, positions along y, columns along x, with a colorbar.
 
-    The default diverging ``RdBu`` on -1..1 makes zero white (seed 001). Seed 002's
-    "heatmap of P" is::
+    The default diverging ``RdBu`` on -1..1 makes zero white (the TensorFlow
+    position-encoding notebook). The d2l chapter's "heatmap of P" is::
 
         plot_encoding(P, cmap="Blues", vmin=None, vmax=None,
                       xlabel="Column (encoding dimension)", ylabel="Row (position)")
@@ -66,8 +67,8 @@ def plot_encoding(
         vmin, vmax: colour scale limits; None takes them from the data.
         title: axes title; none when None.
         xlabel, ylabel: axis labels.
-        origin: ``"lower"`` puts position 0 at the bottom (seed 001),
-            ``"upper"`` at the top (seed 002).
+        origin: ``"lower"`` puts position 0 at the bottom (the TensorFlow
+            position-encoding notebook), ``"upper"`` at the top (the d2l chapter).
 
     Returns:
         The figure holding ``ax``.
@@ -104,9 +105,10 @@ def plot_shifted(
 
     Row ``p`` of ``table @ shift_matrix(delta, D)`` is the encoding of position
     ``p + delta`` (Vaswani et al. 2017, §3.5). The title reports the largest
-    absolute error over the rows where ``p + delta`` is inside the table (seed 001
-    uses ``delta = -10`` and compares ``product[10:]`` with ``table[:-10]``); the
-    other rows, the encodings of positions outside the table, are shaded.
+    absolute error over the rows where ``p + delta`` is inside the table (the
+    TensorFlow position-encoding notebook uses ``delta = -10`` and compares
+    ``product[10:]`` with ``table[:-10]``); the other rows, the encodings of
+    positions outside the table, are shaded.
 
     Args:
         table: sinusoidal table ``[L, D]`` (``D`` even), tensor or array; computed
@@ -162,7 +164,7 @@ def plot_shifted(
 def plot_columns(
     table: Any, columns: Sequence[int] = (6, 7, 8, 9), ax: Axes | None = None
 ) -> Figure:
-    """Chosen columns of a table against position (seed 002's columns 6 to 9).
+    """Chosen columns of a table against position (the d2l chapter's columns 6 to 9).
 
     Args:
         table: tensor or array ``[L, D]`` (or ``[1, L, D]``).
@@ -199,7 +201,7 @@ def plot_columns(
 
 
 def plot_binary(n: int = 8, *, d_model: int | None = None) -> Figure:
-    """Seed 002's analogy: binary codes of ``0 .. n-1`` beside ``n`` sinusoidal positions.
+    """The d2l chapter's analogy: binary codes of ``0 .. n-1`` beside ``n`` sinusoidal positions.
 
     In binary, bit ``k`` flips every ``2**k`` numbers, so the higher bits change
     more slowly; in the sinusoidal table, pair ``i`` turns every ``2*pi / w_i``

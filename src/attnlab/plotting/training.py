@@ -4,9 +4,10 @@
   ``StepByStep.plot_losses``, as a function of the two lists);
 * :func:`sequence_pred`: one panel per noisy square, its true corners and the
   two corners a model predicts from the first two (the book's
-  ``plots/chapter9.py`` figure of the same name, used by seeds 000 and 003).
+  ``plots/chapter9.py`` figure of the same name, used by the positional-encoding
+  lab and the attention lab).
 
-The names and positional arguments are the book's, so the seeds' call
+The names and positional arguments are the book's, so the labs' call
 ``sequence_pred(sbs, full_test, test_directions)`` works with attnlab's trainer.
 Fixed relative to the book:
 

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__ = ["batch_size", "preserved_modes", "to_device", "unpack_batch"]
+__all__ = ["batch_size", "count_samples", "preserved_modes", "to_device", "unpack_batch"]
 
 
 def to_device(obj: Any, device: torch.device) -> Any:
@@ -25,14 +25,16 @@ def to_device(obj: Any, device: torch.device) -> Any:
         return obj.to(device)
     if isinstance(obj, dict):
         return {key: to_device(value, device) for key, value in obj.items()}
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # a named tuple keeps its type and field names
+        return type(obj)(*(to_device(value, device) for value in obj))
     if isinstance(obj, (list, tuple)):
         moved = [to_device(value, device) for value in obj]
         return type(obj)(moved) if type(obj) in (list, tuple) else moved
     return obj
 
 
-def unpack_batch(batch: Any, device: torch.device) -> tuple[Any, Any]:
-    """Split a loader's batch into ``(x, y)`` on ``device``.
+def unpack_batch(batch: Any, device: torch.device | None) -> tuple[Any, Any]:
+    """Split a loader's batch into ``(x, y)``, moved to ``device`` (None: left where they are).
 
     Raises:
         TypeError: if the batch is not a pair.
@@ -42,6 +44,8 @@ def unpack_batch(batch: Any, device: torch.device) -> tuple[Any, Any]:
         if isinstance(batch, (list, tuple)):
             kind += f" of length {len(batch)}"
         raise TypeError(f"each batch must be a pair (x, y), got {kind}")
+    if device is None:
+        return batch[0], batch[1]
     return to_device(batch[0], device), to_device(batch[1], device)
 
 
@@ -67,6 +71,21 @@ def batch_size(x: Any, y: Any) -> int:
         if tensor is not None and tensor.dim() > 0:
             return int(tensor.shape[0])
     raise TypeError("cannot tell the batch size: neither x nor y holds a tensor with a batch dimension")
+
+
+def count_samples(batch: Any) -> int:
+    """Number of samples in any batch: :func:`batch_size` of an ``(x, y)`` pair, else its first tensor's
+    first dimension.
+
+    Raises:
+        TypeError: if the batch holds no tensor with a batch dimension.
+    """
+    if isinstance(batch, (list, tuple)) and len(batch) == 2 and not hasattr(batch, "_fields"):
+        return batch_size(batch[0], batch[1])
+    tensor = _first_tensor(batch)
+    if tensor is None or tensor.dim() == 0:
+        raise TypeError("cannot tell the batch size: the batch holds no tensor with a batch dimension")
+    return int(tensor.shape[0])
 
 
 @contextmanager

@@ -3,7 +3,9 @@
 :class:`Trainer` (also exported as :class:`StepByStep`, the book's name) trains
 any ``nn.Module`` on ``(x, y)`` batches: ``loss_fn(model(x), y)`` must return a
 scalar tensor, the mean over the batch. It knows nothing about the task or the
-model, and imports neither ``attnlab.models`` nor ``attnlab.data``.
+model, and imports neither ``attnlab.models`` nor ``attnlab.data``. It is a facade:
+its epochs run in :func:`attnlab.training.fit`, the one loop every attnlab
+experiment trains through, and its options are that loop's callbacks.
 
 Fixed or added relative to the book (dvgodoy/PyTorchStepByStep ``stepbystep/v4.py``):
 
@@ -47,9 +49,9 @@ from __future__ import annotations
 
 import math
 import os
-import time
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -62,11 +64,13 @@ from attnlab._validate import check_finite_float, check_int
 from attnlab.training import checkpoint as ckpt
 from attnlab.training import rng
 from attnlab.training import schedulers as sched
-from attnlab.training.batches import batch_size, preserved_modes, unpack_batch
+from attnlab.training.batches import preserved_modes, unpack_batch
+from attnlab.training.callbacks import EarlyStopping, EpochProgress, KeepBest, OnEpochEnd, TensorBoard
 from attnlab.training.clipping import GradientClipping
 from attnlab.training.hooks import GradientRecorder, OutputRecorder, ParameterRecorder, resolve_layers
+from attnlab.training.loop import Callback, History, Loop, supervised
 from attnlab.training.lr_finder import lr_range_test
-from attnlab.training.progress import check_progress, epoch_bar, progress_enabled
+from attnlab.training.progress import check_progress, progress_enabled
 from attnlab.training.tensorboard import make_summary_writer
 
 __all__ = ["EpochCallback", "StepByStep", "Trainer", "default_device"]
@@ -103,6 +107,8 @@ class Trainer:
             is a terminal), True or False.
 
     Attributes:
+        history: the :class:`~attnlab.training.loop.History` of the run; the book's
+            attributes below are views of it.
         losses, val_losses: per-epoch mean losses (``val_losses`` holds None for
             epochs run without a validation loader).
         learning_rates: one list of per-group learning rates per scheduler step
@@ -137,18 +143,72 @@ class Trainer:
         self.scheduler: Any = None
         self.is_batch_lr_scheduler = False
         self._clipping = GradientClipping()
-        self.losses: list[float] = []
-        self.val_losses: list[float | None] = []
-        self.learning_rates: list[list[float]] = []
-        self.total_epochs = 0
-        self.best_val_loss: float | None = None
-        self.best_epoch: int | None = None
-        self.stopped_early = False
+        self.history = History()
         self.visualization: dict[str, Any] = {}
         self.handles: dict[str, Any] = {}
         self._gradients: dict[str, dict[str, list[Any]]] = {}
         self._parameters: dict[str, dict[str, list[Any]]] = {}
         self._seeded = False  # set by set_seed and load_checkpoint; train() then never seeds by itself
+
+    # The book's attributes are the history's: one record of the run, whichever API trains it.
+    @property
+    def losses(self) -> list[float]:
+        """Per-epoch mean training losses."""
+        return self.history.losses
+
+    @losses.setter
+    def losses(self, value: list[float]) -> None:
+        self.history.losses = value
+
+    @property
+    def val_losses(self) -> list[float | None]:
+        """Per-epoch mean validation losses (None for epochs without a val_loader)."""
+        return self.history.val_losses
+
+    @val_losses.setter
+    def val_losses(self, value: list[float | None]) -> None:
+        self.history.val_losses = value
+
+    @property
+    def learning_rates(self) -> list[list[float]]:
+        """Per-group learning rates after each scheduler step."""
+        return self.history.learning_rates
+
+    @learning_rates.setter
+    def learning_rates(self, value: list[list[float]]) -> None:
+        self.history.learning_rates = value
+
+    @property
+    def total_epochs(self) -> int:
+        """Epochs trained so far, across ``train`` calls and checkpoints."""
+        return self.history.epochs
+
+    @total_epochs.setter
+    def total_epochs(self, value: int) -> None:
+        self.history.epochs = value
+
+    @property
+    def best_val_loss(self) -> float | None:
+        """The lowest validation loss so far (None before any)."""
+        return self.history.best_val_loss
+
+    @best_val_loss.setter
+    def best_val_loss(self, value: float | None) -> None:
+        self.history.best_val_loss = value
+
+    @property
+    def best_epoch(self) -> int | None:
+        """The (1-based) epoch of :attr:`best_val_loss`."""
+        return self.history.best_epoch
+
+    @best_epoch.setter
+    def best_epoch(self, value: int | None) -> None:
+        self.history.best_epoch = value
+
+    @property
+    def stopped_early(self) -> bool:
+        """Whether the last ``train`` call was ended by early stopping."""
+        return self.history.stopped_early
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(model={type(self.model).__name__}, "
@@ -285,54 +345,15 @@ class Trainer:
 
     # -- training -----------------------------------------------------------------
 
-    def _train_step(self, x: Any, y: Any) -> torch.Tensor:
-        # Gradients are cleared before the step, so nothing left in .grad by earlier code leaks in.
-        self.optimizer.zero_grad(set_to_none=True)
-        loss = self.loss_fn(self.model(x), y)
-        if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
-            raise ValueError(f"loss_fn must return a scalar tensor, got {type(loss).__name__} "
-                             f"of shape {tuple(getattr(loss, 'shape', ()))}")
-        loss.backward()
-        self._clipping.after_backward(self.model)
-        self.optimizer.step()
-        return loss.detach()
-
-    def _run_epoch(self, training: bool) -> float:
-        """One pass over a loader; the mean loss over samples (batch means weighted by batch size)."""
-        loader = self.train_loader if training else self.val_loader
-        assert loader is not None  # train() checked it
-        n_batches = len(loader) if training and self.is_batch_lr_scheduler else 0  # type: ignore[arg-type]
-        self.model.train(training)
-        batch_losses: list[torch.Tensor] = []
-        sizes: list[int] = []
-        with torch.set_grad_enabled(training):
-            for i, batch in enumerate(loader):
-                x, y = unpack_batch(batch, self.device)
-                if training:
-                    loss = self._train_step(x, y)
-                    if self.is_batch_lr_scheduler:
-                        sched.step_batch(self.scheduler, self.total_epochs + (i + 1) / n_batches)
-                        self.learning_rates.append(sched.current_lrs(self.optimizer))
-                else:
-                    loss = self.loss_fn(self.model(x), y)
-                batch_losses.append(loss)
-                sizes.append(batch_size(x, y))
-        if training:
-            self.optimizer.zero_grad(set_to_none=True)  # no gradients held between epochs, as the book
-        if not batch_losses:
-            raise ValueError(f"{'train' if training else 'val'}_loader yielded no batches")
-        # One device-to-host copy per epoch, summed in float64.
-        values = torch.stack(batch_losses).cpu().double()
-        weights = torch.tensor(sizes, dtype=torch.float64)
-        return float((values * weights).sum() / weights.sum())
-
-    def _improved(self, val_loss: float | None, min_delta: float) -> bool:
-        if val_loss is None or math.isnan(val_loss):
-            return False
-        if self.best_val_loss is None or val_loss < self.best_val_loss - min_delta:
-            self.best_val_loss, self.best_epoch = val_loss, self.total_epochs
-            return True
-        return False
+    def _loop(self, callbacks: list[Callback], min_delta: float = 0.0) -> Loop:
+        """The trainer's parts as a :class:`~attnlab.training.loop.Loop` (the one training loop)."""
+        if self.train_loader is None:
+            raise ValueError("no training data: call set_loaders(train_loader, val_loader) before train()")
+        return Loop(self.model, self.optimizer, self.train_loader, loss=supervised(self.loss_fn),
+                    val_loader=self.val_loader, scheduler=self.scheduler,
+                    scheduler_interval="batch" if self.is_batch_lr_scheduler else "epoch",
+                    clipping=self._clipping, device=self.device, history=self.history, callbacks=callbacks,
+                    min_delta=min_delta)
 
     def _check_train_args(self, n_epochs: Any, seed: Any, early_stopping: Any, min_delta: Any,
                           keep_best: Any, on_epoch_end: Any) -> int:
@@ -353,16 +374,16 @@ class Trainer:
                 raise ValueError(f"{name}={value!r} watches the validation loss, but there is no val_loader")
         if on_epoch_end is not None and not callable(on_epoch_end):
             raise TypeError(f"on_epoch_end must be callable, got {type(on_epoch_end).__name__}")
-        if isinstance(self.scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau) and self.val_loader is None:
-            raise ValueError("ReduceLROnPlateau watches the validation loss, but there is no val_loader")
-        if self.is_batch_lr_scheduler and not hasattr(self.train_loader, "__len__"):
-            raise ValueError(f"{type(self.scheduler).__name__} steps per batch and needs len(train_loader)")
         return n_epochs
 
     def train(self, n_epochs: int, seed: int | None = None, *, early_stopping: int | None = None,
               min_delta: float = 0.0, keep_best: str | os.PathLike[str] | None = None,
-              on_epoch_end: EpochCallback | None = None) -> None:
+              on_epoch_end: EpochCallback | None = None, callbacks: Sequence[Callback] = ()) -> None:
         """Train for ``n_epochs`` more epochs, validating after each one if there is a val_loader.
+
+        The epochs run in :func:`attnlab.training.fit`, the loop every attnlab
+        experiment shares; this method adds the book's seeding and turns its
+        keyword arguments into callbacks.
 
         Seeding: with ``seed`` given, :meth:`set_seed` is called first. Without it,
         the very first call seeds with 42 (the book's default) unless
@@ -373,8 +394,8 @@ class Trainer:
         mode, no grad), ``total_epochs += 1``, the losses appended, a per-epoch
         scheduler step, best-loss bookkeeping, the ``keep_best`` checkpoint, a
         TensorBoard point at step ``total_epochs``, the progress bar, then
-        ``on_epoch_end``. Afterwards every module's train/eval mode is restored
-        and the TensorBoard writer flushed (not closed).
+        ``on_epoch_end`` and ``callbacks``. Afterwards every module's train/eval mode
+        is restored and the TensorBoard writer flushed (not closed).
 
         Args:
             n_epochs: number of epochs to run, at least 1.
@@ -394,6 +415,8 @@ class Trainer:
                 float (the epoch's training and validation time), "best": bool
                 (validation loss improved)}``; plain JSON-ready values, e.g. for
                 ``f.write(json.dumps(record) + "\\n")`` into a ``metrics.jsonl``.
+            callbacks: more :class:`~attnlab.training.loop.Callback` objects (e.g.
+                :class:`~attnlab.training.callbacks.Checkpoint`), called after ``on_epoch_end``.
 
         Raises:
             TypeError, ValueError: for bad arguments (naming them), no loaders,
@@ -403,58 +426,23 @@ class Trainer:
                 (training diverged); the epoch is not recorded.
         """
         n_epochs = self._check_train_args(n_epochs, seed, early_stopping, min_delta, keep_best, on_epoch_end)
+        composed: list[Callback] = []
+        if keep_best is not None:
+            composed.append(KeepBest(keep_best, self.state_dict))
+        if self.writer is not None:
+            composed.append(TensorBoard(self.writer))
+        composed.append(EpochProgress(enabled=progress_enabled(self.progress)))
+        if on_epoch_end is not None:
+            composed.append(OnEpochEnd(partial(on_epoch_end, self)))
+        composed.extend(callbacks)
+        if early_stopping is not None:
+            composed.append(EarlyStopping(early_stopping))
+        loop = self._loop(composed, float(min_delta))  # checks every part before anything is seeded
         if seed is not None:
             self.set_seed(seed)
         elif not self._seeded:
             self.set_seed(DEFAULT_SEED)
-        self.stopped_early = False
-        bar = epoch_bar(n_epochs, enabled=progress_enabled(self.progress), first_epoch=self.total_epochs)
-        try:
-            with preserved_modes(self.model), bar:
-                for _ in range(n_epochs):
-                    if self._run_one_epoch(bar, float(min_delta), keep_best, on_epoch_end, early_stopping):
-                        self.stopped_early = True
-                        break
-        finally:
-            if self.writer is not None:
-                self.writer.flush()
-
-    def _run_one_epoch(self, bar: Any, min_delta: float, keep_best: Any, on_epoch_end: EpochCallback | None,
-                       patience: int | None) -> bool:
-        """Run, record and report one epoch; True if early stopping says to stop."""
-        lr = float(self.optimizer.param_groups[0]["lr"])  # the rate the epoch's first batch uses
-        start = time.perf_counter()
-        loss = self._run_epoch(training=True)
-        if not math.isfinite(loss):
-            # Checked once per epoch, on a number already computed: NaN weights make every later epoch NaN too.
-            raise FloatingPointError(
-                f"the training loss is {loss} in epoch {self.total_epochs + 1}: training diverged "
-                f"(lr={lr:g}); lower the learning rate, clip gradients (set_clip_grad_norm) or check the data "
-                "for NaN/inf"
-            )
-        val_loss = self._run_epoch(training=False) if self.val_loader is not None else None
-        seconds = time.perf_counter() - start
-        self.total_epochs += 1
-        self.losses.append(loss)
-        self.val_losses.append(val_loss)
-        if self.scheduler is not None and not self.is_batch_lr_scheduler:
-            sched.step_epoch(self.scheduler, val_loss)
-            self.learning_rates.append(sched.current_lrs(self.optimizer))
-        improved = self._improved(val_loss, min_delta)
-        if improved and keep_best is not None:
-            self.save_checkpoint(keep_best)
-        if self.writer is not None:
-            scalars = {"training": loss} if val_loss is None else {"training": loss, "validation": val_loss}
-            self.writer.add_scalars("loss", scalars, global_step=self.total_epochs)
-        postfix = {"loss": f"{loss:.4g}"}
-        if val_loss is not None:
-            postfix["val_loss"] = f"{val_loss:.4g}"
-        bar.set_postfix(postfix, refresh=False)
-        bar.update(1)
-        if on_epoch_end is not None:
-            on_epoch_end(self, {"epoch": self.total_epochs, "loss": loss, "val_loss": val_loss, "lr": lr,
-                                "seconds": seconds, "best": improved})
-        return patience is not None and self.total_epochs - (self.best_epoch or 0) >= patience
+        loop.run(n_epochs)
 
     # -- using the model -------------------------------------------------------------
 

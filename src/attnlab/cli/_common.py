@@ -1,0 +1,115 @@
+"""What every verb of the command line shares: the parser class, argument types, one-line errors."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+from pathlib import Path
+from typing import NoReturn
+
+__all__ = ["Parser", "UsageError", "add_progress_option", "add_size_options", "default_run_folder", "folder_arg",
+           "int_list",
+           "non_negative_int", "parse_int", "positive_float", "positive_int", "size_flags"]
+
+
+class UsageError(Exception):
+    """A problem with the command line, reported as one line and exit status 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but its errors are one line on stderr (no usage block) and exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+# --- argument types: each names the bad value in its message (argparse adds the flag) ----
+
+def _whole_number(text: str, minimum: int | None) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if minimum is not None and value < minimum:
+        bound = "positive" if minimum == 1 else f">= {minimum}"
+        raise argparse.ArgumentTypeError(f"must be {bound}, got {value}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number >= 1."""
+    return _whole_number(text, 1)
+
+
+def non_negative_int(text: str) -> int:
+    """An argparse type: a whole number >= 0."""
+    return _whole_number(text, 0)
+
+
+def parse_int(text: str) -> int:
+    """An argparse type: any whole number."""
+    return _whole_number(text, None)
+
+
+def positive_float(text: str) -> float:
+    """An argparse type: a positive finite number.
+
+    Raises:
+        argparse.ArgumentTypeError: for anything else (argparse names the flag).
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text}")
+    return value
+
+
+def int_list(text: str) -> tuple[int, ...]:
+    """An argparse type: comma-separated whole numbers, at least one.
+
+    Raises:
+        argparse.ArgumentTypeError: for anything else (argparse names the flag).
+    """
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers, got {text!r}") from None
+    if not values:
+        raise argparse.ArgumentTypeError(f"expected at least one number, got {text!r}")
+    return values
+
+
+#: the model-size flags and the config fields they set.
+size_flags = {"--d-model": "d_model", "--n-heads": "n_heads", "--n-layers": "n_layers", "--ff-units": "ff_units"}
+
+
+def folder_arg(text: str) -> Path:
+    """An argparse type: a folder path, never empty (``Path("")`` would silently be ``.``).
+
+    Raises:
+        argparse.ArgumentTypeError: for an empty or blank path.
+    """
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty: give a folder")
+    return Path(text)
+
+
+def add_size_options(p: argparse.ArgumentParser, *, defaults: str) -> None:
+    """``--d-model``, ``--n-heads``, ``--n-layers``, ``--ff-units`` (default None: the model's own)."""
+    p.add_argument("--d-model", type=positive_int, default=None, metavar="D", help=f"model width ({defaults})")
+    p.add_argument("--n-heads", type=positive_int, default=None, metavar="H", help="attention heads")
+    p.add_argument("--n-layers", type=positive_int, default=None, metavar="N", help="layers (where the model has them)")
+    p.add_argument("--ff-units", type=positive_int, default=None, metavar="F", help="feed-forward width")
+
+
+def add_progress_option(p: argparse.ArgumentParser) -> None:
+    """``--no-progress``."""
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+
+
+def default_run_folder(name: str) -> Path:
+    """``runs/NAME-YYYYmmdd-HHMMSS``."""
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"{name}-{stamp}"

@@ -1,0 +1,107 @@
+"""``attnlab compare``: which positional encoding still works on sequences longer than the training ones."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from attnlab.cli._common import (
+    UsageError,
+    add_progress_option,
+    add_size_options,
+    default_run_folder,
+    folder_arg,
+    int_list,
+    positive_int,
+    size_flags,
+)
+from attnlab.data.tasks import TASKS
+from attnlab.encodings.registry import ENCODINGS
+
+__all__ = ["add_parser", "run"]
+
+EXAMPLES = ("examples:\n  attnlab compare --quick\n"
+            "  attnlab compare --task reverse --encodings sinusoidal,rotary,alibi --test-lens 8,12,16,24\n"
+            "  attnlab compare --task sort --seeds 1 --d-model 32 --n-layers 1 --out runs/sort\n"
+            "  attnlab compare --resume --out runs/sort")
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """Add the ``compare`` subcommand to ``sub`` (argparse's subparsers)."""
+    what = "train one Transformer per positional encoding and measure accuracy on longer sequences"
+    p: argparse.ArgumentParser = sub.add_parser("compare", help=what, description=what, epilog=EXAMPLES,
+                                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--task", default=None, help=f"one of {', '.join(TASKS)} (default reverse)")
+    p.add_argument("--architecture", default=None,
+                   help="decoder-only (default: one causal stack over source, BOS and target, where every "
+                        "encoding sits in the only attention) or encoder-decoder")
+    p.add_argument("--encodings", default=None, help=f"comma-separated, from {','.join(ENCODINGS)} (default: all)")
+    p.add_argument("--train-len", type=positive_int, default=None,
+                   help="longest training sequence (default 8; trains on lengths 1..8)")
+    p.add_argument("--test-lens", type=int_list, default=None,
+                   help="test lengths (default 8,12,16,24: 1, 1.5, 2 and 3 times --train-len)")
+    p.add_argument("--seeds", type=positive_int, default=None,
+                   help="models per encoding, at random seeds 0..N-1 (default 3)")
+    p.add_argument("--epochs", type=positive_int, default=None, help="passes over the training set (default 12)")
+    p.add_argument("--n-train", type=positive_int, default=None, help="training sequences (default 4096)")
+    add_size_options(p, defaults="default 64; heads 4, layers 2, feed-forward 4 x width")
+    p.add_argument("--quick", action="store_true", help="one seed, less data: under a minute")
+    p.add_argument("--out", type=folder_arg, default=None, help="output folder (default runs/compare-TASK-TIMESTAMP)")
+    p.add_argument("--resume", action="store_true",
+                   help="train only the models missing from --out (its saved settings), then write the results")
+    add_progress_option(p)
+    p.set_defaults(func=run)
+    return p
+
+
+def _given(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings given on the command line (None: not given)."""
+    from attnlab.labs.lengths import QUICK
+
+    given: dict[str, Any] = {"task": args.task, "architecture": args.architecture, "train_len": args.train_len,
+                             "n_seeds": args.seeds, "epochs": args.epochs, "n_train": args.n_train,
+                             "test_lens": args.test_lens,
+                             **{field: getattr(args, field) for field in size_flags.values()}}
+    if args.quick:
+        given.update({k: v if given.get(k) is None else given[k] for k, v in QUICK.items()})
+    if args.encodings is not None:
+        given["encodings"] = tuple(name.strip() for name in args.encodings.split(",") if name.strip())
+    if args.test_lens is None and args.train_len is not None and args.train_len != 8 and not args.resume:
+        # The default test lengths are 1, 1.5, 2 and 3 times the training length.
+        n = args.train_len
+        given["test_lens"] = tuple(sorted({n, (3 * n) // 2, 2 * n, 3 * n}))
+    return given
+
+
+def run(args: argparse.Namespace) -> int:
+    """Train the comparison, print its table and where its folder is; returns the exit status.
+
+    Raises:
+        UsageError, ValueError, TypeError, OSError: for bad input, reported by
+            :func:`attnlab.cli.main` as one line and exit status 2.
+    """
+    from attnlab.labs.compare import check_compare_folder, resume_config, run_compare
+    from attnlab.labs.lengths import CompareConfig
+    from attnlab.labs.lengths_report import format_table
+
+    given = _given(args)
+    if args.resume:
+        if args.out is None:
+            raise UsageError("--resume needs --out FOLDER, the comparison to continue")
+        config = resume_config(args.out, given)  # every value checked here, before any training
+    else:
+        config = CompareConfig(**{name: value for name, value in given.items() if value is not None})
+    folder = args.out
+    if folder is None:
+        folder = default_run_folder(f"compare-{config.task}")
+    check_compare_folder(folder, resume=args.resume)  # a bad --out: one line on stderr, before anything runs
+    n_models = len(config.runs())
+    print(f"comparing {len(config.encodings)} encodings x {config.n_seeds} seed(s) on {config.task}, "
+          f"train length {config.train_len}, test lengths {', '.join(map(str, config.test_lens))} -> {folder}",
+          flush=True)
+    result = run_compare(config, folder, resume=args.resume, progress=None if args.progress else False)
+    print(format_table(result))
+    print(f"{n_models} models in {result.seconds:.0f} s; results: {Path(folder) / 'results.json'} "
+          f"(open {Path(folder) / 'report.html'})")
+    return 0

@@ -1,0 +1,146 @@
+"""``attnlab plot NAME --out FILE``: draw one figure, of an encoding or of a trained run."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from attnlab._io import atomic_write, check_writable
+from attnlab.cli._common import UsageError, int_list, non_negative_int, parse_int, positive_int
+from attnlab.cli._tables import add_table_options, table_of
+
+__all__ = ["FIGURE_NAMES", "RUN_FIGURES", "add_parser", "run"]
+
+# Each figure: its defaults (d_model, max_len, rates) taken from the lab it comes from,
+# a function of the parsed arguments that returns a Figure, and its help line.
+FigureBuilder = Callable[[argparse.Namespace], Any]
+
+
+def _figures() -> dict[str, tuple[tuple[int | None, int | None, str | None], FigureBuilder, str]]:
+    from attnlab import plotting as P
+    from attnlab.encodings import angle_rates
+
+    def rates(a: argparse.Namespace) -> torch.Tensor:
+        return angle_rates(a.d_model, base=a.base, rates=a.rates or "vaswani")
+
+    pe_lab, tf_notebook, d2l = "the positional-encoding lab", "the TensorFlow notebook", "the d2l chapter"
+    return {
+        "encoding-degrees": ((None, 8, None), lambda a: P.encoding_degrees(3, a.bases, a.max_len),
+                             f"fixed-base dials for --bases over --max-len positions ({pe_lab})"),
+        "exponential-dials": ((8, 10, None), lambda a: P.exponential_dials(a.d_model, a.max_len, base=a.base),
+                              f"dials of each sinusoid pair ({pe_lab})"),
+        "encoding-heatmap": ((8, 10, None), lambda a: P.encoding_heatmap(a.d_model, a.max_len),
+                             f"sines and cosines against position, and as meshes ({pe_lab})"),
+        "distances": ((8, 5, None), lambda a: P.plot_distances(table_of(a), n=a.max_len),
+                      f"distance between every two positions, values in the cells ({pe_lab})"),
+        "angle-rates": ((100, 50, "linspace"), lambda a: P.plot_angle_rates(rates(a)),
+                        f"angle rate of each pair, log scale ({tf_notebook})"),
+        "angle-map": ((100, 50, "linspace"), lambda a: P.plot_angle_map(a.max_len, rates(a)),
+                      f"angle of every pair at every position, in degrees ({tf_notebook})"),
+        "encoding": ((100, 50, "linspace"), lambda a: P.plot_encoding(table_of(a)),
+                     f"the table as a diverging heatmap ({tf_notebook})"),
+        "similarity": ((100, 50, "linspace"), lambda a: P.plot_similarity(table_of(a)),
+                       f"cosine similarity between every two positions ({tf_notebook})"),
+        "nearby": ((100, 50, "linspace"), lambda a: P.plot_nearby(table_of(a), position=a.position),
+                   f"dot product and SSE of every position against --position ({tf_notebook})"),
+        "shifted": ((100, 50, "linspace"),
+                    lambda a: P.plot_shifted(table_of(a).double(), a.delta, base=a.base, layout=a.layout,
+                                             rates=a.rates),
+                    f"the table moved --delta positions by the shift matrix ({tf_notebook})"),
+        "columns": ((32, 60, None), lambda a: P.plot_columns(table_of(a), columns=a.columns),
+                    f"columns 6-9 (or --columns) against position ({d2l})"),
+        "heatmap-p": ((32, 60, None),
+                      lambda a: P.plot_encoding(table_of(a), cmap="Blues", vmin=None, vmax=None,
+                                                xlabel="Column (encoding dimension)", ylabel="Row (position)",
+                                                origin="upper"),
+                      f"heatmap of the table P ({d2l})"),
+        "binary": ((None, 8, None), lambda a: P.plot_binary(a.max_len, d_model=a.d_model),
+                   f"binary codes of 0..L-1 beside the sinusoids ({d2l})"),
+    }
+
+
+RUN_FIGURES = ("attention", "predictions", "losses")
+FIGURE_NAMES = (
+    "encoding-degrees", "exponential-dials", "encoding-heatmap", "distances",
+    "angle-rates", "angle-map", "encoding", "similarity", "nearby", "shifted",
+    "columns", "heatmap-p", "binary", *RUN_FIGURES,
+)
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """Add the ``plot`` subcommand to ``sub`` (argparse's subparsers)."""
+    figure_list = "\n".join(f"  {name}" for name in FIGURE_NAMES)
+    p: argparse.ArgumentParser = sub.add_parser(
+        "plot", help="draw one of the figures to a file", description="draw one of the figures to a file",
+        epilog=f"figures:\n{figure_list}\n\nexamples:\n  attnlab plot exponential-dials --out dials.png\n"
+               "  attnlab plot shifted --delta -10 --out shifted.png",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("name", choices=FIGURE_NAMES, metavar="NAME", help="which figure (listed below)")
+    p.add_argument("--out", type=Path, required=True, help="output file (.png, .pdf or .svg)")
+    add_table_options(p, d_model=None, max_len=None)
+    p.add_argument("--bases", type=int_list, default=(4, 5, 7), help="bases for encoding-degrees")
+    p.add_argument("--position", type=non_negative_int, default=20, help="position for 'nearby'")
+    p.add_argument("--delta", type=parse_int, default=-10, help="shift for 'shifted' (default -10)")
+    p.add_argument("--columns", type=int_list, default=(6, 7, 8, 9), help="columns for 'columns'")
+    p.add_argument("--run", type=Path, default=None, help="run folder, for attention|predictions|losses")
+    p.add_argument("--layer", default=None, help="attention layer to draw (attention figure)")
+    p.add_argument("--dpi", type=positive_int, default=100)
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    """Draw the figure into ``--out``; returns the exit status.
+
+    Raises:
+        UsageError, ValueError, TypeError, OSError: for bad input, reported by
+            :func:`attnlab.cli.main` as one line and exit status 2.
+    """
+    out = check_writable(args.out)
+    if out.suffix.lower() not in (".png", ".pdf", ".svg"):
+        raise UsageError(f"--out {str(args.out)!r}: expected a .png, .pdf or .svg file name")
+    if args.name in RUN_FIGURES:
+        fig = _run_figure(args)
+    else:
+        if args.run is not None:
+            raise UsageError(f"--run goes with the run figures ({', '.join(RUN_FIGURES)}), not {args.name!r}")
+        (d_model, max_len, rates), build, _ = _figures()[args.name]
+        # Flags the user did not give take the defaults of the lab the figure comes from.
+        args.d_model = args.d_model if args.d_model is not None else d_model
+        args.max_len = args.max_len if args.max_len is not None else max_len
+        args.rates = args.rates if args.rates is not None else (None if args.layout == "t2t" else rates)
+        fig = build(args)
+    atomic_write(out, lambda tmp: fig.savefig(tmp, dpi=args.dpi, bbox_inches="tight"))
+    print(f"wrote {out}", file=sys.stderr)
+    return 0
+
+
+def _run_figure(args: argparse.Namespace) -> Any:
+    """Figures of a trained squares run: its losses, its predictions, or one attention map."""
+    from attnlab import plotting as P
+    from attnlab.labs.squares import load_run, test_squares
+    from attnlab.labs.squares_figures import attention_figures
+
+    if args.run is None:
+        raise UsageError(f"plot {args.name} needs --run RUN_FOLDER")
+    config, model, state = load_run(args.run)
+    if args.name == "losses":
+        return P.plot_losses(state["loss"], state["val_loss"])
+    full_test, directions = test_squares(config)
+    if args.name == "predictions":
+        return P.sequence_pred(model, full_test, directions)
+    figures = attention_figures(model, full_test, directions)
+    if not figures:
+        raise UsageError("this run's model has no attention layer")
+    if args.layer is None:
+        if len(figures) == 1:
+            return next(iter(figures.values()))
+        raise UsageError(f"the model has several attention layers; choose one with --layer: {', '.join(figures)}")
+    if args.layer not in figures:
+        raise UsageError(f"unknown --layer {args.layer!r}; this model has: {', '.join(figures)}")
+    return figures[args.layer]

@@ -1,0 +1,69 @@
+"""``attnlab predict``: the last two corners of a square, from its first two, by a trained run's model."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from attnlab.cli._common import UsageError
+
+__all__ = ["add_parser", "parse_points", "run"]
+
+EXAMPLES = ('examples:\n  attnlab predict --run runs/NAME --points "-1,-1 -1,1"\n'
+            '  attnlab predict --run runs/NAME --points "1,1 1,-1" --json')
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """Add the ``predict`` subcommand to ``sub`` (argparse's subparsers)."""
+    what = "predict the last two corners of a square from its first two"
+    p: argparse.ArgumentParser = sub.add_parser("predict", help=what, description=what, epilog=EXAMPLES,
+                                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--run", type=Path, required=True, help="a run folder written by attnlab train")
+    p.add_argument("--points", required=True, help="the first two corners, 'x0,y0 x1,y1'")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=run)
+    return p
+
+
+def parse_points(text: str) -> torch.Tensor:
+    """``'x0,y0 x1,y1'`` -> tensor ``[1, 2, 2]``.
+
+    Raises:
+        UsageError: naming ``--points``, for anything but two finite points.
+    """
+    pairs = text.replace(";", " ").split()
+    if len(pairs) != 2:
+        raise UsageError(f"--points {text!r}: expected two points 'x0,y0 x1,y1'")
+    values = []
+    for pair in pairs:
+        parts = pair.split(",")
+        try:
+            if len(parts) != 2:
+                raise ValueError
+            x, y = (float(v) for v in parts)
+        except ValueError:
+            raise UsageError(f"--points {text!r}: cannot read {pair!r} as 'x,y'") from None
+        if not all(np.isfinite([x, y])):
+            raise UsageError(f"--points {text!r}: {pair!r} is not finite")
+        values.append([x, y])
+    return torch.tensor([values], dtype=torch.float32)  # [1, 2, 2]
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the predicted corners; returns the exit status."""
+    from attnlab.labs.squares import load_run, predict_corners
+
+    points = parse_points(args.points)
+    _, model, _ = load_run(args.run)
+    corners = predict_corners(model, points)[0].tolist()  # [2, 2]
+    if args.json:
+        print(json.dumps({"points": points[0].tolist(), "predicted": corners}))
+    else:
+        for k, (x, y) in enumerate(corners, start=3):
+            print(f"corner {k}: {x:.4f}, {y:.4f}")
+    return 0

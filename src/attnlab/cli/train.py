@@ -1,0 +1,90 @@
+"""``attnlab train``: train a squares model and write (or resume) a run folder."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from attnlab.cli._common import (
+    UsageError,
+    add_progress_option,
+    add_size_options,
+    default_run_folder,
+    folder_arg,
+    non_negative_int,
+    parse_int,
+    positive_float,
+    positive_int,
+    size_flags,
+)
+from attnlab.models.builders import SQUARES_MODELS, squares_sizes
+
+__all__ = ["add_parser", "run"]
+
+EXAMPLES = ("examples:\n  attnlab train\n  attnlab train --model transformer --seed 3 --out runs/t3\n"
+            "  attnlab train --model gru-attn --epochs 50 --out runs/gru\n"
+            "  attnlab train --out runs/gru --epochs 100 --resume")
+
+
+def add_parser(sub: Any) -> argparse.ArgumentParser:
+    """Add the ``train`` subcommand to ``sub`` (argparse's subparsers)."""
+    what = "train a model on the noisy squares and write a run folder"
+    p: argparse.ArgumentParser = sub.add_parser("train", help=what, description=what, epilog=EXAMPLES,
+                                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", choices=SQUARES_MODELS, default=None,
+                   help="selfattn-pe (the positional-encoding lab's model, the default), gru or gru-attn "
+                        "(the attention lab's), transformer (the same task with residuals and layer norm)")
+    p.add_argument("--epochs", type=positive_int, default=None, help="total epochs (default 100)")
+    p.add_argument("--seed", type=parse_int, default=None, help="random seed of the initial weights (default 43)")
+    p.add_argument("--train-seed", type=non_negative_int, default=None,
+                   help="random seed of shuffling and teacher forcing (default: an unseeded loader's, "
+                        "67280421310721)")
+    p.add_argument("--lr", type=positive_float, default=None, help="Adam learning rate (default 0.01)")
+    p.add_argument("--batch-size", type=positive_int, default=None, help="default 16")
+    p.add_argument("--n-train", type=positive_int, default=None, help="training squares (default 128)")
+    add_size_options(p, defaults="default: the model's own; see README")
+    p.add_argument("--out", type=folder_arg, default=None, help="run folder (default runs/MODEL-TIMESTAMP)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run in --out (its saved settings) up to --epochs")
+    add_progress_option(p)
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    """Train, print the final MSEs and where the run folder is; returns the exit status.
+
+    Raises:
+        UsageError, ValueError, TypeError, OSError: for bad input, reported by
+            :func:`attnlab.cli.main` as one line and exit status 2.
+    """
+    from attnlab.labs.squares import SquaresConfig, check_train_folder, resume_config, train_run
+
+    given = {"model": args.model, "epochs": args.epochs, "seed": args.seed, "train_seed": args.train_seed,
+             "lr": args.lr, "batch_size": args.batch_size, "n_train": args.n_train,
+             **{field: getattr(args, field) for field in size_flags.values()}}
+    if args.resume:
+        if args.out is None:
+            raise UsageError("--resume needs --out RUN_FOLDER, the run to continue")
+        config = resume_config(args.out, given)
+    else:
+        _check_size_flags(args, args.model or "selfattn-pe")
+        config = SquaresConfig(**{name: value for name, value in given.items() if value is not None})
+    folder = args.out if args.out is not None else default_run_folder(config.model)
+    check_train_folder(config, folder, resume=args.resume)  # a bad --out: one line on stderr, nothing printed
+    print(f"training {config.model} for {config.epochs} epochs -> {folder}", flush=True)
+    result = train_run(config, folder, resume=args.resume, progress=None if args.progress else False)
+    print(f"final train MSE {result.train_mse:.4f} | test MSE {result.test_mse:.4f} "
+          f"({result.epochs} epochs, {config.n_test} test squares)")
+    print(f"run folder: {folder} (open {Path(folder) / 'report.html'})")
+    return 0
+
+
+def _check_size_flags(args: argparse.Namespace, model: str) -> None:
+    """A size flag the model has no such size for is named, with the ones it has."""
+    has = squares_sizes(model)
+    for flag, field in size_flags.items():
+        if getattr(args, field) is not None and field not in has:
+            own = ", ".join(f for f, name in size_flags.items() if name in has) or "none"
+            raise UsageError(f"{flag}: the {model} model has no such size (its size flags: {own})")

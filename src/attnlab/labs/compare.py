@@ -1,0 +1,202 @@
+"""The comparison: every ``(encoding, seed)`` model of the length-generalisation lab, in a run folder.
+
+:func:`run_compare` trains the models of a :class:`~attnlab.labs.lengths.CompareConfig`
+one after another (each through :func:`~attnlab.labs.lengths.train_one`) and keeps
+each as soon as it finishes. The run folder (the contract of
+:mod:`attnlab.labs.run_folder`)::
+
+    attnlab-run.json     the folder's kind ("compare"), written first
+    config.json          the settings
+    models/ENC-seedK/    each finished model: record.json (its records, size, time), weights.pt
+    results.json         every record, once all models are done; then the figures and report.html
+                         (see :mod:`attnlab.labs.lengths_report`)
+
+A comparison killed at any moment keeps every finished model; ``resume`` trains
+only the missing ones. Each model depends only on the settings, its encoding and
+its seed (its weights, its batches), so the records of a resumed comparison are
+bit-identical to an unbroken one's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from attnlab._io import atomic_write
+from attnlab.data.tasks import make_task_sets
+from attnlab.labs.lengths import CompareConfig, ModelResult, train_one
+from attnlab.labs.run_folder import RunFolder, check_claim, claim
+from attnlab.training import StepProgress
+
+__all__ = ["CompareResult", "check_compare_folder", "resume_config", "run_compare"]
+
+
+@dataclass
+class CompareResult:
+    """What :func:`run_compare` measured: ``records`` (one dict per encoding, seed and length)."""
+
+    config: CompareConfig
+    records: list[dict[str, Any]]
+    seconds: float
+    folder: Path | None = None
+    seconds_per_model: dict[str, float] = field(default_factory=dict)
+    parameters_per_model: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def metric(self) -> str:
+        """The headline metric: sequence accuracy, or MSE for the squares."""
+        return "mean_squared_error" if self.config.task == "squares" else "sequence_accuracy"
+
+
+# -- the run folder ----------------------------------------------------------------------
+
+
+def _model_folder(folder: Path, encoding: str, seed: int) -> Path:
+    return folder / "models" / f"{encoding}-seed{seed}"
+
+
+def _save_model(folder: Path, result: ModelResult) -> None:
+    """Weights first, then the record: a model folder with a record.json is a finished model."""
+    path = _model_folder(folder, result.encoding, result.seed)
+    path.mkdir(parents=True, exist_ok=True)
+    atomic_write(path / "weights.pt", lambda tmp: torch.save(result.state_dict, tmp))
+    doc = {"encoding": result.encoding, "seed": result.seed, "seconds": result.seconds,
+           "n_parameters": result.n_parameters, "records": result.records}
+    atomic_write(path / "record.json", lambda tmp: tmp.write_text(json.dumps(doc, indent=2) + "\n"))
+
+
+def _saved_model(folder: Path, encoding: str, seed: int) -> dict[str, Any] | None:
+    path = _model_folder(folder, encoding, seed) / "record.json"
+    if not path.is_file():
+        return None
+    try:
+        doc = json.loads(path.read_text())
+        if not isinstance(doc, dict) or not isinstance(doc.get("records"), list):
+            raise ValueError("no records")
+    except ValueError as err:
+        raise ValueError(f"--resume: {str(path)!r} is unreadable ({err}); delete it to train that model again") \
+            from None
+    return doc
+
+
+def _read_config(folder: Path) -> CompareConfig | None:
+    path = folder / "config.json"
+    if not path.is_file():
+        return None
+    try:
+        return CompareConfig.from_dict(json.loads(path.read_text()))
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"--resume {str(folder)!r}: config.json is unreadable: {err}") from None
+
+
+def check_compare_folder(folder: str | os.PathLike[str], *, resume: bool = False) -> Path:
+    """Check, writing nothing, that a comparison can be written (or resumed) in ``folder``; returns it resolved.
+
+    Raises:
+        ValueError: naming ``--out`` and the folder, for a folder the run-folder
+            contract refuses (see :mod:`attnlab.labs.run_folder`).
+    """
+    return check_claim(folder, kind="compare", resume=resume)
+
+
+def resume_config(folder: str | os.PathLike[str], given: dict[str, Any]) -> CompareConfig:
+    """The settings of the comparison in ``folder``, which ``given`` ones (None: not given) must agree with.
+
+    Raises:
+        ValueError: naming the settings that differ, for an unreadable config, or a
+            folder that holds no comparison.
+    """
+    saved = _read_config(check_compare_folder(folder, resume=True))
+    given = {k: v for k, v in given.items() if v is not None}
+    if saved is None:  # killed before its config was written
+        return CompareConfig(**given)
+    config = dataclasses.replace(saved, **given)
+    if config != saved:
+        diff = ", ".join(f"{k}: saved {v!r}, given {getattr(config, k)!r}"
+                         for k, v in saved.to_dict().items() if config.to_dict()[k] != v)
+        raise ValueError(f"--resume: the comparison in {str(folder)!r} was made with other settings ({diff})")
+    return config
+
+
+def run_compare(
+    config: CompareConfig,
+    folder: str | os.PathLike[str] | None = None,
+    *,
+    resume: bool = False,
+    progress: bool | None = None,
+) -> CompareResult:
+    """Train one model per encoding and seed, score every test length, and write the folder.
+
+    Args:
+        config: the settings.
+        folder: the run folder (see the module's doc): new, empty, or (``resume``)
+            a comparison of the same settings. None writes nothing.
+        resume: train only the models ``folder`` does not hold yet; a complete
+            folder has its results, figures and report written again.
+        progress: one bar over all the models' training steps (None: when stderr is a terminal).
+
+    Returns:
+        The :class:`CompareResult`.
+
+    Raises:
+        ValueError: for a folder the contract refuses (checked before any training),
+            a comparison of other settings (``resume``) or a saved model that is unreadable.
+        TypeError: if ``progress`` is not None, True or False.
+    """
+    from attnlab.training.progress import check_progress
+
+    check_progress(progress)
+    if folder is None:
+        return _compare(config, None, progress)
+    if resume:
+        saved = _read_config(check_compare_folder(folder, resume=True))
+        if saved is not None and saved != config:
+            resume_config(folder, config.to_dict())  # raises, naming the differences
+    else:
+        check_compare_folder(folder)
+    with claim(folder, kind="compare", resume=resume) as run:
+        run.write_json("config.json", config.to_dict())
+        return _compare(config, run, progress)
+
+
+def _compare(config: CompareConfig, run: RunFolder | None, progress: bool | None) -> CompareResult:
+    from tqdm import tqdm
+
+    from attnlab.labs.lengths_report import write_outputs
+    from attnlab.training.progress import progress_enabled
+
+    start = time.perf_counter()
+    done: dict[tuple[str, int], dict[str, Any]] = {}
+    if run is not None:
+        for encoding, seed in config.runs():
+            saved = _saved_model(run.path, encoding, seed)
+            if saved is not None:
+                done[encoding, seed] = saved
+    todo = [key for key in config.runs() if key not in done]
+    sets = make_task_sets(config.spec()) if todo else None
+    with tqdm(total=config.steps_per_model() * len(todo), desc=f"compare {config.task}", unit="step",
+              disable=not progress_enabled(progress), dynamic_ncols=True, leave=True) as bar:
+        for encoding, seed in todo:
+            assert sets is not None
+            label = f"{encoding}, seed {seed}"
+            bar.set_postfix_str(label, refresh=False)
+            result = train_one(config, sets, encoding, seed, callbacks=[StepProgress(bar, label)])
+            if run is not None:
+                _save_model(run.path, result)
+            done[encoding, seed] = {"records": result.records, "seconds": result.seconds,
+                                    "n_parameters": result.n_parameters}
+    records = [r for key in config.runs() for r in done[key]["records"]]
+    timings = {f"{encoding}/{seed}": float(done[encoding, seed]["seconds"]) for encoding, seed in config.runs()}
+    sizes = {f"{encoding}/{seed}": int(done[encoding, seed].get("n_parameters", 0)) for encoding, seed in config.runs()}
+    compared = CompareResult(config, records, time.perf_counter() - start, None if run is None else run.path, timings,
+                             sizes)
+    if run is not None:
+        write_outputs(run, compared)
+    return compared

@@ -1,0 +1,306 @@
+"""The length-generalisation lab: which positional encoding still works on longer sequences?
+
+``attnlab compare`` answers it on a task, measured: for every encoding and
+random seed it trains the same small model on sequences up to ``train_len``
+long, then decodes greedily the test sets at each of ``test_lens`` and scores
+token and sequence accuracy (MSE for the squares). The model is a
+:class:`~attnlab.models.DecoderOnlyTransformer` over ``source + BOS + target``
+(``architecture="decoder-only"``, the default, as in the length-generalisation
+literature) or the encoder-decoder :class:`~attnlab.models.Transformer`.
+
+This module holds the settings (:class:`CompareConfig`) and one model's
+experiment (:func:`train_one`: build, train through :func:`attnlab.training.fit`,
+score); :mod:`attnlab.labs.compare` runs the sweep over encodings and seeds in a
+run folder, and :mod:`attnlab.labs.lengths_report` shows the results.
+
+Fairness: every encoding gets the same model size, data, steps, optimiser and
+seeds; only the positional scheme changes. The learned table is given rows for
+the longest test length (otherwise it could not be asked at all); rows past the
+training length are never trained, and the lab measures what that costs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attnlab._validate import check_choice, check_finite_float, check_int
+from attnlab.data.metrics import mean_squared_error, sequence_accuracy, token_accuracy
+from attnlab.data.tasks import (
+    BOS,
+    PAD,
+    TASKS,
+    SquaresBatch,
+    TaskBatch,
+    TaskSets,
+    TaskSpec,
+    Vocab,
+    decoder_only_batch,
+    task_loader,
+)
+from attnlab.encodings.registry import ENCODINGS
+from attnlab.models import DecoderOnlyTransformer, Transformer
+from attnlab.models.builders import sequence_model
+from attnlab.training import Callback, fit
+from attnlab.training.clipping import GradientClipping
+from attnlab.training.rng import preserved_rng
+
+__all__ = ["QUICK", "CompareConfig", "ModelResult", "evaluate", "train_one"]
+
+
+@dataclass(frozen=True)
+class CompareConfig:
+    """Every setting of a comparison; written to ``config.json`` and ``results.json``.
+
+    The defaults finish in about 5 minutes on 2 CPU cores; :data:`QUICK` in under one.
+    Training lengths are ``min_train_len .. train_len`` (token tasks), so the
+    models have seen every length up to ``train_len`` and nothing longer. Models
+    are trained at random seeds ``0 .. n_seeds - 1``.
+
+    Raises:
+        TypeError / ValueError: naming the setting, for an unknown task,
+            architecture or encoding, an empty or repeated ``encodings``, an
+            empty ``test_lens``, a count or size below 1, a non-positive ``lr``,
+            ``min_train_len > train_len``, sizes the model refuses (``d_model`` not
+            divisible by ``n_heads``, an odd head size with rotary), ``extras`` that is
+            not a JSON-serialisable dict, or lengths the task's data refuses.
+    """
+
+    task: str = "reverse"
+    encodings: tuple[str, ...] = ENCODINGS
+    architecture: str = "decoder-only"
+    train_len: int = 8
+    test_lens: tuple[int, ...] = (8, 12, 16, 24)
+    n_seeds: int = 3
+    epochs: int = 12
+    n_train: int = 4096
+    n_test: int = 256
+    batch_size: int = 32
+    d_model: int = 64
+    n_heads: int = 4
+    n_layers: int = 2
+    ff_units: int | None = None  # None: 4 * d_model
+    lr: float = 3e-3
+    n_symbols: int = 10
+    min_train_len: int = 1
+    max_relative_position: int = 8  # Shaw's k: offsets up to it are all seen in training
+    extras: dict[str, Any] = field(default_factory=dict)  # free-form notes kept with the results
+
+    def __post_init__(self) -> None:
+        check_choice("task", self.task, TASKS)
+        for name in ("encodings", "test_lens"):
+            value = getattr(self, name)
+            # A bare string would be read letter by letter ("unknown encoding 'r'").
+            if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+                raise TypeError(f"{name} must be a tuple, got {value!r} ({type(value).__name__})")
+            object.__setattr__(self, name, tuple(value))  # a list (e.g. from config.json) becomes a tuple
+        if not self.encodings:
+            raise ValueError("encodings is empty: name at least one of " + ", ".join(ENCODINGS))
+        for name in self.encodings:
+            check_choice("encoding", name, ENCODINGS)
+        if len(set(self.encodings)) != len(self.encodings):
+            raise ValueError(f"encodings has repeats: {list(self.encodings)}")
+        for name in ("train_len", "n_seeds", "epochs", "n_train", "n_test", "batch_size", "n_symbols",
+                     "min_train_len"):
+            check_int(name, getattr(self, name), minimum=1)
+        if not self.test_lens:
+            raise ValueError("test_lens is empty: give at least one length")
+        for length in self.test_lens:
+            check_int("test_lens", length, minimum=1)
+        check_finite_float("lr", self.lr, positive=True)
+        if self.min_train_len > self.train_len:
+            raise ValueError(f"min_train_len ({self.min_train_len}) must be <= train_len ({self.train_len})")
+        if not isinstance(self.extras, dict):
+            raise TypeError(f"extras must be a dict, got {self.extras!r} ({type(self.extras).__name__})")
+        try:
+            json.dumps(self.extras)
+        except (TypeError, ValueError) as err:
+            raise TypeError(f"extras must be JSON-serialisable (results.json keeps it), got {self.extras!r}: "
+                            f"{err}") from None
+        # The data's own checks (e.g. squares needs lengths >= 3) and the models' (their sizes,
+        # checked by the layers that use them) run now, before any training: each model is
+        # built once on the meta device, which allocates nothing and draws no random number.
+        self.spec()
+        with torch.device("meta"):
+            for encoding in self.encodings:
+                self.build_model(encoding)
+
+    def spec(self) -> TaskSpec:
+        """The data this comparison trains and tests on."""
+        squares = self.task == "squares"
+        return TaskSpec(task=self.task, train_len=self.train_len, test_lens=tuple(self.test_lens),
+                        n_train=self.n_train, n_test=self.n_test, n_symbols=self.n_symbols,
+                        min_train_len=None if squares or self.min_train_len == self.train_len else self.min_train_len)
+
+    def build_model(self, encoding: str) -> DecoderOnlyTransformer | Transformer:
+        """The model for one encoding, its weights drawn from torch's global generator (see :func:`train_one`)."""
+        longest = max(self.train_len, *self.test_lens) + 1  # source length, or target + EOS
+        if self.architecture == "decoder-only":
+            longest = 2 * longest  # source, BOS and target in one sequence
+        squares = self.task == "squares"
+        model = sequence_model(self.architecture, vocab_size=None if squares else Vocab(self.n_symbols).size,
+                               n_features=2 if squares else None, d_model=self.d_model, n_heads=self.n_heads,
+                               n_layers=self.n_layers, ff_units=self.ff_units, encoding=encoding, max_len=longest,
+                               max_relative_position=self.max_relative_position, pad_id=PAD)
+        return cast(DecoderOnlyTransformer | Transformer, model)
+
+    def runs(self) -> list[tuple[str, int]]:
+        """Every ``(encoding, seed)`` to train, in the order the records are kept."""
+        return [(encoding, seed) for encoding in self.encodings for seed in range(self.n_seeds)]
+
+    def steps_per_model(self) -> int:
+        """Optimizer steps each model takes."""
+        return self.epochs * math.ceil(self.n_train / self.batch_size)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings as a JSON-ready dict (tuples as lists), as ``results.json`` records them."""
+        d = dataclasses.asdict(self)
+        d["encodings"], d["test_lens"] = list(self.encodings), list(self.test_lens)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CompareConfig:
+        """The config a :meth:`to_dict` dict describes.
+
+        Raises:
+            ValueError: naming them, for keys that are not settings; and what the class raises.
+        """
+        if not isinstance(d, dict):
+            raise ValueError(f"a config must be a JSON object, got {type(d).__name__}")
+        unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ValueError(f"config has unknown keys {sorted(unknown)}")
+        return cls(**d)
+
+
+#: overrides for ``--quick``: one seed, half the data, 640 steps at a higher rate (under a minute on 2 cores).
+QUICK: dict[str, Any] = {"n_seeds": 1, "epochs": 10, "n_train": 2048, "n_test": 128, "lr": 4e-3}
+
+
+@dataclass
+class ModelResult:
+    """One trained model: its records (one per test length), its weights, size and training time.
+
+    ``state_dict`` maps each parameter name to its tensor, of the parameter's own shape (e.g. ``[D, D]``).
+    """
+
+    encoding: str
+    seed: int
+    records: list[dict[str, Any]]
+    state_dict: dict[str, torch.Tensor]
+    seconds: float
+    n_parameters: int
+
+
+# -- one model ---------------------------------------------------------------------------
+
+
+def _loss(config: CompareConfig) -> Callable[[nn.Module, Any], torch.Tensor]:
+    """The batch loss :func:`fit` calls: next-element prediction (decoder-only) or teacher forcing."""
+
+    def loss(model: nn.Module, batch: TaskBatch | SquaresBatch) -> torch.Tensor:
+        if config.architecture == "decoder-only":
+            if isinstance(batch, SquaresBatch):
+                # The walk continues itself; the loss is on the corners after the given ones.
+                n_given = batch.source.shape[1]
+                pred = model(batch.full[:, :-1])[:, n_given - 1:]  # [B, T, 2]
+                return F.mse_loss(pred, batch.target)
+            inputs, labels = decoder_only_batch(batch)  # [B, 2S + 1] each
+            logits = model(inputs)  # [B, 2S + 1, V]
+            return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=PAD)
+        if isinstance(batch, SquaresBatch):
+            # Decoder inputs: the target shifted right, starting from the last given corner.
+            target_in = torch.cat([batch.source[:, -1:], batch.target[:, :-1]], dim=1)  # [B, T, 2]
+            return F.mse_loss(model(batch.source, target_in), batch.target)
+        logits = model(batch.source, batch.target_in)  # [B, T, V]
+        return F.cross_entropy(logits.flatten(0, 1), batch.target_out.flatten(), ignore_index=PAD)
+
+    return loss
+
+
+def _predict(model: nn.Module, batch: TaskBatch | SquaresBatch, config: CompareConfig) -> torch.Tensor:
+    """Greedy (cached) predictions for a test set of one length: ``[N, T]`` tokens or ``[N, T, 2]`` corners."""
+    # The architecture, not the model's class, decides how to call it (the tests pass stand-ins).
+    if config.architecture == "decoder-only":
+        gpt = cast(DecoderOnlyTransformer, model)
+        if isinstance(batch, SquaresBatch):
+            return gpt.generate(batch.source, batch.target.shape[1])
+        prompt = decoder_only_batch(batch)[0][:, : batch.source.shape[1] + 1]  # source + BOS: [N, S + 1]
+        return gpt.generate(prompt, batch.target_out.shape[1])  # the target and EOS
+    seq2seq = cast(Transformer, model)
+    if isinstance(batch, SquaresBatch):
+        return seq2seq.generate(batch.source, batch.target.shape[1], start=batch.source[:, -1:])
+    return seq2seq.generate(batch.source, batch.target_out.shape[1], start=BOS)
+
+
+def _schedule(total_steps: int) -> Callable[[int], float]:
+    """Linear warm-up over 5% of the steps, then cosine decay to 10%: the same for every encoding."""
+    warmup = max(1, total_steps // 20)
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = (step - warmup) / max(1, total_steps - warmup)
+        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+
+    return factor
+
+
+def evaluate(model: nn.Module, config: CompareConfig, sets: TaskSets, encoding: str,
+             seed: int) -> list[dict[str, Any]]:
+    """One record per test length: greedy decoding (cached) of the whole test set, scored."""
+    model.eval()
+    records = []
+    for length, batch in sorted(sets.tests.items()):
+        pred = _predict(model, batch, config)
+        if isinstance(batch, SquaresBatch):
+            scores = {"mean_squared_error": mean_squared_error(pred, batch.target)}
+        else:
+            scores = {"token_accuracy": token_accuracy(pred, batch.target_out, pad=PAD),
+                      "sequence_accuracy": sequence_accuracy(pred, batch.target_out, pad=PAD)}
+        records.append({"encoding": encoding, "seed": seed, "length": int(length), **scores})
+    return records
+
+
+def train_one(config: CompareConfig, sets: TaskSets, encoding: str, seed: int, *,
+              callbacks: Sequence[Callback] = ()) -> ModelResult:
+    """Train and score the model of one ``(encoding, seed)``; it depends on nothing else.
+
+    Its initial weights are drawn after ``torch.manual_seed(seed)`` and its batches
+    shuffled by a generator seeded with ``seed``, on a copy of the global random
+    state: what ran before does not change it, and it changes nothing after.
+
+    Args:
+        config: the comparison's settings.
+        sets: its data (:func:`attnlab.data.tasks.make_task_sets` of ``config.spec()``).
+        encoding: one of ``config.encodings``.
+        seed: the random seed.
+        callbacks: passed to :func:`fit` (e.g. a progress bar).
+
+    Returns:
+        A :class:`ModelResult`.
+    """
+    began = time.perf_counter()
+    with preserved_rng({}):  # torch's, CUDA's and Python's streams all come back as they were
+        torch.manual_seed(seed)
+        model = config.build_model(encoding)
+        loader = task_loader(sets.train, config.batch_size, shuffle=True, seed=seed)
+        optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(config.epochs * len(loader)))
+        clipping = GradientClipping()
+        clipping.set_norm(1.0)
+        fit(model, optimizer, loader, epochs=config.epochs, loss=_loss(config), scheduler=scheduler,
+            scheduler_interval="batch", clipping=clipping, callbacks=callbacks)
+        records = evaluate(model, config, sets, encoding, seed)
+    state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    n_parameters = sum(p.numel() for p in model.parameters())
+    return ModelResult(encoding, seed, records, state, time.perf_counter() - began, n_parameters)

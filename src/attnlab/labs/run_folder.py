@@ -1,0 +1,262 @@
+"""The run folder: one contract for every command that writes one (``attnlab train``, ``attnlab compare``).
+
+* **One writer at a time.** A writer holds an exclusive lock (``flock`` on
+  ``.lock``, which records its pid) for as long as it writes. A second writer is
+  refused at once, naming the folder and the holder's pid. The operating system
+  drops the lock of a process that dies, however it dies, so a lock left by a
+  killed run is stale by construction and the next writer simply takes it.
+* **Only our own folders.** A folder is written only if it is new, empty, or a run
+  of the same kind. Anything else (another kind of run, a user's files, ``.``, a
+  folder owned by another user) is refused before anything is written. A
+  symlink is resolved and judged like the folder it points to.
+* **Every state is resumable.** The kind is recorded first (``attnlab-run.json``),
+  so a run killed at any moment, before its first checkpoint included, is
+  recognised: ``--resume`` continues it and a fresh run may reuse it if it had
+  not started. Temporary files of a killed atomic save (``.NAME.XXXX.tmp*``) are
+  removed by the next writer, which holds the lock, so no one is mid-save.
+
+Usage::
+
+    with claim(path, kind="train", resume=False) as folder:   # checked, locked, marked
+        ...write into folder.path...
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from attnlab import __version__
+from attnlab._io import atomic_write, check_folder
+
+try:  # POSIX; elsewhere the lock is an exclusively created file (see _Lock)
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["KINDS", "LOCK", "MARKER", "FolderBusy", "FolderState", "RunFolder", "check_claim", "claim",
+           "inspect_folder", "run_kind"]
+
+#: the kinds of run folder: ``train`` (the squares lab) and ``compare`` (the length-generalisation lab).
+KINDS = ("train", "compare")
+MARKER = "attnlab-run.json"
+LOCK = ".lock"
+# Files a run of each kind writes: how a folder written before the marker existed is recognised.
+_LEGACY = {"train": ("config.json", "metrics.jsonl"), "compare": ("results.json",)}
+# What a run of each kind leaves once it has made progress worth keeping: a checkpoint,
+# finished models. A run without any (killed while it started) is reused by a fresh run.
+_PROGRESS = {"train": ("checkpoint.pt",), "compare": ("results.json", "models")}
+
+
+class FolderBusy(ValueError):
+    """Another process is writing the run folder (a ``ValueError``: the CLI reports it as one line, exit 2)."""
+
+
+@dataclass(frozen=True)
+class FolderState:
+    """What a folder holds, as far as the contract cares.
+
+    Attributes:
+        exists: the folder is there.
+        kind: the kind of run it holds (one of :data:`KINDS`), or None.
+        started: the run has made progress (a checkpoint, a finished model).
+        files: the names of its entries, our lock and temporary files left out.
+    """
+
+    exists: bool
+    kind: str | None
+    started: bool
+    files: tuple[str, ...]
+
+
+def _is_temporary(name: str) -> bool:
+    # atomic_write's temporaries: mkstemp(prefix=".NAME.", suffix=".tmp" + suffix)
+    return name.startswith(".") and ".tmp" in name
+
+
+def run_kind(path: Path) -> str | None:
+    """The kind of run ``path`` holds (its marker, or the files an older attnlab wrote), or None."""
+    marker = path / MARKER
+    if marker.is_file():
+        try:
+            kind = json.loads(marker.read_text()).get("kind")
+        except (ValueError, AttributeError, OSError):
+            return None
+        return kind if kind in KINDS else None
+    for kind, names in _LEGACY.items():
+        if all((path / name).is_file() for name in names):
+            return kind
+    return None
+
+
+def inspect_folder(path: Path) -> FolderState:
+    """What ``path`` holds (see :class:`FolderState`); ``path`` should be resolved."""
+    if not path.exists():
+        return FolderState(False, None, False, ())
+    files = tuple(sorted(p.name for p in path.iterdir() if p.name != LOCK and not _is_temporary(p.name)))
+    kind = run_kind(path)
+    started = kind is not None and any((path / name).exists() for name in _PROGRESS[kind])
+    return FolderState(True, kind, started, files)
+
+
+def _resolve(path: str | os.PathLike[str], name: str) -> Path:
+    if not str(path).strip():
+        raise ValueError(f"{name} is empty: give a folder")
+    # A symlink is judged by what it points to; resolve() also turns "." into the real folder.
+    return Path(path).expanduser().resolve()
+
+
+def _check_owner(path: Path, name: str, given: str) -> None:
+    getuid = getattr(os, "geteuid", None)
+    if getuid is not None and path.exists() and path.stat().st_uid != getuid():
+        raise ValueError(f"{name} {given!r} belongs to another user; attnlab writes only into its own folders")
+
+
+def check_claim(
+    path: str | os.PathLike[str], *, kind: str, resume: bool, name: str = "--out", held: bool = False
+) -> Path:
+    """Check, writing nothing, that a ``kind`` run may write (or resume in) ``path``; returns it resolved.
+
+    Args:
+        path: the folder (a symlink is followed).
+        kind: one of :data:`KINDS`.
+        resume: continue the run in the folder. Without it, a run of this kind that
+            has made no progress yet (killed before its first checkpoint or model)
+            is reused.
+        name: the flag to name in messages.
+        held: the caller holds the folder's lock (so it is not tested).
+
+    Raises:
+        ValueError: naming ``name`` and the folder, for an empty path, a file, a
+            folder that cannot be created or written, another user's folder, one
+            holding another kind of run or files that are not a run, a run that
+            has started (without ``resume``), and ``resume`` of a folder that holds
+            no run of this kind; :class:`FolderBusy` if another process writes it.
+    """
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind {kind!r}; known: {', '.join(KINDS)}")
+    given = str(path)
+    resolved = _resolve(path, name)
+    check_folder(path, name=name, parents=True)
+    _check_owner(resolved, name, given)
+    state = inspect_folder(resolved)
+    # A symlink (or ".") is named with what it stands for; a plain relative path as given.
+    shown = f"'{given}'" if Path(given).expanduser().absolute() == resolved else f"'{given}' (= '{resolved}')"
+    if state.kind is not None and state.kind != kind:
+        raise ValueError(f"{name} {shown} holds an attnlab {state.kind} run, not a {kind} run; "
+                         "choose another folder")
+    if state.kind is None and state.files:
+        listed = ", ".join(state.files[:3]) + (", ..." if len(state.files) > 3 else "")
+        raise ValueError(f"{name} {shown} holds files that are not an attnlab run ({listed}); "
+                         "choose a new or empty folder")
+    if resume and state.kind is None:
+        raise ValueError(f"--resume: {shown} holds no {kind} run to resume")
+    if not resume and state.kind == kind and state.started:
+        raise ValueError(f"{name} {shown} already holds a {kind} run; add --resume to continue it, "
+                         "or choose another folder")
+    if not held and (resolved / LOCK).is_file():
+        _Lock(resolved, f"{name} {shown}", probe=True).release()  # refused now, before anything is printed
+    return resolved
+
+
+class _Lock:
+    """An exclusive, non-blocking lock on ``folder/.lock`` holding the owner's pid.
+
+    With ``probe``, the lock file must exist and is only tested: taken and dropped at
+    once, nothing written.
+    """
+
+    def __init__(self, folder: Path, what: str, *, probe: bool = False) -> None:
+        self.path = folder / LOCK
+        self.probe = probe
+        self.fd = os.open(self.path, os.O_RDONLY if probe else os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if fcntl is not None:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = self._holder()
+            os.close(self.fd)
+            raise FolderBusy(f"{what} is being written by another attnlab process"
+                             f"{f' (pid {holder})' if holder else ''}; wait for it to finish") from None
+        if not probe:
+            os.ftruncate(self.fd, 0)
+            os.write(self.fd, f"{os.getpid()}\n".encode())
+
+    def _holder(self) -> str:
+        try:
+            return self.path.read_text().strip()
+        except OSError:
+            return ""
+
+    def release(self) -> None:
+        # The file stays (removing it would let a process holding its old inode and one
+        # creating a new one both think they own the folder); only the lock is dropped.
+        try:
+            if not self.probe:
+                os.ftruncate(self.fd, 0)
+        finally:
+            os.close(self.fd)  # closing drops the flock
+
+
+@dataclass(frozen=True)
+class RunFolder:
+    """A run folder held for writing (see :func:`claim`).
+
+    Attributes:
+        path: the folder, resolved.
+        kind: the kind of run it holds.
+        resumed: whether it was claimed to resume a run.
+    """
+
+    path: Path
+    kind: str
+    resumed: bool
+
+    def write_json(self, name: str, obj: Any) -> Path:
+        """Write ``obj`` as indented JSON to ``name`` in the folder, atomically."""
+        return atomic_write(self.path / name, lambda tmp: tmp.write_text(json.dumps(obj, indent=2) + "\n"))
+
+
+def _remove_temporaries(folder: Path) -> None:
+    for path in folder.rglob(".*"):
+        if path.is_file() and _is_temporary(path.name):
+            path.unlink(missing_ok=True)
+
+
+@contextmanager
+def claim(path: str | os.PathLike[str], *, kind: str, resume: bool, name: str = "--out") -> Iterator[RunFolder]:
+    """Hold ``path`` for writing a ``kind`` run: checked, created, locked, marked; unlocked on exit.
+
+    The checks of :func:`check_claim` run again once the lock is held (another
+    writer may have written in between); killed saves' temporary files are removed.
+
+    Args:
+        path, kind, resume, name: as :func:`check_claim`.
+
+    Yields:
+        The :class:`RunFolder`.
+
+    Raises:
+        ValueError: what :func:`check_claim` raises; :class:`FolderBusy` if another
+            process holds the folder.
+    """
+    resolved = check_claim(path, kind=kind, resume=resume, name=name)
+    try:
+        resolved.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"{name} {str(path)!r} cannot be created: {err.strerror or err}") from None
+    lock = _Lock(resolved, f"{name} '{path}'")
+    try:
+        check_claim(resolved, kind=kind, resume=resume, name=name, held=True)
+        _remove_temporaries(resolved)
+        if run_kind(resolved) is None or not (resolved / MARKER).is_file():
+            marker = {"kind": kind, "attnlab": __version__}
+            atomic_write(resolved / MARKER, lambda tmp: tmp.write_text(json.dumps(marker) + "\n"))
+        yield RunFolder(resolved, kind, resume)
+    finally:
+        lock.release()

@@ -1,0 +1,401 @@
+"""The squares lab: train a model to complete noisy squares and leave a run folder worth opening.
+
+``attnlab train`` (and ``make run``) call :func:`train_run`; ``attnlab predict`` and
+the run figures of ``attnlab plot`` call :func:`load_run`. A run folder (the
+contract of :mod:`attnlab.labs.run_folder`: locked while written, resumable after
+any kill) holds::
+
+    attnlab-run.json   the folder's kind ("train"), written first
+    config.json        every setting of the run (what predict/plot rebuild the model from)
+    metrics.jsonl      one line per epoch: epoch, loss, val_loss, lr, seconds, best
+    checkpoint.pt      model, optimizer, losses and every random stream, after every epoch
+    summary.json       final train and test MSE
+    figures/           losses.png, predictions.png, attention-<layer>.png
+    report.html        the figures and the metrics on one page
+
+Models (:data:`attnlab.models.builders.SQUARES_MODELS`): ``selfattn-pe`` (the
+positional-encoding lab's self-attention encoder-decoder: 3 wide heads, d_model 2,
+no residuals, no normalisation, the default), ``gru`` and ``gru-attn`` (the attention
+lab's GRU encoder-decoders) and ``transformer`` (the fix: features projected up,
+layer norm, residual connections, a small encoder-decoder Transformer). The data:
+training squares from data seed 13, test squares from data seed 19 (the labs
+evaluate on their training squares by mistake). Training runs through
+:func:`attnlab.training.fit`, under the book's :class:`~attnlab.training.Trainer`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from attnlab._io import atomic_write
+from attnlab._validate import check_choice, check_finite_float, check_int
+from attnlab.labs.report import Report, write_report
+from attnlab.labs.run_folder import RunFolder, check_claim, claim
+from attnlab.labs.squares_figures import write_figures
+from attnlab.models.builders import SIZE_NAMES, SQUARES_MODELS, squares_model, squares_sizes
+from attnlab.training import Checkpoint, MetricsFile, Trainer
+from attnlab.training.rng import preserved_rng
+
+__all__ = ["CHECKPOINT", "UNSEEDED_LOADER_SEED", "RunResult", "SquaresConfig", "build_model", "check_train_folder",
+           "load_run", "make_optimizer", "predict_corners", "resume_config", "test_squares", "train_run"]
+
+CHECKPOINT = "checkpoint.pt"
+#: ``torch.Generator().initial_seed()``: what a DataLoader given an unseeded generator shuffles with.
+UNSEEDED_LOADER_SEED = 67280421310721
+
+
+@dataclass(frozen=True)
+class SquaresConfig:
+    """Every setting of a squares run; written to ``config.json``.
+
+    Defaults are the positional-encoding lab's: Adam with lr 0.01, 100 epochs,
+    batch 16, 128 squares, the model initialised after ``torch.manual_seed(43)``.
+    The sizes (``d_model``, ``n_heads``, ``n_layers``, ``ff_units``) left None take the
+    model's defaults (:func:`attnlab.models.builders.squares_sizes`) and are stored
+    resolved; a size the model does not have must stay None.
+
+    Raises:
+        TypeError / ValueError: naming the setting, for an unknown model, a count
+            or size below 1, a size the model does not have, a non-positive ``lr`` or
+            a ``teacher_forcing_prob`` outside [0, 1].
+    """
+
+    model: str = "selfattn-pe"  # one of SQUARES_MODELS
+    epochs: int = 100  # total epochs (with --resume: train until this many)
+    seed: int = 43  # torch.manual_seed before the model is built (its initial weights)
+    # Seeds the shuffling, teacher forcing and dropout. The default is where an unseeded
+    # torch.Generator starts, which is what the labs' DataLoader shuffles with. The
+    # positional-encoding lab's tiny model is very sensitive to it (see the README).
+    train_seed: int = UNSEEDED_LOADER_SEED
+    lr: float = 0.01  # Adam learning rate
+    batch_size: int = 16
+    # Validation batches: the labs use 16, but evaluation builds no graph, so one batch
+    # of the whole (default) test set gives the same sample-weighted loss in an eighth
+    # of the calls. Training batches, and so the training itself, are unchanged.
+    eval_batch_size: int = 128
+    n_train: int = 128  # training squares, generated with data seed 13
+    n_test: int = 128  # test squares, generated with data seed 19
+    teacher_forcing_prob: float = 0.5  # GRU models only (the attention lab)
+    d_model: int | None = None
+    n_heads: int | None = None
+    n_layers: int | None = None
+    ff_units: int | None = None
+
+    def __post_init__(self) -> None:
+        defaults = squares_sizes(check_choice("model", self.model, SQUARES_MODELS))
+        for name in SIZE_NAMES:
+            value = getattr(self, name)
+            if value is None:
+                object.__setattr__(self, name, defaults.get(name))
+            elif name not in defaults:
+                has = ", ".join(defaults)
+                raise ValueError(f"{name}: the {self.model} model has no such size (its sizes: {has})")
+        check_int("epochs", self.epochs, minimum=1)
+        check_int("seed", self.seed)
+        check_int("train_seed", self.train_seed)
+        check_finite_float("lr", self.lr, positive=True)
+        check_int("batch_size", self.batch_size, minimum=1)
+        check_int("eval_batch_size", self.eval_batch_size, minimum=1)
+        check_int("n_train", self.n_train, minimum=1)
+        check_int("n_test", self.n_test, minimum=1)
+        p = check_finite_float("teacher_forcing_prob", self.teacher_forcing_prob)
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"teacher_forcing_prob must be in [0, 1], got {p}")
+        # The sizes are checked by the model that uses them, so build it now, on the meta
+        # device (no memory, no random numbers): a bad size fails here, before any training.
+        with torch.device("meta"):
+            self.build_model()
+
+    def build_model(self) -> nn.Module:
+        """The model this config names (weights drawn from torch's global generator; see :func:`build_model`)."""
+        return squares_model(self.model, d_model=self.d_model, n_heads=self.n_heads, n_layers=self.n_layers,
+                             ff_units=self.ff_units, teacher_forcing_prob=self.teacher_forcing_prob)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The settings as a JSON-ready dict, as ``config.json`` holds them."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SquaresConfig:
+        """The config a :meth:`to_dict` dict (e.g. a run's ``config.json``) describes.
+
+        Raises:
+            ValueError: naming them, for keys that are not settings; and what the
+                class raises for a bad value.
+        """
+        if not isinstance(d, dict):
+            raise ValueError(f"a config must be a JSON object, got {type(d).__name__}")
+        unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ValueError(f"config has unknown keys {sorted(unknown)}")
+        return cls(**d)
+
+
+@dataclass
+class RunResult:
+    """What a finished run reports: final losses and where its files are."""
+
+    folder: Path
+    train_mse: float  # last epoch's training loss
+    test_mse: float  # MSE of the model's own predictions (eval mode) on the test squares
+    epochs: int
+    files: list[str]
+
+
+def build_model(config: SquaresConfig) -> nn.Module:
+    """The model ``config`` names, its initial weights drawn after ``torch.manual_seed(config.seed)``.
+
+    The seeding happens on a copy of the random state: the caller's global
+    streams (torch, CUDA, Python's ``random``) are as they were afterwards.
+    """
+    with preserved_rng({}):
+        torch.manual_seed(config.seed)
+        return config.build_model()
+
+
+def make_optimizer(model: nn.Module, config: SquaresConfig) -> torch.optim.Optimizer:
+    """Adam at ``config.lr``, fused: one kernel for every parameter instead of a Python loop over
+    them, which at these models' sizes costs more than the forward pass. Same algorithm as the
+    labs' ``optim.Adam``; results differ only in the last bits."""
+    return torch.optim.Adam(model.parameters(), lr=config.lr, fused=True)
+
+
+def _data(config: SquaresConfig) -> Any:
+    from attnlab.data import make_loaders
+
+    # The loaders shuffle with their own generator (seeded with train_seed), which the
+    # checkpoint saves, so a resumed run sees the same batches as an unbroken one.
+    return make_loaders(n_train=config.n_train, n_test=config.n_test, batch_size=config.batch_size,
+                        eval_batch_size=config.eval_batch_size, shuffle_seed=config.train_seed)
+
+
+def test_squares(config: SquaresConfig) -> tuple[Tensor, Any]:
+    """The run's test squares ``[N, 4, 2]`` (data seed 19) and their directions ``[N]`` (1 = clockwise)."""
+    data = _data(config)
+    return data.full_test, data.test_directions
+
+
+def _test_mse(model: nn.Module, source: Tensor, target: Tensor) -> float:
+    """MSE of the model's own (free-running, eval-mode) predictions ``[N, 2, 2]``; restores the mode."""
+    return float(torch.nn.functional.mse_loss(predict_corners(model, source), target))
+
+
+def _read_config(folder: Path, flag: str) -> SquaresConfig | None:
+    """The run's ``config.json`` (None if the run was killed before writing it).
+
+    Raises:
+        ValueError: naming ``flag`` and the folder, if it is unreadable.
+    """
+    path = folder / "config.json"
+    if not path.is_file():
+        return None
+    try:
+        return SquaresConfig.from_dict(json.loads(path.read_text()))
+    except (ValueError, TypeError, AttributeError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise ValueError(f"{flag} {str(folder)!r}: config.json is unreadable: {err}") from None
+
+
+def resume_config(folder: str | os.PathLike[str], given: dict[str, Any]) -> SquaresConfig:
+    """The config to resume the run in ``folder`` with: its saved settings, ``given`` ones on top.
+
+    Only ``epochs`` may differ from the saved settings (train until that many).
+
+    Args:
+        folder: the run folder.
+        given: settings given on the command line, ``{name: value}`` (None values ignored).
+
+    Raises:
+        ValueError: naming them, for given settings that differ from the saved run's,
+            an unreadable ``config.json``, or a folder that holds no squares run.
+    """
+    given = {k: v for k, v in given.items() if v is not None}
+    saved = _read_config(check_claim(folder, kind="train", resume=True), "--resume")
+    if saved is None:  # killed before its config was written: the given settings are the run's
+        return SquaresConfig(**given)
+    config = dataclasses.replace(saved, **given)
+    diff = {k: (v, getattr(config, k)) for k, v in saved.to_dict().items() if k != "epochs" and getattr(config, k) != v}
+    if diff:
+        shown = ", ".join(f"{k}: saved {a!r}, given {b!r}" for k, (a, b) in diff.items())
+        raise ValueError(f"--resume: the run in {str(folder)!r} was made with other settings ({shown})")
+    return config
+
+
+def check_train_folder(config: SquaresConfig, folder: str | os.PathLike[str], *, resume: bool = False) -> Path:
+    """Check, writing nothing, that ``folder`` can take this run (see :mod:`attnlab.labs.run_folder`).
+
+    Returns:
+        The folder, resolved.
+
+    Raises:
+        ValueError: naming ``--out`` / ``--resume`` and the folder, for a folder the
+            contract refuses, and (resume) a run of other settings.
+    """
+    path = check_claim(folder, kind="train", resume=resume)
+    if resume:
+        saved = _read_config(path, "--resume")
+        if saved is not None and dataclasses.replace(saved, epochs=config.epochs) != config:
+            resume_config(path, config.to_dict())  # raises, naming the differences
+    return path
+
+
+def _metric_lines(path: Path, epochs: int) -> list[str]:
+    """The lines of ``metrics.jsonl`` for epochs 1 to ``epochs``, the ones the checkpoint knows of.
+
+    A kill after the last checkpoint may have left later lines, and a kill while a
+    line was written half a last line: both are dropped.
+
+    Raises:
+        ValueError: naming the file and the line, for any other line that is not a record.
+    """
+    lines = path.read_text().splitlines() if path.exists() else []
+    kept = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            epoch = json.loads(line)["epoch"]
+            if not isinstance(epoch, int):
+                raise TypeError
+        except (ValueError, KeyError, TypeError):
+            if number == len(lines):
+                break  # half a line: the process died while writing it
+            raise ValueError(f"--resume: {str(path)!r} line {number} is not an epoch record: {line[:60]!r}") from None
+        if epoch <= epochs:
+            kept.append(line)
+    return kept
+
+
+def train_run(
+    config: SquaresConfig,
+    folder: str | os.PathLike[str],
+    *,
+    resume: bool = False,
+    progress: bool | None = None,
+) -> RunResult:
+    """Train ``config``'s model and write (or, with ``resume``, continue) the run folder.
+
+    The run seeds and draws from torch's and Python's global random streams (as
+    the labs' code does), on a copy of them: the caller's streams are as they
+    were afterwards. numpy's global stream is never used.
+
+    Args:
+        config: the run's settings.
+        folder: the run folder: new, empty, or (``resume``) a squares run of the
+            same settings but ``epochs`` (see :mod:`attnlab.labs.run_folder`).
+        resume: continue from ``folder/checkpoint.pt`` until ``config.epochs`` in
+            total; the losses continue exactly as if the run had never stopped. A
+            run killed before its first checkpoint starts again from epoch 0.
+        progress: show a progress bar (None: only on a terminal).
+
+    Returns:
+        A :class:`RunResult`.
+
+    Raises:
+        ValueError: for a folder the contract refuses (naming it; another process
+            writing it: naming its pid), a run of other settings, a checkpoint
+            already past ``config.epochs``, or one that is unreadable or does not
+            fit the model (naming the file and the mismatched keys).
+    """
+    check_train_folder(config, folder, resume=resume)
+    with preserved_rng({}), claim(folder, kind="train", resume=resume) as run:
+        return _train(config, run, progress)
+
+
+def _train(config: SquaresConfig, run: RunFolder, progress: bool | None) -> RunResult:
+    folder = run.path
+    checkpoint, metrics = folder / CHECKPOINT, folder / "metrics.jsonl"
+    data = _data(config)
+    model = build_model(config)
+    trainer = Trainer(model, nn.MSELoss(), make_optimizer(model, config), progress=progress)
+    trainer.set_loaders(data.train, data.test)
+    resumed = run.resumed and checkpoint.exists()
+    if resumed:
+        trainer.load_checkpoint(checkpoint)
+        if trainer.total_epochs > config.epochs:
+            raise ValueError(
+                f"--epochs {config.epochs}: the run in {str(folder)!r} already has {trainer.total_epochs} epochs")
+    kept = _metric_lines(metrics, trainer.total_epochs) if resumed else []
+    atomic_write(metrics, lambda tmp: tmp.write_text("".join(line + "\n" for line in kept)))
+    run.write_json("config.json", config.to_dict())
+    (folder / "figures").mkdir(exist_ok=True)
+
+    remaining = config.epochs - trainer.total_epochs
+    if remaining > 0:
+        # The metrics line first, then the checkpoint: a kill between them leaves a line the
+        # checkpoint does not know of, which the next resume drops.
+        trainer.train(remaining, seed=None if resumed else config.train_seed,
+                      callbacks=[MetricsFile(metrics), Checkpoint(checkpoint, trainer.state_dict)])
+    else:
+        trainer.save_checkpoint(checkpoint)
+
+    source, target = data.full_test[:, :2], data.full_test[:, 2:]
+    test_mse = _test_mse(model, source, target)
+    figures = write_figures(model, trainer.losses, trainer.val_losses, data.full_test, data.test_directions,
+                            folder / "figures")
+    summary = {"train_mse": trainer.losses[-1], "test_mse": test_mse, "epochs": trainer.total_epochs}
+    run.write_json("summary.json", summary)
+    _write_report(run, config, summary, figures)
+    files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*")
+                   if p.is_file() and not p.name.startswith("."))
+    return RunResult(folder, trainer.losses[-1], test_mse, trainer.total_epochs, files)
+
+
+def _write_report(run: RunFolder, config: SquaresConfig, summary: dict[str, Any], figures: list[Path]) -> None:
+    rows = [json.loads(line) for line in (run.path / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    write_report(run.path / "report.html", Report(
+        title=f"attnlab run: {config.model}",
+        headline={"train MSE": summary["train_mse"], "test MSE": summary["test_mse"], "epochs": summary["epochs"]},
+        paragraphs=[f"Test MSE: the model's own free-running predictions of corners 3 and 4 of {config.n_test} "
+                    "test squares (data seed 19), which it never trained on."],
+        figures=figures, settings=config.to_dict(), table_title="Losses per epoch",
+        table_header=["epoch", "train", "validation"],
+        table_rows=[[r["epoch"], r.get("loss"), r.get("val_loss")] for r in rows]))
+
+
+def load_run(folder: str | os.PathLike[str]) -> tuple[SquaresConfig, nn.Module, dict[str, Any]]:
+    """Rebuild a run's model from its folder: ``(config, model in eval mode, checkpoint dict)``.
+
+    Raises:
+        ValueError: if the folder, its config or its checkpoint is missing or
+            unreadable, or if the checkpoint does not fit the config's model
+            (naming the missing, unexpected and shape-mismatched keys).
+        FileNotFoundError: if the folder has a config but no checkpoint.
+    """
+    from attnlab.training import read_checkpoint
+    from attnlab.training.checkpoint import check_state_dict
+
+    folder = Path(folder)
+    config = _read_config(folder, "--run")
+    if config is None:
+        raise ValueError(f"--run {str(folder)!r} is not a run folder (no config.json)")
+    path = folder / CHECKPOINT
+    state = read_checkpoint(path)
+    model = build_model(config)
+    # A checkpoint from another model (another config, a copied file) is named, with the
+    # mismatched keys, instead of torch's multi-line RuntimeError.
+    check_state_dict(model.state_dict(), state["model_state_dict"], what=f"{config.model} model", where=str(path))
+    model.load_state_dict(state["model_state_dict"])
+    return config, model.eval(), state
+
+
+def predict_corners(model: nn.Module, points: Tensor) -> Tensor:
+    """The model's corners 3 and 4 for first corners ``points [B, 2, 2]``: ``[B, 2, 2]``.
+
+    The caller's random streams are left as they were (the attention lab's GRU
+    models draw their teacher-forcing coin even in eval mode); so is the model's mode.
+    """
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad(), preserved_rng({}):
+            return model(points)
+    finally:
+        model.train(was_training)

@@ -1,0 +1,199 @@
+"""What a training run does besides training: callbacks for :func:`attnlab.training.fit`.
+
+Each is one concern, composed by passing it in ``callbacks=[...]``:
+
+* :class:`MetricsFile`: one JSON line per epoch (``metrics.jsonl``);
+* :class:`Checkpoint`: a checkpoint at the end of every epoch, so a killed run resumes;
+* :class:`KeepBest`: a checkpoint whenever the validation loss improves;
+* :class:`EarlyStopping`: stop once the validation loss stops improving;
+* :class:`EpochProgress` / :class:`StepProgress`: a progress bar over epochs, or steps
+  of a bar someone else owns (a sweep's);
+* :class:`TensorBoard`: the losses as TensorBoard scalars, steps continuing across calls;
+* :class:`OnEpochEnd`: any function of the epoch's record.
+
+Checkpoints are written with :func:`attnlab.training.checkpoint.write_checkpoint`
+(atomic: a kill mid-save leaves the previous one whole) from a ``state()``
+function given by the owner of the run (the :class:`~attnlab.training.Trainer`'s
+``state_dict``), since only it knows every random stream to save.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from torch import Tensor
+
+from attnlab._validate import check_int
+from attnlab.training.checkpoint import write_checkpoint
+from attnlab.training.loop import Callback, EpochRecord, Loop
+from attnlab.training.progress import epoch_bar
+
+__all__ = ["Checkpoint", "EarlyStopping", "EpochProgress", "KeepBest", "MetricsFile", "OnEpochEnd",
+           "StepProgress", "TensorBoard"]
+
+StateFn = Callable[[], dict[str, Any]]
+
+
+def _check_state_fn(state: Any) -> StateFn:
+    if not callable(state):
+        raise TypeError(f"state must be a function returning the checkpoint dict, got {type(state).__name__}")
+    return state
+
+
+class OnEpochEnd(Callback):
+    """Calls ``function(record)`` after every epoch (see :data:`attnlab.training.loop.EpochRecord`).
+
+    Raises:
+        TypeError: if ``function`` is not callable.
+    """
+
+    def __init__(self, function: Callable[[EpochRecord], Any]) -> None:
+        if not callable(function):
+            raise TypeError(f"function must be callable, got {type(function).__name__}")
+        self.function = function
+
+    def on_epoch_end(self, loop: Loop, record: EpochRecord) -> None:
+        """Call the function with the record."""
+        self.function(record)
+
+
+class MetricsFile(Callback):
+    """Appends each epoch's record to ``path`` as one JSON line (the file must exist or be creatable).
+
+    Put it before :class:`Checkpoint`: a kill between the two leaves a line the
+    checkpoint does not know of, which a resume drops, never an epoch without its line.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+
+    def on_epoch_end(self, loop: Loop, record: EpochRecord) -> None:
+        """Append the record."""
+        with self.path.open("a") as f:
+            f.write(json.dumps(record) + "\n")
+
+
+class Checkpoint(Callback):
+    """Writes ``state()`` to ``path`` atomically at the end of every epoch (a few ms for small models).
+
+    Raises:
+        TypeError: if ``state`` is not callable.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], state: StateFn) -> None:
+        self.path = Path(path)
+        self.state = _check_state_fn(state)
+
+    def on_epoch_end(self, loop: Loop, record: EpochRecord) -> None:
+        """Write the checkpoint."""
+        write_checkpoint(self.path, self.state())
+
+
+class KeepBest(Callback):
+    """Writes ``state()`` to ``path`` at the end of every epoch whose validation loss is the best so far.
+
+    Raises:
+        TypeError: if ``state`` is not callable.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], state: StateFn) -> None:
+        self.path = Path(path)
+        self.state = _check_state_fn(state)
+
+    def on_epoch_end(self, loop: Loop, record: EpochRecord) -> None:
+        """Write the checkpoint if this epoch improved."""
+        if record["best"]:
+            write_checkpoint(self.path, self.state())
+
+
+class EarlyStopping(Callback):
+    """Stops training once the validation loss has not improved for ``patience`` epochs in a row.
+
+    Patience runs from the history's best epoch, so epochs of earlier calls count.
+
+    Raises:
+        TypeError, ValueError: if ``patience`` is not a positive integer.
+    """
+
+    def __init__(self, patience: int) -> None:
+        self.patience = check_int("patience", patience, minimum=1)
+
+    def on_epoch_end(self, loop: Loop, record: EpochRecord) -> None:
+        """Ask the loop to stop if the patience has run out."""
+        history = loop.history
+        if history.epochs - (history.best_epoch or 0) >= self.patience:
+            loop.should_stop = True
+
+
+class EpochProgress(Callback):
+    """A tqdm bar over the epochs of one :func:`fit` call, showing the latest losses (on stderr)."""
+
+    def __init__(self, *, enabled: bool) -> None:
+        self.enabled = enabled
+        self.bar: Any = None
+
+    def on_fit_start(self, loop: Loop) -> None:
+        """Open the bar over the loop's ``planned_epochs``."""
+        self.bar = epoch_bar(loop.planned_epochs, enabled=self.enabled, first_epoch=loop.history.epochs)
+
+    def on_epoch_end(self, loop: Loop, record: EpochRecord) -> None:
+        """Advance the bar and show the losses."""
+        postfix = {"loss": f"{record['loss']:.4g}"}
+        if record["val_loss"] is not None:
+            postfix["val_loss"] = f"{record['val_loss']:.4g}"
+        self.bar.set_postfix(postfix, refresh=False)
+        self.bar.update(1)
+
+    def on_fit_end(self, loop: Loop) -> None:
+        """Close the bar."""
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+class StepProgress(Callback):
+    """Advances a bar someone else owns (a whole sweep's) by one per training step.
+
+    Args:
+        bar: a tqdm bar (or anything with ``update`` and ``set_postfix_str``).
+        label: shown with the loss every ``every`` steps.
+        every: how often to read the loss (reading it waits for a GPU).
+    """
+
+    def __init__(self, bar: Any, label: str, *, every: int = 50) -> None:
+        self.bar = bar
+        self.label = label
+        self.every = check_int("every", every, minimum=1)
+
+    def on_batch_end(self, loop: Loop, loss: Tensor) -> None:
+        """Advance the bar; show the loss (the mean over the batch's ``[B]`` samples) now and then."""
+        self.bar.update(1)
+        if self.bar.n % self.every == 0:
+            self.bar.set_postfix_str(f"{self.label}, loss {float(loss):.3f}", refresh=False)
+
+
+class TensorBoard(Callback):
+    """Logs the losses as TensorBoard scalars at step = the epoch (continuing across calls).
+
+    Args:
+        writer: a ``SummaryWriter`` or anything with ``add_scalars`` and ``flush``;
+            flushed (not closed) at the end of each :func:`fit` call.
+    """
+
+    def __init__(self, writer: Any) -> None:
+        self.writer = writer
+
+    def on_epoch_end(self, loop: Loop, record: EpochRecord) -> None:
+        """Add the epoch's losses."""
+        scalars = {"training": record["loss"]}
+        if record["val_loss"] is not None:
+            scalars["validation"] = record["val_loss"]
+        self.writer.add_scalars("loss", scalars, global_step=record["epoch"])
+
+    def on_fit_end(self, loop: Loop) -> None:
+        """Flush the writer."""
+        self.writer.flush()
