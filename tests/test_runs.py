@@ -58,6 +58,18 @@ def test_gru_attention_model_reaches_the_target_too(tmp_path):
     assert "figures/attention-decoder-attn.png" in result.files
 
 
+def test_the_transformer_fixes_the_squares_where_the_tiny_model_is_a_matter_of_luck(tmp_path):
+    # --seed 2 is one of the two worst of seeds 0..9 for the Transformer (0.0150) and among
+    # the bad ones for the positional-encoding lab's model (0.41); 0.03 is the bar,
+    # three times the noise floor of the squares.
+    result = train_run(SquaresConfig(model="transformer", seed=2), tmp_path / "t", progress=False)
+    assert result.test_mse <= 0.03, result.test_mse
+    attention = {f for f in result.files if f.startswith("figures/attention-")}
+    assert len(attention) == 3  # encoder self-, decoder self- and cross-attention
+    config, model, _ = load_run(tmp_path / "t")
+    assert (config.d_model, config.n_heads, config.n_layers, config.ff_units) == (16, 4, 1, 32)
+
+
 def test_resume_gives_the_losses_of_an_unbroken_run(tmp_path, default_run):
     half = SquaresConfig(epochs=50)
     train_run(half, tmp_path / "r", progress=False)

@@ -19,6 +19,7 @@ __all__ = [
     "check_dtype",
     "check_finite_float",
     "check_int",
+    "check_keys",
     "check_probability",
 ]
 
@@ -83,6 +84,20 @@ def check_choice(name: str, value: Any, choices: Iterable[str]) -> str:
         known = ", ".join(repr(c) for c in choices)
         raise ValueError(f"unknown {name} {value!r}; known: {known}")
     return str(value)
+
+
+def check_keys(name: str, d: Any, known: Iterable[str]) -> dict[str, Any]:
+    """Return ``d`` if it is a dict whose keys are all in ``known`` (a config read from a file).
+
+    Raises:
+        ValueError: naming ``name``, if ``d`` is not a dict or has unknown keys (listed).
+    """
+    if not isinstance(d, dict):
+        raise ValueError(f"{name} must be a JSON object, got {type(d).__name__}")
+    unknown = set(d) - set(known)
+    if unknown:
+        raise ValueError(f"{name} has unknown keys {sorted(unknown)}")
+    return d
 
 
 def check_dtype(name: str, value: Any, *, floating: bool = True) -> torch.dtype:

@@ -5,6 +5,7 @@ import torch
 from torch import nn
 from torch.testing import assert_close
 
+from attnlab.attention import collect_attention, record_attention
 from attnlab.data import make_loaders
 from attnlab.models.squares_transformer import EncoderDecoderTransformer, squares_transformer
 from attnlab.models.transformer import Transformer
@@ -48,6 +49,26 @@ def test_defaults_build_a_sinusoidal_transformer_for_two_plus_two_points():
     assert (model.input_len, model.target_len, model.n_features) == (2, 2, 2)
     assert model.transformer.encoding == "sinusoidal"
     assert model.transformer.d_model > F  # the 2 coordinates are projected up
+
+
+def test_xavier_init_redraws_the_weight_matrices_only():
+    torch.manual_seed(3)
+    plain = squares_transformer(xavier_init=False)
+    torch.manual_seed(3)
+    reference = Transformer(n_features=F, d_model=plain.transformer.d_model, n_heads=plain.transformer.n_heads,
+                            n_layers=plain.transformer.n_layers, ff_units=plain.transformer.ff_units)
+    torch.manual_seed(3)
+    xavier = squares_transformer()
+    assert plain.transformer.state_dict().keys() == reference.state_dict().keys()
+    for name, p in reference.state_dict().items():
+        assert torch.equal(plain.transformer.state_dict()[name], p), name  # PyTorch's init, untouched
+    for name, p in xavier.named_parameters():
+        if p.dim() > 1:
+            fan_out, fan_in = p.shape
+            assert p.abs().max() <= (6 / (fan_in + fan_out)) ** 0.5, name
+            assert not torch.equal(p, plain.get_parameter(name)), name
+        else:  # biases and layer norms: drawn before the re-draw, so the same as without it
+            assert torch.equal(p, plain.get_parameter(name)), name
 
 
 # -- teacher forcing -----------------------------------------------------------------------
@@ -108,6 +129,20 @@ def test_teacher_forcing_on_its_own_predictions_gives_them_back():
     assert_close(model(torch.cat([source, greedy], dim=1)), greedy)
 
 
+def test_recording_attention_gives_the_whole_causal_matrix_and_the_same_points():
+    model = small().eval()
+    source = torch.randn(3, S, F)
+    with record_attention():
+        recorded = model(source)
+    weights = collect_attention(model)
+    assert_close(recorded, model(source))
+    self_attn = weights["transformer.decoder_layers.0.self_attn"]  # [B, H, T, T]: every step, not the last one
+    assert self_attn.shape == (3, 2, T, T)
+    assert torch.all(self_attn.triu(diagonal=1) == 0)  # causal
+    assert weights["transformer.decoder_layers.0.cross_attn"].shape == (3, 2, T, S)
+    assert weights["transformer.encoder_layers.0.self_attn"].shape == (3, 2, S, S)
+
+
 # -- errors --------------------------------------------------------------------------------
 
 
@@ -127,6 +162,8 @@ def test_constructor_errors_name_the_argument():
         squares_transformer(d_model=8, n_heads=3)
     with pytest.raises(ValueError, match="dropout"):
         squares_transformer(dropout=1.5)
+    with pytest.raises(TypeError, match="xavier_init must be a bool, got 'yes'"):
+        squares_transformer(xavier_init="yes")
 
 
 @pytest.mark.parametrize(

@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnlab._validate import check_choice, check_finite_float, check_int
+from attnlab._validate import check_choice, check_finite_float, check_int, check_keys
 from attnlab.data.metrics import mean_squared_error, sequence_accuracy, token_accuracy
 from attnlab.data.tasks import (
     BOS,
@@ -49,7 +49,7 @@ from attnlab.data.tasks import (
 )
 from attnlab.encodings.registry import ENCODINGS
 from attnlab.models import DecoderOnlyTransformer, Transformer
-from attnlab.models.builders import sequence_model
+from attnlab.models.builders import sequence_model_class
 from attnlab.training import Callback, fit
 from attnlab.training.clipping import GradientClipping
 from attnlab.training.rng import preserved_rng
@@ -147,10 +147,11 @@ class CompareConfig:
         if self.architecture == "decoder-only":
             longest = 2 * longest  # source, BOS and target in one sequence
         squares = self.task == "squares"
-        model = sequence_model(self.architecture, vocab_size=None if squares else Vocab(self.n_symbols).size,
-                               n_features=2 if squares else None, d_model=self.d_model, n_heads=self.n_heads,
-                               n_layers=self.n_layers, ff_units=self.ff_units, encoding=encoding, max_len=longest,
-                               max_relative_position=self.max_relative_position, pad_id=PAD)
+        model_class = sequence_model_class(self.architecture)
+        model = model_class(vocab_size=None if squares else Vocab(self.n_symbols).size,
+                            n_features=2 if squares else None, d_model=self.d_model, n_heads=self.n_heads,
+                            n_layers=self.n_layers, ff_units=self.ff_units, encoding=encoding, max_len=longest,
+                            max_relative_position=self.max_relative_position, pad_id=PAD)
         return cast(DecoderOnlyTransformer | Transformer, model)
 
     def runs(self) -> list[tuple[str, int]]:
@@ -174,12 +175,7 @@ class CompareConfig:
         Raises:
             ValueError: naming them, for keys that are not settings; and what the class raises.
         """
-        if not isinstance(d, dict):
-            raise ValueError(f"a config must be a JSON object, got {type(d).__name__}")
-        unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
-        if unknown:
-            raise ValueError(f"config has unknown keys {sorted(unknown)}")
-        return cls(**d)
+        return cls(**check_keys("config", d, (f.name for f in dataclasses.fields(cls))))
 
 
 #: overrides for ``--quick``: one seed, half the data, 640 steps at a higher rate (under a minute on 2 cores).

@@ -36,7 +36,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlab._io import atomic_write
-from attnlab._validate import check_choice, check_finite_float, check_int
+from attnlab._validate import check_choice, check_finite_float, check_int, check_keys
 from attnlab.labs.report import Report, write_report
 from attnlab.labs.run_folder import RunFolder, check_claim, claim
 from attnlab.labs.squares_figures import write_figures
@@ -131,12 +131,7 @@ class SquaresConfig:
             ValueError: naming them, for keys that are not settings; and what the
                 class raises for a bad value.
         """
-        if not isinstance(d, dict):
-            raise ValueError(f"a config must be a JSON object, got {type(d).__name__}")
-        unknown = set(d) - {f.name for f in dataclasses.fields(cls)}
-        if unknown:
-            raise ValueError(f"config has unknown keys {sorted(unknown)}")
-        return cls(**d)
+        return cls(**check_keys("config", d, (f.name for f in dataclasses.fields(cls))))
 
 
 @dataclass

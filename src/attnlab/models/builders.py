@@ -7,8 +7,8 @@ only build: seeding the initial weights is the caller's (see
 :func:`attnlab.labs.squares.build_model`), so that this layer never touches a
 random state of its own.
 
-* :func:`sequence_model`: a :class:`~attnlab.models.DecoderOnlyTransformer` or a
-  :class:`~attnlab.models.Transformer` for the length-generalisation lab;
+* :func:`sequence_model_class`: :class:`~attnlab.models.DecoderOnlyTransformer` or
+  :class:`~attnlab.models.Transformer` by architecture, for the length-generalisation lab;
 * :func:`squares_model`: one of :data:`SQUARES_MODELS` for the noisy squares
   (the positional-encoding lab's model, the attention lab's two GRU models, and
   the small Transformer that fixes the first), with :func:`squares_sizes` telling
@@ -28,11 +28,13 @@ from attnlab.models.selfattn_seq2seq import DecoderPe, EncoderDecoderSelfAttn, E
 from attnlab.models.squares_transformer import squares_transformer
 from attnlab.models.transformer import SequenceModel, Transformer
 
-__all__ = ["ARCHITECTURES", "SIZE_NAMES", "SQUARES_MODELS", "sequence_model", "squares_model", "squares_sizes"]
+__all__ = ["ARCHITECTURES", "SIZE_NAMES", "SQUARES_MODELS", "sequence_model_class", "squares_model", "squares_sizes"]
 
 #: the models of the length-generalisation lab: a causal stack over ``source + BOS + target``
 #: (as in the length-generalisation literature) or the encoder-decoder.
 ARCHITECTURES = ("decoder-only", "encoder-decoder")
+_ARCHITECTURE_CLASSES: dict[str, type[SequenceModel]] = {"decoder-only": DecoderOnlyTransformer,
+                                                          "encoder-decoder": Transformer}
 
 #: the models of the squares lab.
 SQUARES_MODELS = ("selfattn-pe", "gru", "gru-attn", "transformer")
@@ -122,39 +124,16 @@ def squares_model(
                                target_len=_TARGET_LEN)
 
 
-def sequence_model(
-    architecture: str,
-    *,
-    vocab_size: int | None = None,
-    n_features: int | None = None,
-    d_model: int = 64,
-    n_heads: int = 4,
-    n_layers: int = 2,
-    ff_units: int | None = None,
-    dropout: float = 0.0,
-    encoding: str = "sinusoidal",
-    max_len: int = 128,
-    max_relative_position: int = 16,
-    pad_id: int = 0,
-) -> SequenceModel:
-    """A Transformer of one of :data:`ARCHITECTURES`, for tokens (``vocab_size``) or values (``n_features``).
+def sequence_model_class(architecture: str) -> type[SequenceModel]:
+    """The model class of one of :data:`ARCHITECTURES`; its constructor takes the sizes (keyword-only).
 
-    Args:
-        architecture: ``"decoder-only"`` (:class:`~attnlab.models.DecoderOnlyTransformer`)
-            or ``"encoder-decoder"`` (:class:`~attnlab.models.Transformer`).
-        vocab_size, n_features, d_model, n_heads, n_layers, ff_units, dropout,
-            encoding, max_len, max_relative_position, pad_id: the model's
-            arguments, passed as they are (see :class:`~attnlab.models.Transformer`).
-
-    Returns:
-        A new model, its weights drawn from torch's global generator.
+    ``"decoder-only"`` is :class:`~attnlab.models.DecoderOnlyTransformer`, ``"encoder-decoder"``
+    :class:`~attnlab.models.Transformer`; both take the arguments of
+    :class:`~attnlab.models.transformer.SequenceModel` (``vocab_size`` or ``n_features``,
+    ``d_model``, ``n_heads``, ``n_layers``, ``ff_units``, ``dropout``, ``encoding``,
+    ``max_len``, ``max_relative_position``, ``pad_id``) and check them.
 
     Raises:
-        ValueError / TypeError: for an unknown ``architecture``, and what the
-            model raises for its arguments (naming them).
+        ValueError: for an unknown ``architecture`` (naming the known ones).
     """
-    model_class = {"decoder-only": DecoderOnlyTransformer,
-                   "encoder-decoder": Transformer}[check_choice("architecture", architecture, ARCHITECTURES)]
-    return model_class(vocab_size=vocab_size, n_features=n_features, d_model=d_model, n_heads=n_heads,
-                       n_layers=n_layers, ff_units=ff_units, dropout=dropout, encoding=encoding, max_len=max_len,
-                       max_relative_position=max_relative_position, pad_id=pad_id)
+    return _ARCHITECTURE_CLASSES[check_choice("architecture", architecture, ARCHITECTURES)]

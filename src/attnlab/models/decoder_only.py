@@ -63,24 +63,7 @@ class DecoderOnlyTransformer(SequenceModel):
         torch.Size([2, 7])
     """
 
-    def __init__(
-        self,
-        *,
-        vocab_size: int | None = None,
-        n_features: int | None = None,
-        d_model: int = 64,
-        n_heads: int = 4,
-        n_layers: int = 2,
-        ff_units: int | None = None,
-        dropout: float = 0.0,
-        encoding: str = "sinusoidal",
-        max_len: int = 128,
-        max_relative_position: int = 16,
-        pad_id: int = 0,
-    ) -> None:
-        super().__init__(vocab_size=vocab_size, n_features=n_features, d_model=d_model, n_heads=n_heads,
-                         n_layers=n_layers, ff_units=ff_units, dropout=dropout, encoding=encoding, max_len=max_len,
-                         max_relative_position=max_relative_position, pad_id=pad_id)
+    def _build_layers(self) -> None:
         self.layers = nn.ModuleList(self._layer(TransformerEncoderLayer, causal=True) for _ in range(self.n_layers))
         self.norm = nn.LayerNorm(self.d_model)
 

@@ -29,6 +29,7 @@ from typing import Any
 from torch import Tensor, nn
 
 from attnlab._validate import check_int
+from attnlab.attention import is_recording
 from attnlab.models.transformer import Transformer
 
 __all__ = ["EncoderDecoderTransformer", "squares_transformer"]
@@ -57,6 +58,7 @@ class EncoderDecoderTransformer(nn.Module):
         ValueError: if it is a token model (no ``n_features``), or for lengths below 1.
 
     Example:
+        >>> import torch
         >>> _ = torch.manual_seed(0)
         >>> model = EncoderDecoderTransformer(Transformer(n_features=2, d_model=8, n_heads=2, n_layers=1))
         >>> model(torch.randn(5, 4, 2)).shape          # train mode: [B, T, F]
@@ -95,17 +97,22 @@ class EncoderDecoderTransformer(nn.Module):
             )
         return X
 
-    def predict(self, source: Tensor, *, use_cache: bool = True) -> Tensor:
+    def predict(self, source: Tensor, *, use_cache: bool | None = None) -> Tensor:
         """Greedy prediction of the ``T`` target points, starting from the last source point (no grad).
 
         Args:
             source: ``[B, S, F]``.
-            use_cache: decode with a key/value cache (the default); False re-decodes
-                the whole prefix at every step (same points, to float rounding).
+            use_cache: decode with a key/value cache; False re-decodes the whole
+                prefix at every step (same points, to float rounding). Default:
+                the cache, unless attention is being recorded
+                (:func:`attnlab.attention.record_attention`): the figures want the
+                last step's whole ``T x T`` decoder self-attention, not its last row.
 
         Returns:
             ``[B, T, F]``.
         """
+        if use_cache is None:
+            use_cache = not is_recording()
         start = source[:, -1:]  # [B, 1, F]
         return self.transformer.generate(source, self.target_len, start, use_cache=use_cache)  # [B, T, F]
 
@@ -138,10 +145,11 @@ class EncoderDecoderTransformer(nn.Module):
 def squares_transformer(
     *,
     d_model: int = 16,
-    n_heads: int = 2,
+    n_heads: int = 4,
     n_layers: int = 1,
     ff_units: int = 32,
     dropout: float = 0.0,
+    xavier_init: bool = True,
     n_features: int = 2,
     input_len: int = 2,
     target_len: int = 2,
@@ -149,6 +157,12 @@ def squares_transformer(
     """The default Transformer for the noisy squares: sinusoidal encoding, pre-norm layers.
 
     Draws its initial weights from torch's global random stream (seed it first).
+    The defaults were chosen to keep the test MSE at or below 0.03 at every
+    initialisation seed under the positional-encoding lab's training (Adam at lr
+    0.01, 100 epochs, batches of 16). At that learning rate the loss spikes now
+    and then once it nears the noise floor. With PyTorch's default initialisation,
+    3 of 40 runs of this size (seeds 0 to 9, four shuffling seeds) were caught by
+    a spike at the end, above 0.03; with Xavier's (as the book does) none were.
 
     Args:
         d_model: ``D``.
@@ -156,6 +170,8 @@ def squares_transformer(
         n_layers: encoder layers and decoder layers (each).
         ff_units: the feed-forward networks' hidden width.
         dropout: dropout probability everywhere.
+        xavier_init: re-draw every weight matrix (every parameter of 2 or more
+            dims) with ``nn.init.xavier_uniform_``; biases and norms keep theirs.
         n_features: ``F``, coordinates per point.
         input_len: ``S``, the points given.
         target_len: ``T``, the points predicted.
@@ -164,11 +180,19 @@ def squares_transformer(
         An :class:`EncoderDecoderTransformer` in train mode.
 
     Raises:
-        TypeError / ValueError: naming the argument, for bad sizes (from
-            :class:`attnlab.models.Transformer` and :class:`EncoderDecoderTransformer`).
+        TypeError / ValueError: naming the argument, for a non-bool ``xavier_init``
+            and for bad sizes (from :class:`attnlab.models.Transformer` and
+            :class:`EncoderDecoderTransformer`).
     """
+    if not isinstance(xavier_init, bool):
+        raise TypeError(f"xavier_init must be a bool, got {xavier_init!r} ({type(xavier_init).__name__})")
     transformer = Transformer(
         n_features=n_features, d_model=d_model, n_heads=n_heads, n_layers=n_layers, ff_units=ff_units,
-        dropout=dropout, encoding="sinusoidal", max_len=input_len + target_len,
+        dropout=dropout, encoding="sinusoidal",
     )
-    return EncoderDecoderTransformer(transformer, input_len=input_len, target_len=target_len)
+    model = EncoderDecoderTransformer(transformer, input_len=input_len, target_len=target_len)
+    if xavier_init:
+        for p in model.parameters():
+            if p.dim() > 1:
+                nn.init.xavier_uniform_(p)
+    return model

@@ -149,7 +149,8 @@ class SequenceModel(nn.Module):
     """What every model of the lab shares: tokens or values in and out, the absolute encoding, checks.
 
     Not used on its own: :class:`Transformer` (encoder-decoder) and
-    :class:`attnlab.models.DecoderOnlyTransformer` build their layers on it. It
+    :class:`attnlab.models.DecoderOnlyTransformer` take its constructor (the one
+    signature of both) and add their layers in ``_build_layers``. It
     holds the input ``embed`` (an ``nn.Embedding`` for tokens, an ``nn.Linear``
     for values), the output ``head``, the absolute ``input_position`` table (for
     ``"sinusoidal"`` / ``"learned"``; None otherwise) and the validated sizes.
@@ -210,6 +211,13 @@ class SequenceModel(nn.Module):
         elif self.encoding == "learned":
             self.input_position = LearnedPositionalEncoding(self.max_len, self.d_model)
         self.input_dropout = nn.Dropout(self.dropout)
+        # The subclass's layers, after the shared parts: the parameter creation order
+        # (and so the weights a seed gives) is embed, head, tables, then the layers.
+        self._build_layers()
+
+    def _build_layers(self) -> None:
+        """Create the model's layers (each subclass its own); called once, at the end of ``__init__``."""
+        raise NotImplementedError(f"{type(self).__name__} must define _build_layers")
 
     def _attention_position(self, causal: bool) -> AttentionPosition | None:
         """A new scheme for one self-attention (None for the absolute encodings)."""
@@ -315,24 +323,7 @@ class Transformer(SequenceModel):
         torch.Size([2, 7])
     """
 
-    def __init__(
-        self,
-        *,
-        vocab_size: int | None = None,
-        n_features: int | None = None,
-        d_model: int = 64,
-        n_heads: int = 4,
-        n_layers: int = 2,
-        ff_units: int | None = None,
-        dropout: float = 0.0,
-        encoding: str = "sinusoidal",
-        max_len: int = 128,
-        max_relative_position: int = 16,
-        pad_id: int = 0,
-    ) -> None:
-        super().__init__(vocab_size=vocab_size, n_features=n_features, d_model=d_model, n_heads=n_heads,
-                         n_layers=n_layers, ff_units=ff_units, dropout=dropout, encoding=encoding, max_len=max_len,
-                         max_relative_position=max_relative_position, pad_id=pad_id)
+    def _build_layers(self) -> None:
         self.encoder_layers = nn.ModuleList(
             self._layer(TransformerEncoderLayer, causal=False) for _ in range(self.n_layers))
         self.decoder_layers = nn.ModuleList(

@@ -93,21 +93,17 @@ class Checkpoint(Callback):
         write_checkpoint(self.path, self.state())
 
 
-class KeepBest(Callback):
-    """Writes ``state()`` to ``path`` at the end of every epoch whose validation loss is the best so far.
+class KeepBest(Checkpoint):
+    """A :class:`Checkpoint` written only at the end of an epoch whose validation loss is the best so far.
 
     Raises:
         TypeError: if ``state`` is not callable.
     """
 
-    def __init__(self, path: str | os.PathLike[str], state: StateFn) -> None:
-        self.path = Path(path)
-        self.state = _check_state_fn(state)
-
     def on_epoch_end(self, loop: Loop, record: EpochRecord) -> None:
         """Write the checkpoint if this epoch improved."""
         if record["best"]:
-            write_checkpoint(self.path, self.state())
+            super().on_epoch_end(loop, record)
 
 
 class EarlyStopping(Callback):
