@@ -70,39 +70,44 @@ def test_the_transformer_fixes_the_squares_where_the_tiny_model_is_a_matter_of_l
     assert (config.d_model, config.n_heads, config.n_layers, config.ff_units) == (16, 4, 1, 32)
 
 
-def test_resume_gives_the_losses_of_an_unbroken_run(tmp_path, default_run):
-    half = SquaresConfig(epochs=50)
-    train_run(half, tmp_path / "r", progress=False)
-    resumed = train_run(SquaresConfig(epochs=100), tmp_path / "r", resume=True, progress=False)
-    straight = [json.loads(ln) for ln in (default_run.folder / "metrics.jsonl").read_text().splitlines()]
+@pytest.fixture(scope="module")
+def short_run(tmp_path_factory):
+    """An unbroken 12-epoch run: what the resume tests compare with (small, as they should be)."""
+    return train_run(SquaresConfig(epochs=12), tmp_path_factory.mktemp("runs") / "short", progress=False)
+
+
+def test_resume_gives_the_losses_of_an_unbroken_run(tmp_path, short_run):
+    train_run(SquaresConfig(epochs=5), tmp_path / "r", progress=False)
+    resumed = train_run(SquaresConfig(epochs=12), tmp_path / "r", resume=True, progress=False)
+    straight = [json.loads(ln) for ln in (short_run.folder / "metrics.jsonl").read_text().splitlines()]
     again = [json.loads(ln) for ln in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
     assert [r["loss"] for r in again] == [r["loss"] for r in straight]  # bit for bit
     assert [r["val_loss"] for r in again] == [r["val_loss"] for r in straight]
-    assert resumed.test_mse == default_run.test_mse
+    assert resumed.test_mse == short_run.test_mse
 
 
-def test_an_interrupted_run_resumes_from_its_last_whole_epoch(tmp_path, default_run, monkeypatch):
-    # Ctrl-C in epoch 31: the checkpoint written at the end of epoch 30 is there, and
+def test_an_interrupted_run_resumes_from_its_last_whole_epoch(tmp_path, short_run, monkeypatch):
+    # Ctrl-C in epoch 8: the checkpoint written at the end of epoch 7 is there, and
     # --resume continues as if nothing had happened.
     from attnlab.training import Loop
 
     run_one_epoch = Loop.run_one_epoch
 
     def interrupted(self):
-        if self.history.epochs == 30:
+        if self.history.epochs == 7:
             raise KeyboardInterrupt
         return run_one_epoch(self)
 
     monkeypatch.setattr(Loop, "run_one_epoch", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        train_run(SquaresConfig(), tmp_path / "r", progress=False)
+        train_run(SquaresConfig(epochs=12), tmp_path / "r", progress=False)
     monkeypatch.setattr(Loop, "run_one_epoch", run_one_epoch)
-    assert len((tmp_path / "r" / "metrics.jsonl").read_text().splitlines()) == 30
-    resumed = train_run(SquaresConfig(), tmp_path / "r", resume=True, progress=False)
-    straight = [json.loads(ln)["loss"] for ln in (default_run.folder / "metrics.jsonl").read_text().splitlines()]
+    assert len((tmp_path / "r" / "metrics.jsonl").read_text().splitlines()) == 7
+    resumed = train_run(SquaresConfig(epochs=12), tmp_path / "r", resume=True, progress=False)
+    straight = [json.loads(ln)["loss"] for ln in (short_run.folder / "metrics.jsonl").read_text().splitlines()]
     again = [json.loads(ln)["loss"] for ln in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
     assert again == straight  # bit for bit
-    assert resumed.test_mse == default_run.test_mse
+    assert resumed.test_mse == short_run.test_mse
 
 
 def test_predict_and_plot_from_a_run_folder(default_run, tmp_path, capsys):

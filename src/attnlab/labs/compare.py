@@ -87,13 +87,20 @@ def _saved_model(folder: Path, encoding: str, seed: int) -> dict[str, Any] | Non
 
 
 def _read_config(folder: Path) -> CompareConfig | None:
+    """The folder's settings: ``config.json`` (or, in a folder an older attnlab wrote, ``results.json``'s)."""
     path = folder / "config.json"
-    if not path.is_file():
-        return None
+    legacy = not path.is_file()
+    if legacy:
+        path = folder / "results.json"
+        if not path.is_file():
+            return None
     try:
-        return CompareConfig.from_dict(json.loads(path.read_text()))
-    except (ValueError, TypeError) as err:
-        raise ValueError(f"--resume {str(folder)!r}: config.json is unreadable: {err}") from None
+        doc = json.loads(path.read_text())
+        if legacy:  # an older attnlab called n_seeds "seeds"
+            doc = {("n_seeds" if k == "seeds" else k): v for k, v in doc["config"].items()}
+        return CompareConfig.from_dict(doc)
+    except (ValueError, TypeError, KeyError) as err:
+        raise ValueError(f"--resume {str(folder)!r}: {path.name} is unreadable: {err}") from None
 
 
 def check_compare_folder(folder: str | os.PathLike[str], *, resume: bool = False) -> Path:

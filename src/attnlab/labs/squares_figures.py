@@ -84,7 +84,9 @@ def write_figures(
 
     def save(fig: Any, name: str) -> None:
         path = out / name
-        atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=100, bbox_inches="tight", format="png"))
+        # Every figure here lays itself out (constrained layout), so no bbox_inches="tight":
+        # it would draw each figure a second time to measure it (a third of a run's drawing).
+        atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=100, format="png"))
         written.append(path)
 
     with preserved_rng({}):
