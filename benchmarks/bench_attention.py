@@ -8,10 +8,10 @@
    ``torch.mm`` at 1024, 2048 and 4096, whose best GFLOP/s is the machine's
    ceiling. Achieved GFLOP/s = :func:`mha_flops` / median time; target: attnlab
    at >= 50% of the ceiling (nn.MultiheadAttention's fraction for context).
-2. ``seed_step``: one training step (forward, MSE, backward, Adam) of the
+2. ``lab_step``: one training step (forward, MSE, backward, Adam) of the
    positional-encoding lab's self-attention encoder-decoder at its own size (B=16,
    L=2+2, D=2, H=3 wide heads), attnlab's model against the labs' per-head
-   formulation written out in ``seed_formulation.py``. Target: labs / attnlab >= 2.
+   formulation written out in ``lab_formulation.py``. Target: labs / attnlab >= 2.
 3. ``long``: self-attention without weights at L=16384, D=512, H=8, B=1; peak
    extra memory of ``attend`` against a bare ``F.scaled_dot_product_attention``
    call, each measured in a fresh subprocess (peak RSS, VmHWM, above the RSS
@@ -23,7 +23,7 @@
    (``bench_scaling.py`` does the same with projections and backward, at several
    lengths, explicit softmax included where it fits.)
 
-Run: ``python benchmarks/bench_attention.py [--only mha,seed_step,long] [--repeats R]``.
+Run: ``python benchmarks/bench_attention.py [--only mha,lab_step,long] [--repeats R]``.
 """
 
 from __future__ import annotations
@@ -146,10 +146,10 @@ def bench_mha(repeats: int) -> dict:
     }
 
 
-def bench_seed_step(repeats: int) -> dict:
+def bench_lab_step(repeats: int) -> dict:
     from attnlab.models import DecoderPe, EncoderDecoderSelfAttn, EncoderPe
 
-    from seed_formulation import build_seed_model
+    from lab_formulation import build_lab_model
 
     def ours_model() -> nn.Module:
         torch.manual_seed(43)
@@ -157,15 +157,15 @@ def bench_seed_step(repeats: int) -> dict:
         dec = DecoderPe(n_heads=3, d_model=2, ff_units=10, n_features=2)
         return EncoderDecoderSelfAttn(enc, dec, input_len=2, target_len=2)
 
-    def seed_model() -> nn.Module:
+    def lab_model() -> nn.Module:
         torch.manual_seed(43)
-        return build_seed_model()
+        return build_lab_model()
 
     g = torch.Generator().manual_seed(0)
     X = torch.randn(16, 4, 2, generator=g)
     y = X[:, 2:]
     steps = {}
-    for name, make in (("attnlab", ours_model), ("seeds", seed_model)):
+    for name, make in (("attnlab", ours_model), ("labs", lab_model)):
         model = make().train()
         opt = torch.optim.Adam(model.parameters(), lr=0.01)
         loss_fn = nn.MSELoss()
@@ -178,10 +178,10 @@ def bench_seed_step(repeats: int) -> dict:
 
         steps[name] = step
     t = interleaved(steps, repeats=repeats, per_sample=50)
-    speedup = t["seeds"]["median"] / t["attnlab"]["median"]
+    speedup = t["labs"]["median"] / t["attnlab"]["median"]
     print(f"PE lab model train step B=16 L=2+2 D=2 H=3: attnlab {t['attnlab']['median'] * 1e3:.3f} ms | "
-          f"labs' per-head loop {t['seeds']['median'] * 1e3:.3f} ms | speed-up {speedup:.2f}x (target >= 2)")
-    return {"config": dict(B=16, L=4, D=2, H=3), "timings_s": t, "speedup_seeds_over_attnlab": speedup}
+          f"labs' per-head loop {t['labs']['median'] * 1e3:.3f} ms | speed-up {speedup:.2f}x (target >= 2)")
+    return {"config": dict(B=16, L=4, D=2, H=3), "timings_s": t, "speedup_labs_over_attnlab": speedup}
 
 
 _PEAK_SCRIPT = r"""
@@ -262,7 +262,7 @@ def bench_long(L: int = 16384, D: int = 512, H: int = 8) -> dict:
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", default="mha,seed_step,long")
+    parser.add_argument("--only", default="mha,lab_step,long")
     parser.add_argument("--repeats", type=int, default=7)
     args = parser.parse_args(argv)
     torch.set_num_threads(torch.get_num_threads())
@@ -270,8 +270,8 @@ def main(argv: list[str] | None = None) -> dict:
     result = {}
     if "mha" in chosen:
         result["mha"] = bench_mha(args.repeats)
-    if "seed_step" in chosen:
-        result["seed_step"] = bench_seed_step(args.repeats)
+    if "lab_step" in chosen:
+        result["lab_step"] = bench_lab_step(args.repeats)
     if "long" in chosen:
         result["long"] = bench_long()
     path = write_result("attention", {"description": __doc__.splitlines()[0], **result})

@@ -3,7 +3,7 @@
 An epoch is what the book's StepByStep does per epoch: every training batch
 (forward, MSE, backward, Adam step) and then every validation batch in eval mode
 (greedy decoding). attnlab: its model, its Trainer, its loaders. The labs: the
-per-head formulation of ``seed_formulation.py`` driven by the book's loop, written
+per-head formulation of ``lab_formulation.py`` driven by the book's loop, written
 out below (``model.train()`` / ``model.eval()`` per batch, ``np.mean`` of batch
 losses), on a ``TensorDataset`` as the labs build it. Same data, same training
 batch size, same initial weights. Target: labs / attnlab >= 3.
@@ -27,16 +27,16 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from harness import interleaved, per_unit, write_result
-from seed_formulation import build_seed_model
+from lab_formulation import build_lab_model
 
 
 def book_epoch(model: nn.Module, loss_fn: nn.Module, optimizer: torch.optim.Optimizer,
                train_loader: DataLoader, val_loader: DataLoader) -> tuple[float, float]:
     """The book's StepByStep epoch: per-batch train steps, then per-batch validation."""
-    return seed_train_pass(model, loss_fn, optimizer, train_loader), seed_val_pass(model, loss_fn, val_loader)
+    return lab_train_pass(model, loss_fn, optimizer, train_loader), lab_val_pass(model, loss_fn, val_loader)
 
 
-def seed_train_pass(model: nn.Module, loss_fn: nn.Module, optimizer: torch.optim.Optimizer,
+def lab_train_pass(model: nn.Module, loss_fn: nn.Module, optimizer: torch.optim.Optimizer,
                     train_loader: DataLoader) -> float:
     """The training half of :func:`book_epoch`."""
     losses = []
@@ -50,7 +50,7 @@ def seed_train_pass(model: nn.Module, loss_fn: nn.Module, optimizer: torch.optim
     return float(np.mean(losses))
 
 
-def seed_val_pass(model: nn.Module, loss_fn: nn.Module, val_loader: DataLoader) -> float:
+def lab_val_pass(model: nn.Module, loss_fn: nn.Module, val_loader: DataLoader) -> float:
     """The validation half of :func:`book_epoch`."""
     val = []
     with torch.no_grad():
@@ -84,13 +84,13 @@ def main(argv: list[str] | None = None) -> dict:
 
     # The labs' side: their data structures (TensorDataset of the same squares).
     full_train = torch.cat([x for x, _ in data.train])  # [N, 4, 2]
-    seed_train = DataLoader(TensorDataset(full_train, full_train[:, 2:]), batch_size=config.batch_size,
+    lab_train = DataLoader(TensorDataset(full_train, full_train[:, 2:]), batch_size=config.batch_size,
                             shuffle=True, generator=torch.Generator().manual_seed(0))
-    seed_val = DataLoader(TensorDataset(data.full_test[:, :2], data.full_test[:, 2:]),
+    lab_val = DataLoader(TensorDataset(data.full_test[:, :2], data.full_test[:, 2:]),
                           batch_size=config.batch_size)
     torch.manual_seed(config.seed)
-    seed_model = build_seed_model()
-    seed_opt = torch.optim.Adam(seed_model.parameters(), lr=config.lr)
+    lab_model = build_lab_model()
+    lab_opt = torch.optim.Adam(lab_model.parameters(), lr=config.lr)
     loss_fn = nn.MSELoss()
 
     # One call trains E epochs, as a user's train(100) does: the trainer's per-call set-up
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> dict:
         {
             "attnlab": lambda: trainer.train(e),
             "attnlab_eval16": lambda: trainer16.train(e),
-            "seeds": lambda: [book_epoch(seed_model, loss_fn, seed_opt, seed_train, seed_val) for _ in range(e)],
+            "labs": lambda: [book_epoch(lab_model, loss_fn, lab_opt, lab_train, lab_val) for _ in range(e)],
         },
         repeats=args.repeats,
     ), e)
@@ -109,23 +109,23 @@ def main(argv: list[str] | None = None) -> dict:
     passes = per_unit(interleaved(
         {
             "attnlab_train": lambda: [loop16.run_epoch(True) for _ in range(e)],
-            "seeds_train": lambda: [seed_train_pass(seed_model, loss_fn, seed_opt, seed_train) for _ in range(e)],
+            "labs_train": lambda: [lab_train_pass(lab_model, loss_fn, lab_opt, lab_train) for _ in range(e)],
             "attnlab_val16": lambda: [loop16.run_epoch(False) for _ in range(e)],
-            "seeds_val": lambda: [seed_val_pass(seed_model, loss_fn, seed_val) for _ in range(e)],
+            "labs_val": lambda: [lab_val_pass(lab_model, loss_fn, lab_val) for _ in range(e)],
         },
         repeats=args.repeats,
     ), e)
-    speedup = t["seeds"]["median"] / t["attnlab"]["median"]
-    same_batching = t["seeds"]["median"] / t["attnlab_eval16"]["median"]
-    train_pass = passes["seeds_train"]["median"] / passes["attnlab_train"]["median"]
-    val_pass = passes["seeds_val"]["median"] / passes["attnlab_val16"]["median"]
+    speedup = t["labs"]["median"] / t["attnlab"]["median"]
+    same_batching = t["labs"]["median"] / t["attnlab_eval16"]["median"]
+    train_pass = passes["labs_train"]["median"] / passes["attnlab_train"]["median"]
+    val_pass = passes["labs_val"]["median"] / passes["attnlab_val16"]["median"]
     ms = {name: v["median"] * 1e3 for name, v in t.items()}
     print(f"one epoch, default train config: attnlab {ms['attnlab']:.1f} ms | "
-          f"labs' code + book loop {ms['seeds']:.1f} ms | speed-up {speedup:.2f}x (target >= 3)")
+          f"labs' code + book loop {ms['labs']:.1f} ms | speed-up {speedup:.2f}x (target >= 3)")
     print(f"  validating in batches of 16 like the labs: attnlab {ms['attnlab_eval16']:.1f} ms, {same_batching:.2f}x; "
           f"training pass alone {train_pass:.2f}x, validation pass alone {val_pass:.2f}x")
     result = {"description": "one epoch (train + validation) of the default attnlab train configuration",
-              "timings_s_per_epoch": t, "timings_s_per_pass": passes, "speedup_seeds_over_attnlab": speedup,
+              "timings_s_per_epoch": t, "timings_s_per_pass": passes, "speedup_labs_over_attnlab": speedup,
               "speedup_with_eval_batch_16": same_batching, "speedup_training_pass": train_pass,
               "speedup_validation_pass_batch_16": val_pass}
     path = write_result("training_epoch", result)

@@ -131,7 +131,7 @@ class LoopEncoderDecoder(nn.Module):
         return self.predict(source, source_mask)
 
 
-def build_seed_model(n_heads: int = 3, d_model: int = 2, ff_units: int = 10, n_features: int = 2,
+def build_lab_model(n_heads: int = 3, d_model: int = 2, ff_units: int = 10, n_features: int = 2,
                      input_len: int = 2, target_len: int = 2) -> LoopEncoderDecoder:
     """The positional-encoding lab's configuration (call ``torch.manual_seed(43)`` first for its initial weights)."""
     enc = LoopEncoder(n_heads, d_model, ff_units, n_features)
