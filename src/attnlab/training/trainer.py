@@ -95,6 +95,19 @@ def _check_device(device: Any) -> torch.device:
         raise ValueError(f"device {device!r} is not a torch device ({exc})") from exc
 
 
+def _history_view(name: str, doc: str) -> Any:
+    """A read-write property for ``self.history.<name>``."""
+
+    def get(self: Trainer) -> Any:
+        return getattr(self.history, name)
+
+    def set_(self: Trainer, value: Any) -> None:
+        setattr(self.history, name, value)
+
+    get.__doc__ = doc  # what help() and the docstring audit read
+    return property(get, set_, doc=doc)
+
+
 class Trainer:
     """Trains a model on ``(x, y)`` batches, keeping the loss history (the book's ``StepByStep``).
 
@@ -150,65 +163,14 @@ class Trainer:
         self._parameters: dict[str, dict[str, list[Any]]] = {}
         self._seeded = False  # set by set_seed and load_checkpoint; train() then never seeds by itself
 
-    # The book's attributes are the history's: one record of the run, whichever API trains it.
-    @property
-    def losses(self) -> list[float]:
-        """Per-epoch mean training losses."""
-        return self.history.losses
-
-    @losses.setter
-    def losses(self, value: list[float]) -> None:
-        self.history.losses = value
-
-    @property
-    def val_losses(self) -> list[float | None]:
-        """Per-epoch mean validation losses (None for epochs without a val_loader)."""
-        return self.history.val_losses
-
-    @val_losses.setter
-    def val_losses(self, value: list[float | None]) -> None:
-        self.history.val_losses = value
-
-    @property
-    def learning_rates(self) -> list[list[float]]:
-        """Per-group learning rates after each scheduler step."""
-        return self.history.learning_rates
-
-    @learning_rates.setter
-    def learning_rates(self, value: list[list[float]]) -> None:
-        self.history.learning_rates = value
-
-    @property
-    def total_epochs(self) -> int:
-        """Epochs trained so far, across ``train`` calls and checkpoints."""
-        return self.history.epochs
-
-    @total_epochs.setter
-    def total_epochs(self, value: int) -> None:
-        self.history.epochs = value
-
-    @property
-    def best_val_loss(self) -> float | None:
-        """The lowest validation loss so far (None before any)."""
-        return self.history.best_val_loss
-
-    @best_val_loss.setter
-    def best_val_loss(self, value: float | None) -> None:
-        self.history.best_val_loss = value
-
-    @property
-    def best_epoch(self) -> int | None:
-        """The (1-based) epoch of :attr:`best_val_loss`."""
-        return self.history.best_epoch
-
-    @best_epoch.setter
-    def best_epoch(self, value: int | None) -> None:
-        self.history.best_epoch = value
-
-    @property
-    def stopped_early(self) -> bool:
-        """Whether the last ``train`` call was ended by early stopping."""
-        return self.history.stopped_early
+    # The book's attributes are views of the history: one record of the run, whichever API trains it.
+    losses = _history_view("losses", "Per-epoch mean training losses.")
+    val_losses = _history_view("val_losses", "Per-epoch mean validation losses (None without a val_loader).")
+    learning_rates = _history_view("learning_rates", "Per-group learning rates after each scheduler step.")
+    total_epochs = _history_view("epochs", "Epochs trained so far, across ``train`` calls and checkpoints.")
+    best_val_loss = _history_view("best_val_loss", "The lowest validation loss so far (None before any).")
+    best_epoch = _history_view("best_epoch", "The (1-based) epoch of :attr:`best_val_loss`.")
+    stopped_early = _history_view("stopped_early", "Whether the last ``train`` call was ended by early stopping.")
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(model={type(self.model).__name__}, "
