@@ -163,9 +163,7 @@ def run_compare(
     if folder is None:
         return _compare(config, None, progress)
     if resume:
-        saved = _read_config(check_compare_folder(folder, resume=True))
-        if saved is not None and saved != config:
-            resume_config(folder, config.to_dict())  # raises, naming the differences
+        resume_config(folder, config.to_dict())  # refuses other settings, naming the differences
     else:
         check_compare_folder(folder)
     with claim(folder, kind="compare", resume=resume) as run:

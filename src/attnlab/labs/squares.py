@@ -235,9 +235,7 @@ def check_train_folder(config: SquaresConfig, folder: str | os.PathLike[str], *,
     """
     path = check_claim(folder, kind="train", resume=resume)
     if resume:
-        saved = _read_config(path, "--resume")
-        if saved is not None and dataclasses.replace(saved, epochs=config.epochs) != config:
-            resume_config(path, config.to_dict())  # raises, naming the differences
+        resume_config(path, config.to_dict())  # refuses other settings (but epochs), naming the differences
     return path
 
 

@@ -64,12 +64,13 @@ from attnlab._validate import check_finite_float, check_int
 from attnlab.training import checkpoint as ckpt
 from attnlab.training import rng
 from attnlab.training import schedulers as sched
-from attnlab.training.batches import preserved_modes, unpack_batch
+from attnlab.training.batches import unpack_batch
 from attnlab.training.callbacks import EarlyStopping, EpochProgress, KeepBest, OnEpochEnd, TensorBoard
 from attnlab.training.clipping import GradientClipping
 from attnlab.training.hooks import GradientRecorder, OutputRecorder, ParameterRecorder, resolve_layers
 from attnlab.training.loop import Callback, History, Loop, supervised
 from attnlab.training.lr_finder import lr_range_test
+from attnlab.training.predict import predict_numpy
 from attnlab.training.progress import check_progress, progress_enabled
 from attnlab.training.tensorboard import make_summary_writer
 
@@ -408,12 +409,6 @@ class Trainer:
 
     # -- using the model -------------------------------------------------------------
 
-    def _float_dtype(self) -> torch.dtype:
-        for tensor in (*self.model.parameters(), *self.model.buffers()):
-            if tensor.is_floating_point():
-                return tensor.dtype
-        return torch.get_default_dtype()
-
     def predict(self, x: Any, *, batch_size: int = 1024) -> Any:
         """The model's output for ``x``, in eval mode, without building a graph.
 
@@ -437,20 +432,7 @@ class Trainer:
                 spans several chunks and an output has no leading batch axis (a
                 GRU's ``h [layers, B, F]``).
         """
-        batch_size = check_int("batch_size", batch_size, minimum=1)
-        try:
-            x = torch.as_tensor(x)
-        except (TypeError, ValueError, RuntimeError) as exc:
-            raise TypeError(f"x must be a tensor or array-like, got {type(x).__name__} ({exc})") from exc
-        if x.dim() == 0:
-            raise ValueError(f"x must have a batch axis, got a scalar {x.item()!r}")
-        if x.is_floating_point():
-            x = x.to(self._float_dtype())
-        chunks = x.split(batch_size) if len(x) else (x,)
-        with preserved_modes(self.model), torch.no_grad():
-            self.model.eval()
-            outputs = [self.model(chunk.to(self.device)) for chunk in chunks]
-        return _concat_numpy(outputs, [len(chunk) for chunk in chunks])
+        return predict_numpy(self.model, x, device=self.device, batch_size=batch_size)
 
     def count_parameters(self) -> int:
         """Number of trainable parameter elements (those with ``requires_grad``)."""
@@ -672,23 +654,6 @@ class Trainer:
         """
         state = ckpt.read_checkpoint(filename, map_location=self.device)
         self.load_state_dict(state, restore_rng=restore_rng, where=str(filename))
-
-
-def _concat_numpy(outputs: list[Any], sizes: list[int]) -> Any:
-    """Join per-chunk outputs along the batch axis, as numpy (a tuple of arrays for tuple outputs)."""
-    first = outputs[0]
-    if isinstance(first, torch.Tensor):
-        joinable = all(o.dim() > 0 and o.shape[0] == n for o, n in zip(outputs, sizes, strict=True))
-        if len(outputs) > 1 and not joinable:
-            # e.g. a GRU's h [layers, B, F]: joining chunks along its first axis would be wrong.
-            raise ValueError("the model's output has no leading batch axis, so chunks cannot be joined; "
-                             "pass a batch_size of at least len(x)")
-        out = (torch.cat(outputs) if len(outputs) > 1 else first).detach().cpu()
-        return (out.float() if out.dtype == torch.bfloat16 else out).numpy()
-    if isinstance(first, (tuple, list)):
-        return tuple(_concat_numpy([o[i] for o in outputs], sizes) for i in range(len(first)))
-    raise TypeError(f"predict needs a model returning a tensor (or a tuple of them), "
-                    f"got {type(first).__name__}")
 
 
 StepByStep = Trainer
