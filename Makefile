@@ -22,8 +22,11 @@ $(STAMP): pyproject.toml constraints.txt
 run: $(STAMP)
 	$(BIN)/attnlab train
 
+# One pytest-xdist worker per core (conftest.py gives each its share of torch's threads).
+TEST_WORKERS ?= auto
+
 test: $(STAMP)
-	MPLBACKEND=Agg $(BIN)/python -m pytest
+	MPLBACKEND=Agg $(BIN)/python -m pytest -n $(TEST_WORKERS)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py

@@ -1,7 +1,14 @@
 """Shared test set-up: every test starts from the same torch seed, on CPU."""
 
+import os
+
 import pytest
 import torch
+
+# `make test` runs the suite in pytest-xdist workers, one per core: each worker then takes its
+# share of the cores for torch's intra-op threads, instead of every worker taking them all.
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
 
 
 @pytest.fixture(autouse=True)
@@ -19,3 +26,48 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+# -- the catalogue of bad inputs and faults, counted by kind -------------------------------
+#
+# Every test that tries a bad input or a fault carries ``@pytest.mark.bad_input("kind")``
+# (or a module-level ``pytestmark``). ``pytest -m bad_input -q`` runs just those and ends
+# with a table: per kind, how many were tried and how many were handled well (passed).
+
+BAD_INPUT_KINDS = ("memory safety", "decompression bombs", "threads", "resource limits", "numbers",
+                   "config files", "messages and streams", "catalogue")
+_outcome: dict[str, tuple[str, bool]] = {}  # nodeid -> (kind, handled well so far)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        marker = item.get_closest_marker("bad_input")
+        if marker is None:
+            continue
+        kind = marker.args[0] if marker.args else ""
+        if kind not in BAD_INPUT_KINDS:
+            raise pytest.UsageError(f"{item.nodeid}: bad_input kind {kind!r} is not one of {BAD_INPUT_KINDS}")
+        # Carried by every report: under pytest-xdist the workers collect, and only reports reach the table.
+        item.user_properties.append(("bad_input", kind))
+
+
+def pytest_runtest_logreport(report):
+    kind = dict(report.user_properties).get("bad_input")
+    if kind is None:
+        return
+    failed = report.failed or (report.when == "setup" and report.skipped)
+    if report.when == "call" or failed:
+        _outcome[report.nodeid] = (kind, _outcome.get(report.nodeid, (kind, True))[1] and not failed)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _outcome:
+        return
+    terminalreporter.section("bad inputs and faults tried, by kind")
+    total = handled = 0
+    for kind in BAD_INPUT_KINDS:
+        runs = [ok for k, ok in _outcome.values() if k == kind]
+        if runs:
+            terminalreporter.write_line(f"{kind:<22} {sum(runs):>4} of {len(runs):>4} handled well")
+            total, handled = total + len(runs), handled + sum(runs)
+    terminalreporter.write_line(f"{'all':<22} {handled:>4} of {total:>4} handled well")

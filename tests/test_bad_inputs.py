@@ -50,6 +50,8 @@ from attnlab.models import (
 )
 from attnlab.training import Trainer
 
+pytestmark = pytest.mark.bad_input("catalogue")
+
 Q = torch.randn(2, 2, 4, 8)  # [B, H, L, Dh]
 
 

@@ -368,7 +368,7 @@ def test_cli_compare_prints_the_table_and_writes_the_folder(tmp_path, monkeypatc
 def test_cli_compare_default_test_lengths_follow_the_training_length(tmp_path, monkeypatch, capsys):
     seen = {}
 
-    def fake_run(config, folder, resume=False, progress=None):
+    def fake_run(config, folder, resume=False, progress=None, announce=None):
         seen["config"] = config
         raise ValueError("stop here")  # the settings are all this test wants
 
@@ -388,11 +388,11 @@ def test_cli_compare_default_test_lengths_follow_the_training_length(tmp_path, m
     (["--encodings", "rotary,rotary"], "repeats"),
     (["--encodings", ","], "encodings is empty"),
     (["--test-lens", "4,x"], "4,x"),
-    (["--test-lens", "4,0"], "test_lens must be positive, got 0"),
+    (["--test-lens", "4,0"], "--test-lens must be positive, got 0"),
     (["--seeds", "0"], "--seeds"),
     (["--epochs", "-1"], "--epochs"),
     (["--n-train", "many"], "'many'"),
-    (["--task", "squares", "--train-len", "2"], "train_len must be >= 3, got 2"),
+    (["--task", "squares", "--train-len", "2"], "--train-len must be >= 3, got 2"),
     (["--out", "a_file"], "'a_file' is a file"),
     (["--out", "a_file/x"], "'a_file/x'"),
     ([], "'old' already holds a compare run"),  # another run's results are not overwritten

@@ -9,11 +9,12 @@ new one is whole.
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["atomic_write", "check_folder", "check_writable"]
+__all__ = ["atomic_write", "check_folder", "check_regular_file", "check_writable", "read_text"]
 
 
 def check_writable(path: str | os.PathLike[str], *, name: str = "--out") -> Path:
@@ -129,3 +130,54 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], object]) 
         tmp.unlink(missing_ok=True)
         raise
     return dest
+
+
+def check_regular_file(path: str | os.PathLike[str], *, what: str) -> os.stat_result:
+    """Check, without opening it, that ``path`` is a regular file (a symlink is followed).
+
+    Opening a FIFO for reading blocks until someone writes to it, and a device such
+    as ``/dev/zero`` never ends; so a run's files are looked at before they are read.
+
+    Returns:
+        The file's ``os.stat`` (its size is ``st_size``).
+
+    Raises:
+        FileNotFoundError: naming ``what`` and the path, if it does not exist.
+        ValueError: naming them, if it is a folder, a FIFO, a device or a socket.
+    """
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{what} {str(path)!r} does not exist") from None
+    if not stat.S_ISREG(info.st_mode):
+        kind = ("a folder" if stat.S_ISDIR(info.st_mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(info.st_mode)
+                else "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode)
+                else "a socket" if stat.S_ISSOCK(info.st_mode) else "not a file")
+        raise ValueError(f"{what} {str(path)!r} is not a regular file ({kind}); refused without reading it")
+    return info
+
+
+def read_text(path: str | os.PathLike[str], *, what: str, max_bytes: int = 64 * 2**20) -> str:
+    """The UTF-8 text of one of attnlab's own small files (a config, a record, a metrics log).
+
+    Args:
+        path: the file.
+        what: how to name it in messages (``"config.json"``).
+        max_bytes: larger files are refused unread (attnlab writes none near this size).
+
+    Raises:
+        FileNotFoundError: if it does not exist.
+        ValueError: naming ``what`` and the path, for a special file (see
+            :func:`check_regular_file`), a file over ``max_bytes``, or bytes that are not UTF-8.
+    """
+    info = check_regular_file(path, what=what)
+    if info.st_size > max_bytes:
+        raise ValueError(f"{what} {str(path)!r} is {info.st_size} bytes, more than any attnlab writes "
+                         f"({max_bytes}); refused unread")
+    data = Path(path).read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise ValueError(f"{what} {str(path)!r} is not UTF-8 text (byte {err.start}, line {line}: "
+                         f"{data[err.start:err.start + 1]!r}); was it written by attnlab?") from None

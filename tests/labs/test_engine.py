@@ -167,9 +167,9 @@ def test_compare_size_flags_give_the_model_of_those_sizes(tmp_path, capsys):
     (["train", "--n-layers", "2"], "--n-layers: the selfattn-pe model has no such size"),
     (["train", "--model", "gru", "--n-heads", "2"], "--n-heads: the gru model has no such size"),
     (["train", "--model", "transformer", "--d-model", "10", "--n-heads", "4"],
-     "d_model (10) must be divisible by n_heads (4)"),
+     "--d-model (10) must be divisible by --n-heads (4)"),
     (["compare", "--ff-units", "-1"], "--ff-units: must be positive, got -1"),
-    (["compare", "--d-model", "30", "--n-heads", "4"], "d_model (30) must be divisible by n_heads (4)"),
+    (["compare", "--d-model", "30", "--n-heads", "4"], "--d-model (30) must be divisible by --n-heads (4)"),
     (["compare", "--n-layers", "0"], "--n-layers: must be positive, got 0"),
 ])
 def test_bad_sizes_are_one_line_and_exit_2(argv, words, tmp_path, monkeypatch, capsys):

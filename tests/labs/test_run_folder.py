@@ -253,5 +253,5 @@ def test_the_outputs_of_a_comparison_can_always_be_written_again(tmp_path, capsy
     # settings that differ from the saved ones are named, and nothing is written
     before = snapshot(folder)
     code, _, err = cli(capsys, "compare", "--resume", "--out", folder, "--d-model", "32", "--no-progress")
-    assert code == 2 and "d_model: saved 16, given 32" in err
+    assert code == 2 and "--d-model: saved 16, given 32" in err
     assert snapshot(folder) == before

@@ -62,6 +62,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from attnlab._limits import check_memory
 from attnlab._validate import check_finite_float, check_int
 from attnlab.analysis.similarity import check_table, distance_matrix
 
@@ -279,6 +280,7 @@ def audit(
     bound = check_finite_float("bound", bound, positive=True)
     L, D = t.shape
     N = min(L, max_positions)
+    check_memory(f"max_positions {max_positions}: the distances between {N} positions", N * N * 8 * 3)
     offsets = _default_offsets(N, D) if offsets is None else _check_offsets(offsets)
 
     u = _unit_roundoff(t.dtype)

@@ -93,7 +93,14 @@ class KVCache:
                 raise ValueError(f"{name} must be a tensor [B, H, S, D], got {got}")
         if keys.shape[:3] != values.shape[:3]:
             raise ValueError(f"keys {list(keys.shape)} and values {list(values.shape)} disagree on [B, H, S]")
-        if self._keys is not None and self._values is not None and (
+        if self._keys is None or self._values is None:
+            return
+        for name, t, held in (("keys", keys, self._keys), ("values", values, self._values)):
+            if t.dtype != held.dtype:
+                # Writing into the buffer would cast the new steps without a word.
+                raise TypeError(f"{name} have dtype {t.dtype} but the cache holds {held.dtype}: "
+                                "reset() it before decoding with a model of another dtype")
+        if (
             keys.shape[:2] != self._keys.shape[:2]
             or keys.shape[3] != self._keys.shape[3]
             or values.shape[3] != self._values.shape[3]
@@ -112,6 +119,7 @@ class KVCache:
         Raises:
             ValueError: if the shapes do not continue the cache (another batch size,
                 head count or width).
+            TypeError: if the dtypes are not those already cached (naming both).
         """
         self._check(keys, values)
         n = keys.shape[2]

@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from attnlab._validate import check_finite_float, check_probability
+from attnlab._validate import check_bool, check_finite_float, check_probability
 
 __all__ = ["attend", "attend_unchecked", "check_bias", "check_mask"]
 
@@ -186,7 +186,7 @@ def attend(
         check_bias(bias, target)
     return attend_unchecked(
         query, key, value, mask=mask, bias=bias, dropout_p=dropout_p, scale=scale,
-        need_weights=need_weights, is_causal=bool(is_causal),
+        need_weights=check_bool("need_weights", need_weights), is_causal=check_bool("is_causal", is_causal),
     )
 
 

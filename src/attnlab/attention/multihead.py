@@ -30,10 +30,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnlab._validate import check_int, check_probability
+from attnlab._validate import check_input_dtype, check_int, check_probability
 from attnlab.attention.cache import KVCache
 from attnlab.attention.functional import attend_unchecked, check_mask
-from attnlab.attention.recording import is_recording
+from attnlab.attention.recording import is_recording, record
 
 # encodings never import attention (DESIGN.md: encodings -> attention -> models), so no cycle; a real
 # import, not a TYPE_CHECKING one, so that typing.get_type_hints (the docstring audit) resolves it.
@@ -66,7 +66,11 @@ class MultiHeadAttention(nn.Module):
         in_proj: ``nn.Linear(F, 3 * H * Dh)``, rows ordered q | k | v, heads contiguous.
         linear_out: ``nn.Linear(H * Dh, D)`` (``H * F`` when ``proj_values=False``).
         attn_weights: the weights ``[B, H, T, S]`` of the last call if it ran inside
-            ``record_attention()`` (else None).
+            ``record_attention()`` (else None). The labs' stateful way, like
+            :meth:`init_keys`: the last caller's, whichever thread it was. Concurrent
+            callers pass ``key`` (and a ``cache`` of their own) and read their weights
+            with :func:`attnlab.attention.collect_attention` inside their
+            ``record_attention()`` block.
 
     Shapes:
         ``forward(query [B, T, F], key [B, S, F] = None, value [B, S, F] = None,
@@ -183,7 +187,11 @@ class MultiHeadAttention(nn.Module):
         return q, k, v  # each [B, H, T, Dh]
 
     def init_keys(self, keys: Tensor) -> None:
-        """Project ``keys [B, S, F]`` (also the values) once, for later ``forward(query, mask=...)``."""
+        """Project ``keys [B, S, F]`` (also the values) once, for later ``forward(query, mask=...)``.
+
+        The labs' stateful use: the keys live on the module, so one caller at a time.
+        Concurrent callers pass ``key`` to :meth:`forward` (or a cross-attention ``cache``).
+        """
         self._check_input("keys", keys)
         self._keys, self._values = self._project_keys_values(keys, None)
 
@@ -192,6 +200,7 @@ class MultiHeadAttention(nn.Module):
             raise TypeError(f"{name} must be a tensor [B, L, {self.input_dim}], got {type(x).__name__}")
         if x.dim() != 3 or x.shape[-1] != self.input_dim:
             raise ValueError(f"{name} must have shape [B, L, {self.input_dim}], got {list(x.shape)}")
+        check_input_dtype(name, x, self.in_proj.weight.dtype, owner="module")
 
     # -- forward -------------------------------------------------------------------
 
@@ -282,7 +291,7 @@ class MultiHeadAttention(nn.Module):
             if isinstance(mask, Tensor) and mask.dim() == 3:
                 mask = mask.unsqueeze(1)  # [B|1, T|1, S] -> [B|1, 1, T|1, S]: same mask for every head
             check_mask(mask, (q.shape[0], self.n_heads, q.shape[2], keys.shape[2]))
-        record = is_recording()
+        recording = is_recording()
         bias = None
         value_term = False
         if position is not None:
@@ -291,7 +300,7 @@ class MultiHeadAttention(nn.Module):
         out, weights = attend_unchecked(
             q, keys, values, mask=mask, bias=bias, scale=None,
             dropout_p=self.dropout if self.training else 0.0,
-            need_weights=need_weights or record or value_term, is_causal=is_causal,
+            need_weights=need_weights or recording or value_term, is_causal=is_causal,
         )  # out [B, H, T, Dv], weights [B, H, T, S] or None
         if value_term and weights is not None and position is not None:
             extra = position.value_term(weights, q_offset=past, k_offset=0)  # [B, H, T, Dv] (Shaw's values)
@@ -299,7 +308,9 @@ class MultiHeadAttention(nn.Module):
                 out = out + extra.to(out.dtype)
         # Outside recording, forget old weights: collect_attention must not report a stale run.
         # (Assigned only when it changes: nn.Module.__setattr__ costs more than the check.)
-        recorded = weights.detach() if record and weights is not None else None
+        recorded = weights.detach() if recording and weights is not None else None
+        if recorded is not None:
+            record(self, recorded)  # this context's block: what collect_attention reads inside it
         if recorded is not None or self.attn_weights is not None:
             self.attn_weights = recorded
         B, H, T, Dv = out.shape

@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnlab._validate import check_int
+from attnlab._validate import check_input_dtype, check_int
 
 __all__ = [
     "AdditiveScore",
@@ -140,9 +140,14 @@ def scaled_dot_scores(query: Tensor, keys: Tensor) -> Tensor:
         Scores ``[B, T, S]``; their softmax equals :func:`attnlab.attention.attend`'s weights.
 
     Raises:
-        TypeError, ValueError: as :func:`dot_scores`.
+        TypeError, ValueError: as :func:`dot_scores`; ValueError for a width ``D`` of 0
+            (``0 / sqrt(0)`` would make every score NaN).
     """
-    return dot_scores(query, keys) / math.sqrt(query.shape[-1])  # [B, T, S]
+    scores = dot_scores(query, keys)  # [B, T, S]
+    if query.shape[-1] == 0:
+        raise ValueError(f"query and keys have width D=0 (shapes {list(query.shape)} and {list(keys.shape)}); "
+                         "scaled dot products need D >= 1")
+    return scores / math.sqrt(query.shape[-1])  # [B, T, S]
 
 
 class AdditiveScore(nn.Module):
@@ -168,7 +173,7 @@ class AdditiveScore(nn.Module):
 
     Raises:
         TypeError, ValueError: for non-integer or non-positive sizes (naming them),
-            and in ``forward`` for inputs of the wrong shape.
+            and in ``forward`` for inputs of the wrong shape or dtype.
     """
 
     def __init__(self, query_dim: int, key_dim: int, hidden_dim: int) -> None:
@@ -185,6 +190,7 @@ class AdditiveScore(nn.Module):
         q, k = _check_query_keys(query, keys, same_width=False)
         _check_width("query", q, self.query_dim)
         _check_width("keys", k, self.key_dim)
+        check_input_dtype("query", q, self.linear_query.weight.dtype, owner="module")  # keys share its dtype
         pq = self.linear_query(q)  # [B, T, Dh]
         pk = self.linear_key(k)  # [B, S, Dh]
         # [B, T, 1, Dh] + [B, 1, S, Dh] -> [B, T, S, Dh]: every (query, key) pair
@@ -214,7 +220,7 @@ class GeneralScore(nn.Module):
 
     Raises:
         TypeError, ValueError: for non-integer or non-positive sizes (naming them),
-            and in ``forward`` for inputs of the wrong shape.
+            and in ``forward`` for inputs of the wrong shape or dtype.
     """
 
     def __init__(self, query_dim: int, key_dim: int) -> None:
@@ -228,6 +234,7 @@ class GeneralScore(nn.Module):
         q, k = _check_query_keys(query, keys, same_width=False)
         _check_width("query", q, self.query_dim)
         _check_width("keys", k, self.key_dim)
+        check_input_dtype("query", q, self.linear.weight.dtype, owner="module")  # keys share its dtype
         wk = self.linear(k)  # [B, S, Dk] -> [B, S, Dq]
         return torch.bmm(q, wk.transpose(1, 2))  # [B, T, Dq] x [B, Dq, S] -> [B, T, S]
 

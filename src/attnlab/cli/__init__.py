@@ -11,16 +11,22 @@
     attnlab compare --quick
 
 Bad input never shows a traceback: the message goes to stderr as one line
-and the exit status is 2 (argparse's convention for usage errors). Set
-``ATTNLAB_DEBUG=1`` to see the traceback instead.
+and the exit status is 2 (argparse's convention for usage errors). The
+library's messages name its Python arguments (``d_model``); here they name the
+flags (``--d-model``). Not enough memory is bad input too (the sizes asked
+for); any other exception is a bug in attnlab and keeps its traceback. Set
+``ATTNLAB_DEBUG=1`` to see the traceback of bad input as well.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Sequence
+
+import torch
 
 from attnlab import __version__
 from attnlab.cli import audit, compare, encode, plot, predict, train
@@ -57,17 +63,52 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exit_.code if isinstance(exit_.code, int) else 2
     try:
         return int(args.func(args))
-    except (UsageError, ValueError, TypeError, OSError, FloatingPointError) as err:
+    except (UsageError, ValueError, TypeError, OSError, FloatingPointError, MemoryError, RuntimeError) as err:
+        if isinstance(err, RuntimeError) and not _out_of_memory(err):
+            raise  # a bug: its traceback is what whoever fixes it needs
         if os.environ.get("ATTNLAB_DEBUG"):
             raise  # the whole traceback, for whoever is debugging attnlab itself
-        # One line, no traceback: the library's messages already name the argument.
-        message = " ".join(str(err).split())
+        message = _one_line(err, _flags(parser, args.command))
         print(f"attnlab {args.command}: error: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         # Ctrl-C: one line, the shell's status for SIGINT; files written so far were written whole.
         print(f"attnlab {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+def _out_of_memory(err: BaseException) -> bool:
+    """torch's allocators report running out of memory as a RuntimeError (CUDA's as a subclass)."""
+    text = str(err)
+    return isinstance(err, torch.OutOfMemoryError) or "can't allocate memory" in text \
+        or "out of memory" in text.lower()
+
+
+def _flags(parser: argparse.ArgumentParser, command: str) -> dict[str, str]:
+    """``{dest: flag}`` of the verb's options (``"d_model": "--d-model"``)."""
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))  # noqa: SLF001
+    return {action.dest: action.option_strings[-1] for action in sub.choices[command]._actions  # noqa: SLF001
+            if action.option_strings and action.dest != "help"}
+
+
+def _one_line(err: BaseException, flags: dict[str, str]) -> str:
+    """The error as one line, with the library's argument names turned into the verb's flags.
+
+    A name with an underscore (``d_model``, ``n_train``) is a flag wherever it stands as a
+    word outside quotes (``config.json lacks 'lr'`` names a key, not a flag); a plain word
+    (``lr``, ``seed``) only where it opens the message.
+    """
+    if isinstance(err, MemoryError) or (isinstance(err, RuntimeError) and _out_of_memory(err)):
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        first = re.sub(r"^\[enforce fail at [^]]*\] (err == 0\. )?", "", first)
+        return f"not enough memory for the sizes asked for ({first or type(err).__name__}); ask for less"
+    message = " ".join(str(err).split())
+    for dest, flag in flags.items():
+        if "_" in dest:
+            message = re.sub(rf"(?<![\w'\"\-.\[]){re.escape(dest)}(?![\w'\"\]])", flag, message)
+        elif re.match(rf"{re.escape(dest)}\b[ :]", message):
+            message = flag + message[len(dest):]
+    return message
 
 
 if __name__ == "__main__":  # pragma: no cover

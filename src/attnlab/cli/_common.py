@@ -7,9 +7,11 @@ import datetime as dt
 from pathlib import Path
 from typing import NoReturn
 
-__all__ = ["Parser", "UsageError", "add_progress_option", "add_size_options", "default_run_folder", "folder_arg",
-           "int_list",
-           "non_negative_int", "parse_int", "positive_float", "positive_int", "size_flags"]
+from attnlab._validate import FLOAT32_MAX
+
+__all__ = ["Parser", "UsageError", "add_progress_option", "add_size_options", "decimals", "default_run_folder",
+           "folder_arg", "int_list", "non_negative_int", "parse_int", "positive_float", "positive_int", "seed_int",
+           "size_flags"]
 
 
 class UsageError(Exception):
@@ -25,7 +27,13 @@ class Parser(argparse.ArgumentParser):
 
 # --- argument types: each names the bad value in its message (argparse adds the flag) ----
 
-def _whole_number(text: str, minimum: int | None) -> int:
+#: integers a flag may take: what fits the 64-bit integers torch and numpy compute with
+INT_MAX = 2**63 - 1
+#: torch.manual_seed's range
+SEED_MIN, SEED_MAX = -(2**63), 2**64 - 1
+
+
+def _whole_number(text: str, minimum: int | None, maximum: int = INT_MAX) -> int:
     try:
         value = int(text)
     except ValueError:
@@ -33,22 +41,41 @@ def _whole_number(text: str, minimum: int | None) -> int:
     if minimum is not None and value < minimum:
         bound = "positive" if minimum == 1 else f">= {minimum}"
         raise argparse.ArgumentTypeError(f"must be {bound}, got {value}")
+    if value > maximum:
+        raise argparse.ArgumentTypeError(f"must be at most {maximum}, got {value}")
     return value
 
 
 def positive_int(text: str) -> int:
-    """An argparse type: a whole number >= 1."""
+    """An argparse type: a whole number from 1 to 2**63 - 1."""
     return _whole_number(text, 1)
 
 
 def non_negative_int(text: str) -> int:
-    """An argparse type: a whole number >= 0."""
+    """An argparse type: a whole number from 0 to 2**63 - 1."""
     return _whole_number(text, 0)
 
 
 def parse_int(text: str) -> int:
-    """An argparse type: any whole number."""
-    return _whole_number(text, None)
+    """An argparse type: a whole number that fits 64 bits (-2**63 to 2**63 - 1)."""
+    return _whole_number(text, -(2**63))
+
+
+def seed_int(text: str) -> int:
+    """An argparse type: a random seed, in torch's range (-2**63 to 2**64 - 1).
+
+    Raises:
+        argparse.ArgumentTypeError: for a non-integer or one out of that range.
+    """
+    value = _whole_number(text, None, SEED_MAX)
+    if value < SEED_MIN:
+        raise argparse.ArgumentTypeError(f"must be at least {SEED_MIN}, got {value}")
+    return value
+
+
+def decimals(text: str) -> int:
+    """An argparse type: a number of decimals, 0 to 17 (float64 holds 17 significant digits at most)."""
+    return _whole_number(text, 0, 17)
 
 
 def positive_float(text: str) -> float:
@@ -63,6 +90,8 @@ def positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text}")
+    if value > FLOAT32_MAX:  # it meets float32 tensors, where it would be inf
+        raise argparse.ArgumentTypeError(f"must be finite in float32 (at most 3.4e38), got {text}")
     return value
 
 
@@ -78,6 +107,8 @@ def int_list(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers, got {text!r}") from None
     if not values:
         raise argparse.ArgumentTypeError(f"expected at least one number, got {text!r}")
+    if any(abs(v) > INT_MAX for v in values):
+        raise argparse.ArgumentTypeError(f"every number must be at most {INT_MAX}, got {text!r}")
     return values
 
 

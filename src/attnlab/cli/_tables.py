@@ -7,11 +7,12 @@ import argparse
 import numpy as np
 import torch
 
-from attnlab.cli._common import int_list, parse_int, positive_float, positive_int
+from attnlab._limits import check_memory
+from attnlab.cli._common import int_list, positive_float, positive_int, seed_int
 from attnlab.encodings import LAYOUTS, RATES, fixed_base, sinusoidal
 
 __all__ = ["DTYPES", "TABLE_ENCODINGS", "add_encoding_options", "add_table_options", "build_table",
-           "lab_float32_table", "table_of"]
+           "check_table_size", "lab_float32_table", "table_of"]
 
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16,
           "float32": torch.float32, "float64": torch.float64}
@@ -39,12 +40,26 @@ def add_encoding_options(p: argparse.ArgumentParser) -> None:
                    help="sinusoidal (with --layout/--rates), fixed-base (with --bases), learned "
                         "(an untrained N(0, 0.02) table), lab-float32 (the labs' float32 formula)")
     p.add_argument("--bases", type=int_list, default=(4, 5, 7), help="fixed-base bases (default 4,5,7)")
-    p.add_argument("--seed", type=parse_int, default=0, help="random seed of the learned table")
+    p.add_argument("--seed", type=seed_int, default=0, help="random seed of the learned table")
     p.add_argument("--dtype", choices=DTYPES, default="float32")
+
+
+def check_table_size(max_len: int, d_model: int, dtype: torch.dtype, *, columns: str = "--d-model") -> None:
+    """Refuse a table that cannot fit, naming the flags (it is computed in float64, a few arrays at a time).
+
+    Raises:
+        ValueError: naming ``--max-len``, ``columns`` and their values, and the memory needed and available.
+    """
+    what = f"--max-len {max_len} x {columns} {d_model}: the {str(dtype).removeprefix('torch.')} table"
+    check_memory(what, max_len * d_model * 8 * 4)
 
 
 def build_table(args: argparse.Namespace, dtype: torch.dtype) -> torch.Tensor:
     """The table the encode/audit options describe, ``[L, D]`` in ``dtype``."""
+    if args.encoding == "fixed-base":
+        check_table_size(args.max_len, 2 * len(args.bases), dtype, columns="2 x --bases")
+    else:
+        check_table_size(args.max_len, args.d_model, dtype)
     if args.encoding == "fixed-base":
         return fixed_base(args.max_len, args.bases, dtype=dtype)
     if args.encoding == "learned":
@@ -70,4 +85,5 @@ def lab_float32_table(max_len: int, d_model: int, base: float) -> torch.Tensor:
 
 def table_of(a: argparse.Namespace) -> torch.Tensor:
     """The sinusoidal table of the plot options."""
+    check_table_size(a.max_len, a.d_model, torch.float32)
     return sinusoidal(a.max_len, a.d_model, base=a.base, layout=a.layout, rates=a.rates)

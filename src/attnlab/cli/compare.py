@@ -41,7 +41,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="longest training sequence (default 8; trains on lengths 1..8)")
     p.add_argument("--test-lens", type=int_list, default=None,
                    help="test lengths (default 8,12,16,24: 1, 1.5, 2 and 3 times --train-len)")
-    p.add_argument("--seeds", type=positive_int, default=None,
+    p.add_argument("--seeds", dest="n_seeds", type=positive_int, default=None,
                    help="models per encoding, at random seeds 0..N-1 (default 3)")
     p.add_argument("--epochs", type=positive_int, default=None, help="passes over the training set (default 12)")
     p.add_argument("--n-train", type=positive_int, default=None, help="training sequences (default 4096)")
@@ -60,7 +60,7 @@ def _given(args: argparse.Namespace) -> dict[str, Any]:
     from attnlab.labs.lengths import QUICK
 
     given: dict[str, Any] = {"task": args.task, "architecture": args.architecture, "train_len": args.train_len,
-                             "n_seeds": args.seeds, "epochs": args.epochs, "n_train": args.n_train,
+                             "n_seeds": args.n_seeds, "epochs": args.epochs, "n_train": args.n_train,
                              "test_lens": args.test_lens,
                              **{field: getattr(args, field) for field in size_flags.values()}}
     if args.quick:
@@ -97,10 +97,14 @@ def run(args: argparse.Namespace) -> int:
         folder = default_run_folder(f"compare-{config.task}")
     check_compare_folder(folder, resume=args.resume)  # a bad --out: one line on stderr, before anything runs
     n_models = len(config.runs())
-    print(f"comparing {len(config.encodings)} encodings x {config.n_seeds} seed(s) on {config.task}, "
-          f"train length {config.train_len}, test lengths {', '.join(map(str, config.test_lens))} -> {folder}",
-          flush=True)
-    result = run_compare(config, folder, resume=args.resume, progress=None if args.progress else False)
+
+    def announce() -> None:  # called once the comparison is known to start: nothing on stdout before that
+        print(f"comparing {len(config.encodings)} encodings x {config.n_seeds} seed(s) on {config.task}, "
+              f"train length {config.train_len}, test lengths {', '.join(map(str, config.test_lens))} -> {folder}",
+              flush=True)
+
+    result = run_compare(config, folder, resume=args.resume, progress=None if args.progress else False,
+                         announce=announce)
     print(format_table(result))
     print(f"{n_models} models in {result.seconds:.0f} s; results: {Path(folder) / 'results.json'} "
           f"(open {Path(folder) / 'report.html'})")

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from attnlab._io import atomic_write, check_writable
-from attnlab.cli._common import UsageError, non_negative_int
+from attnlab.cli._common import UsageError, decimals
 from attnlab.cli._tables import DTYPES, add_encoding_options, build_table
 
 __all__ = ["add_parser", "run"]
@@ -26,8 +26,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
         "encode", help="print (or save) a positional-encoding table", description="print (or save) a "
         "positional-encoding table", epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_encoding_options(p)
-    p.add_argument("--round", type=non_negative_int, default=None, metavar="N",
-                   help="round the printed values to N decimals (the labs print 4)")
+    p.add_argument("--round", type=decimals, default=None, metavar="N",
+                   help="round the printed values to N decimals, 0 to 17 (the labs print 4)")
     p.add_argument("--out", type=Path, default=None, help="write the table to a .npy or .csv file")
     p.set_defaults(func=run)
     return p

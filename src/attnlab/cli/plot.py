@@ -64,6 +64,47 @@ def _figures() -> dict[str, tuple[tuple[int | None, int | None, str | None], Fig
     }
 
 
+# Limits that keep every figure to a few seconds of drawing and its image within memory.
+MAX_DIALS = 160  # each dial is its own axes, about 20 ms apiece to draw
+MAX_PAIRWISE_POSITIONS = 2048  # distances and similarity draw every pair of positions
+MAX_PIXELS = 100_000_000  # an RGBA image of 400 MB
+
+
+def _check_size(name: str, args: argparse.Namespace) -> None:
+    """Refuse, naming the flags and values, a figure that would take minutes to draw.
+
+    Raises:
+        UsageError: for too many dials, or too many positions for a pairwise figure.
+    """
+    if name in ("exponential-dials", "encoding-degrees"):
+        if name == "exponential-dials":
+            rows, flag = (args.d_model + 1) // 2, f"--d-model {args.d_model}"
+        else:
+            rows, flag = min(3, len(args.bases)), f"--bases {','.join(map(str, args.bases))}"
+        dials = rows * args.max_len
+        if dials > MAX_DIALS:
+            culprit = f"--max-len {args.max_len}" if args.max_len >= rows else flag
+            raise UsageError(f"{culprit}: {rows} rows x {args.max_len} positions = {dials} dials; at most "
+                             f"{MAX_DIALS} (each dial is its own axes: more take minutes to draw)")
+    if name in ("distances", "similarity") and args.max_len > MAX_PAIRWISE_POSITIONS:
+        raise UsageError(f"--max-len {args.max_len}: {name} draws every pair of positions; at most "
+                         f"{MAX_PAIRWISE_POSITIONS} positions (more take minutes and gigabytes)")
+
+
+def _check_pixels(fig: Any, dpi: int) -> None:
+    """Refuse a ``--dpi`` that would make an image too big to hold, before it is drawn.
+
+    Raises:
+        UsageError: naming ``--dpi``, the image's size and the largest dpi that fits.
+    """
+    width, height = fig.get_size_inches()
+    pixels = width * dpi * height * dpi
+    if pixels > MAX_PIXELS or max(width, height) * dpi >= 2**16:  # Agg draws at most 2**16 pixels a side
+        fits = int(min((MAX_PIXELS / (width * height)) ** 0.5, (2**16 - 1) / max(width, height)))
+        raise UsageError(f"--dpi {dpi}: the figure would be {width * dpi:.0f} x {height * dpi:.0f} pixels; "
+                         f"at most {MAX_PIXELS // 1_000_000} megapixels (--dpi {fits} or less for this figure)")
+
+
 RUN_FIGURES = ("attention", "predictions", "losses")
 FIGURE_NAMES = (
     "encoding-degrees", "exponential-dials", "encoding-heatmap", "distances",
@@ -114,7 +155,9 @@ def run(args: argparse.Namespace) -> int:
         args.d_model = args.d_model if args.d_model is not None else d_model
         args.max_len = args.max_len if args.max_len is not None else max_len
         args.rates = args.rates if args.rates is not None else (None if args.layout == "t2t" else rates)
+        _check_size(args.name, args)
         fig = build(args)
+    _check_pixels(fig, args.dpi)
     atomic_write(out, lambda tmp: fig.savefig(tmp, dpi=args.dpi, bbox_inches="tight"))
     print(f"wrote {out}", file=sys.stderr)
     return 0

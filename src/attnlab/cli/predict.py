@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from attnlab._validate import FLOAT32_MAX
 from attnlab.cli._common import UsageError
 
 __all__ = ["add_parser", "parse_points", "run"]
@@ -50,19 +51,32 @@ def parse_points(text: str) -> torch.Tensor:
             raise UsageError(f"--points {text!r}: cannot read {pair!r} as 'x,y'") from None
         if not all(np.isfinite([x, y])):
             raise UsageError(f"--points {text!r}: {pair!r} is not finite")
+        if max(abs(x), abs(y)) > FLOAT32_MAX:  # the model computes in float32, where it would be inf
+            raise UsageError(f"--points {text!r}: {pair!r} is not finite in float32, the model's dtype "
+                             "(|x| <= 3.4e38)")
         values.append([x, y])
     return torch.tensor([values], dtype=torch.float32)  # [1, 2, 2]
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the predicted corners; returns the exit status."""
+    """Print the predicted corners; returns the exit status.
+
+    Raises:
+        UsageError: if the model's prediction for ``--points`` is not finite.
+    """
     from attnlab.labs.squares import load_run, predict_corners
 
     points = parse_points(args.points)
     _, model, _ = load_run(args.run)
-    corners = predict_corners(model, points)[0].tolist()  # [2, 2]
+    predicted = predict_corners(model, points)[0]  # [2, 2]
+    if not bool(predicted.isfinite().all()):
+        # Points far outside the squares it learned (about -1 to 1) overflow inside the model.
+        raise UsageError(f"--points {args.points!r}: the model's prediction is not finite "
+                         f"({predicted.flatten().tolist()}); these points are too far from the unit squares "
+                         "it was trained on")
+    corners = predicted.tolist()
     if args.json:
-        print(json.dumps({"points": points[0].tolist(), "predicted": corners}))
+        print(json.dumps({"points": points[0].tolist(), "predicted": corners}, allow_nan=False))
     else:
         for k, (x, y) in enumerate(corners, start=3):
             print(f"corner {k}: {x:.4f}, {y:.4f}")

@@ -12,10 +12,9 @@ from attnlab.cli._common import (
     add_size_options,
     default_run_folder,
     folder_arg,
-    non_negative_int,
-    parse_int,
     positive_float,
     positive_int,
+    seed_int,
     size_flags,
 )
 from attnlab.models.builders import SQUARES_MODELS, squares_sizes
@@ -36,8 +35,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="selfattn-pe (the positional-encoding lab's model, the default), gru or gru-attn "
                         "(the attention lab's), transformer (the same task with residuals and layer norm)")
     p.add_argument("--epochs", type=positive_int, default=None, help="total epochs (default 100)")
-    p.add_argument("--seed", type=parse_int, default=None, help="random seed of the initial weights (default 43)")
-    p.add_argument("--train-seed", type=non_negative_int, default=None,
+    p.add_argument("--seed", type=seed_int, default=None, help="random seed of the initial weights (default 43)")
+    p.add_argument("--train-seed", type=seed_int, default=None,
                    help="random seed of shuffling and teacher forcing (default: an unseeded loader's, "
                         "67280421310721)")
     p.add_argument("--lr", type=positive_float, default=None, help="Adam learning rate (default 0.01)")
@@ -73,8 +72,12 @@ def run(args: argparse.Namespace) -> int:
         config = SquaresConfig(**{name: value for name, value in given.items() if value is not None})
     folder = args.out if args.out is not None else default_run_folder(config.model)
     check_train_folder(config, folder, resume=args.resume)  # a bad --out: one line on stderr, nothing printed
-    print(f"training {config.model} for {config.epochs} epochs -> {folder}", flush=True)
-    result = train_run(config, folder, resume=args.resume, progress=None if args.progress else False)
+
+    def announce() -> None:  # called once the run is known to start: nothing on stdout before that
+        print(f"training {config.model} for {config.epochs} epochs -> {folder}", flush=True)
+
+    result = train_run(config, folder, resume=args.resume, progress=None if args.progress else False,
+                       announce=announce)
     print(f"final train MSE {result.train_mse:.4f} | test MSE {result.test_mse:.4f} "
           f"({result.epochs} epochs, {config.n_test} test squares)")
     print(f"run folder: {folder} (open {Path(folder) / 'report.html'})")

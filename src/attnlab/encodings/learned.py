@@ -16,7 +16,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from attnlab._validate import check_choice, check_finite_float, check_int, check_probability
+from attnlab._validate import check_bool, check_choice, check_finite_float, check_int, check_probability
 from attnlab.encodings.positional import check_sequence_input
 from attnlab.encodings.sinusoidal import sinusoidal
 
@@ -64,7 +64,7 @@ class LearnedPositionalEncoding(nn.Module):
         super().__init__()
         self.max_len = check_int("max_len", max_len, minimum=1)
         self.d_model = check_int("d_model", d_model, minimum=1)
-        self.scale_input = bool(scale_input)
+        self.scale_input = check_bool("scale_input", scale_input)
         self.init = check_choice("init", init, INITS)
         self.std = check_finite_float("std", std, positive=True)
         self.dropout = nn.Dropout(check_probability("dropout", dropout))

@@ -25,7 +25,7 @@ import math
 
 from torch import Tensor, nn
 
-from attnlab._validate import check_finite_float, check_int, check_probability
+from attnlab._validate import check_bool, check_finite_float, check_int, check_probability
 from attnlab.encodings.sinusoidal import sinusoidal
 
 __all__ = ["PositionalEncoding", "check_sequence_input"]
@@ -98,7 +98,7 @@ class PositionalEncoding(nn.Module):
         super().__init__()
         self.max_len = check_int("max_len", max_len, minimum=1)
         self.d_model = check_int("d_model", d_model, minimum=1)
-        self.scale_input = bool(scale_input)
+        self.scale_input = check_bool("scale_input", scale_input)
         self.base = check_finite_float("base", base, positive=True)
         self.layout = layout
         self.rates = rates

@@ -23,13 +23,14 @@ import dataclasses
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from attnlab._io import atomic_write
+from attnlab._io import atomic_write, read_text
 from attnlab.data.tasks import make_task_sets
 from attnlab.labs.lengths import CompareConfig, ModelResult, train_one
 from attnlab.labs.run_folder import RunFolder, check_claim, claim
@@ -74,10 +75,11 @@ def _save_model(folder: Path, result: ModelResult) -> None:
 
 def _saved_model(folder: Path, encoding: str, seed: int) -> dict[str, Any] | None:
     path = _model_folder(folder, encoding, seed) / "record.json"
-    if not path.is_file():
+    if not os.path.lexists(path):
         return None
+    text = read_text(path, what="record.json")
     try:
-        doc = json.loads(path.read_text())
+        doc = json.loads(text)
         if not isinstance(doc, dict) or not isinstance(doc.get("records"), list):
             raise ValueError("no records")
     except ValueError as err:
@@ -89,13 +91,14 @@ def _saved_model(folder: Path, encoding: str, seed: int) -> dict[str, Any] | Non
 def _read_config(folder: Path) -> CompareConfig | None:
     """The folder's settings: ``config.json`` (or, in a folder an older attnlab wrote, ``results.json``'s)."""
     path = folder / "config.json"
-    legacy = not path.is_file()
+    legacy = not os.path.lexists(path)
     if legacy:
         path = folder / "results.json"
-        if not path.is_file():
+        if not os.path.lexists(path):
             return None
+    text = read_text(path, what=path.name)  # a FIFO or a device is refused unopened, bad UTF-8 named
     try:
-        doc = json.loads(path.read_text())
+        doc = json.loads(text)
         if legacy:  # an older attnlab called n_seeds "seeds"
             doc = {("n_seeds" if k == "seeds" else k): v for k, v in doc["config"].items()}
         return CompareConfig.from_dict(doc)
@@ -138,6 +141,7 @@ def run_compare(
     *,
     resume: bool = False,
     progress: bool | None = None,
+    announce: Callable[[], None] | None = None,
 ) -> CompareResult:
     """Train one model per encoding and seed, score every test length, and write the folder.
 
@@ -148,6 +152,8 @@ def run_compare(
         resume: train only the models ``folder`` does not hold yet; a complete
             folder has its results, figures and report written again.
         progress: one bar over all the models' training steps (None: when stderr is a terminal).
+        announce: called once everything is checked (the folder, the saved models), just
+            before the first model trains; the command line says what it is doing there.
 
     Returns:
         The :class:`CompareResult`.
@@ -161,31 +167,37 @@ def run_compare(
 
     check_progress(progress)
     if folder is None:
-        return _compare(config, None, progress)
+        return _compare(config, None, progress, announce, {})
+    done: dict[tuple[str, int], dict[str, Any]] = {}
     if resume:
         resume_config(folder, config.to_dict())  # refuses other settings, naming the differences
+        path = check_compare_folder(folder, resume=True)
+        # Every saved model is read before the folder is touched: an unreadable one is named
+        # while the folder is still as it was.
+        for encoding, seed in config.runs():
+            saved = _saved_model(path, encoding, seed)
+            if saved is not None:
+                done[encoding, seed] = saved
     else:
         check_compare_folder(folder)
     with claim(folder, kind="compare", resume=resume) as run:
         run.write_json("config.json", config.to_dict())
-        return _compare(config, run, progress)
+        return _compare(config, run, progress, announce, done)
 
 
-def _compare(config: CompareConfig, run: RunFolder | None, progress: bool | None) -> CompareResult:
+def _compare(config: CompareConfig, run: RunFolder | None, progress: bool | None,
+             announce: Callable[[], None] | None, done: dict[tuple[str, int], dict[str, Any]]) -> CompareResult:
+    """Train the models not in ``done`` (the saved ones, by ``(encoding, seed)``) and write the outputs."""
     from tqdm import tqdm
 
     from attnlab.labs.lengths_report import write_outputs
     from attnlab.training.progress import progress_enabled
 
     start = time.perf_counter()
-    done: dict[tuple[str, int], dict[str, Any]] = {}
-    if run is not None:
-        for encoding, seed in config.runs():
-            saved = _saved_model(run.path, encoding, seed)
-            if saved is not None:
-                done[encoding, seed] = saved
     todo = [key for key in config.runs() if key not in done]
     sets = make_task_sets(config.spec()) if todo else None
+    if announce is not None:
+        announce()
     with tqdm(total=config.steps_per_model() * len(todo), desc=f"compare {config.task}", unit="step",
               disable=not progress_enabled(progress), dynamic_ncols=True, leave=True) as bar:
         for encoding, seed in todo:

@@ -33,7 +33,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnlab._validate import check_choice, check_finite_float, check_int, check_keys
+from attnlab._limits import check_memory
+from attnlab._validate import check_choice, check_float32, check_int, check_keys
 from attnlab.data.metrics import mean_squared_error, sequence_accuracy, token_accuracy
 from attnlab.data.tasks import (
     BOS,
@@ -55,6 +56,10 @@ from attnlab.training.clipping import GradientClipping
 from attnlab.training.rng import preserved_rng
 
 __all__ = ["QUICK", "CompareConfig", "ModelResult", "evaluate", "train_one"]
+
+
+#: models one comparison may train (encodings x seeds): past it, a typo, not an experiment
+MAX_MODELS = 10_000
 
 
 @dataclass(frozen=True)
@@ -116,7 +121,11 @@ class CompareConfig:
             raise ValueError("test_lens is empty: give at least one length")
         for length in self.test_lens:
             check_int("test_lens", length, minimum=1)
-        check_finite_float("lr", self.lr, positive=True)
+        check_float32("lr", self.lr, positive=True)  # the parameters it updates are float32
+        n_models = len(self.encodings) * self.n_seeds
+        if n_models > MAX_MODELS:
+            raise ValueError(f"n_seeds {self.n_seeds}: {len(self.encodings)} encodings x {self.n_seeds} seeds "
+                             f"= {n_models} models; at most {MAX_MODELS} in one comparison")
         if self.min_train_len > self.train_len:
             raise ValueError(f"min_train_len ({self.min_train_len}) must be <= train_len ({self.train_len})")
         if not isinstance(self.extras, dict):
@@ -131,8 +140,26 @@ class CompareConfig:
         # built once on the meta device, which allocates nothing and draws no random number.
         self.spec()
         with torch.device("meta"):
-            for encoding in self.encodings:
-                self.build_model(encoding)
+            n_parameters = max(sum(p.numel() for p in self.build_model(encoding).parameters())
+                               for encoding in self.encodings)
+        sizes = ", ".join(f"{name} {getattr(self, name)}" for name in ("d_model", "n_heads", "n_layers", "ff_units")
+                          if getattr(self, name) is not None)
+        check_memory(f"{sizes}: the model's {n_parameters:,} parameters, with their gradients and Adam's state",
+                     n_parameters * 4 * 4)
+        self._check_memory()
+
+    def _check_memory(self) -> None:
+        """Refuse data and evaluations that cannot fit, from the sizes alone (estimates rounded up)."""
+        tokens = 2 if self.architecture == "decoder-only" else 1  # source, BOS and target in one sequence
+        row = 8 * 4  # int64 tokens, a few copies of each while the sets are made
+        check_memory(f"n_train {self.n_train} x train_len {self.train_len}: the training set",
+                     self.n_train * (tokens * self.train_len + 2) * row)
+        longest = max(self.test_lens)
+        S = tokens * (longest + 1) + 1  # the longest sequence a test decodes over
+        # One test set is decoded at once: its scores [n_test, H, S, S] on the first step, then a cache.
+        check_memory(f"test_lens {longest} (n_test {self.n_test}): decoding the longest test set",
+                     self.n_test * (self.n_heads * S * S * 4 * 2 + self.n_layers * 2 * S * self.d_model * 4)
+                     + len(self.test_lens) * self.n_test * (S + 2) * row)
 
     def spec(self) -> TaskSpec:
         """The data this comparison trains and tests on."""
@@ -172,10 +199,14 @@ class CompareConfig:
     def from_dict(cls, d: dict[str, Any]) -> CompareConfig:
         """The config a :meth:`to_dict` dict describes.
 
+        The dict must hold every setting: a comparison's settings are never filled in
+        with today's defaults.
+
         Raises:
-            ValueError: naming them, for keys that are not settings; and what the class raises.
+            ValueError: naming them, for missing keys and keys that are not settings; and
+                what the class raises.
         """
-        return cls(**check_keys("config", d, (f.name for f in dataclasses.fields(cls))))
+        return cls(**check_keys("config", d, [f.name for f in dataclasses.fields(cls)], complete=True))
 
 
 #: overrides for ``--quick``: one seed, half the data, 640 steps at a higher rate (under a minute on 2 cores).

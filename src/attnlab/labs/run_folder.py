@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from attnlab import __version__
-from attnlab._io import atomic_write, check_folder
+from attnlab._io import atomic_write, check_folder, read_text
 
 try:  # POSIX; elsewhere the lock is an exclusively created file (see _Lock)
     import fcntl
@@ -82,10 +82,12 @@ def _is_temporary(name: str) -> bool:
 def run_kind(path: Path) -> str | None:
     """The kind of run ``path`` holds (its marker, or the files an older attnlab wrote), or None."""
     marker = path / MARKER
-    if marker.is_file():
+    if os.path.lexists(marker):
+        # A FIFO, a device or bytes that are not UTF-8 are named, never read blindly.
+        text = read_text(marker, what=MARKER, max_bytes=2**16)
         try:
-            kind = json.loads(marker.read_text()).get("kind")
-        except (ValueError, AttributeError, OSError):
+            kind = json.loads(text).get("kind")
+        except (ValueError, AttributeError):
             return None
         return kind if kind in KINDS else None
     for kind, names in _LEGACY.items():
@@ -107,8 +109,13 @@ def inspect_folder(path: Path) -> FolderState:
 def _resolve(path: str | os.PathLike[str], name: str) -> Path:
     if not str(path).strip():
         raise ValueError(f"{name} is empty: give a folder")
+    given = Path(path).expanduser()
+    if given.is_symlink() and not given.exists():
+        # Following it would create a folder wherever it points; refusing is the safe reading.
+        raise ValueError(f"{name} {str(path)!r} is a symbolic link to {os.readlink(given)!r}, which does not exist; "
+                         "create that folder first, or give another folder")
     # A symlink is judged by what it points to; resolve() also turns "." into the real folder.
-    return Path(path).expanduser().resolve()
+    return given.resolve()
 
 
 def _check_owner(path: Path, name: str, given: str) -> None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,8 +36,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from attnlab._io import atomic_write
-from attnlab._validate import check_choice, check_finite_float, check_int, check_keys
+from attnlab._io import atomic_write, read_text
+from attnlab._limits import check_memory
+from attnlab._validate import check_choice, check_finite_float, check_float32, check_int, check_keys, check_seed
 from attnlab.labs.report import Report, write_report
 from attnlab.labs.run_folder import RunFolder, check_claim, claim
 from attnlab.labs.squares_figures import write_figures
@@ -50,6 +52,8 @@ __all__ = ["CHECKPOINT", "UNSEEDED_LOADER_SEED", "RunResult", "SquaresConfig", "
 CHECKPOINT = "checkpoint.pt"
 #: ``torch.Generator().initial_seed()``: what a DataLoader given an unseeded generator shuffles with.
 UNSEEDED_LOADER_SEED = 67280421310721
+#: memory one square takes while the data is made (numpy's float64 draws and the float32 tensors), rounded up
+_BYTES_PER_SQUARE = 256
 
 
 @dataclass(frozen=True)
@@ -99,20 +103,24 @@ class SquaresConfig:
                 has = ", ".join(defaults)
                 raise ValueError(f"{name}: the {self.model} model has no such size (its sizes: {has})")
         check_int("epochs", self.epochs, minimum=1)
-        check_int("seed", self.seed)
-        check_int("train_seed", self.train_seed)
-        check_finite_float("lr", self.lr, positive=True)
+        check_seed("seed", self.seed)
+        check_seed("train_seed", self.train_seed)
+        check_float32("lr", self.lr, positive=True)  # the parameters it updates are float32
         check_int("batch_size", self.batch_size, minimum=1)
         check_int("eval_batch_size", self.eval_batch_size, minimum=1)
-        check_int("n_train", self.n_train, minimum=1)
-        check_int("n_test", self.n_test, minimum=1)
+        for name in ("n_train", "n_test"):
+            n = check_int(name, getattr(self, name), minimum=1)
+            check_memory(f"{name} {n}: the squares", n * _BYTES_PER_SQUARE)
         p = check_finite_float("teacher_forcing_prob", self.teacher_forcing_prob)
         if not 0.0 <= p <= 1.0:
             raise ValueError(f"teacher_forcing_prob must be in [0, 1], got {p}")
         # The sizes are checked by the model that uses them, so build it now, on the meta
         # device (no memory, no random numbers): a bad size fails here, before any training.
         with torch.device("meta"):
-            self.build_model()
+            n_parameters = sum(p.numel() for p in self.build_model().parameters())
+        sizes = ", ".join(f"{name} {getattr(self, name)}" for name in SIZE_NAMES if getattr(self, name) is not None)
+        check_memory(f"{sizes}: the model's {n_parameters:,} parameters, with their gradients and Adam's state",
+                     n_parameters * 4 * 4)
 
     def build_model(self) -> nn.Module:
         """The model this config names (weights drawn from torch's global generator; see :func:`build_model`)."""
@@ -127,11 +135,19 @@ class SquaresConfig:
     def from_dict(cls, d: dict[str, Any]) -> SquaresConfig:
         """The config a :meth:`to_dict` dict (e.g. a run's ``config.json``) describes.
 
+        The dict must hold every setting, the sizes resolved as :meth:`to_dict`
+        writes them: a run's settings are never filled in with today's defaults.
+
         Raises:
-            ValueError: naming them, for keys that are not settings; and what the
-                class raises for a bad value.
+            ValueError: naming them, for missing keys, keys that are not settings, and
+                a size left null that the model has; and what the class raises for a bad value.
         """
-        return cls(**check_keys("config", d, (f.name for f in dataclasses.fields(cls))))
+        config = cls(**check_keys("config", d, [f.name for f in dataclasses.fields(cls)], complete=True))
+        for name in SIZE_NAMES:
+            if d[name] is None and getattr(config, name) is not None:
+                raise ValueError(f"config has {name!r} null, but the {config.model} model has that size "
+                                 "(a run's config holds its sizes resolved)")
+        return config
 
 
 @dataclass
@@ -190,11 +206,12 @@ def _read_config(folder: Path, flag: str) -> SquaresConfig | None:
         ValueError: naming ``flag`` and the folder, if it is unreadable.
     """
     path = folder / "config.json"
-    if not path.is_file():
+    if not os.path.lexists(path):
         return None
+    text = read_text(path, what="config.json")  # a FIFO or a device is refused unopened, bad UTF-8 named
     try:
-        return SquaresConfig.from_dict(json.loads(path.read_text()))
-    except (ValueError, TypeError, AttributeError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        return SquaresConfig.from_dict(json.loads(text))
+    except (ValueError, TypeError, AttributeError) as err:  # JSONDecodeError is a ValueError
         raise ValueError(f"{flag} {str(folder)!r}: config.json is unreadable: {err}") from None
 
 
@@ -248,7 +265,7 @@ def _metric_lines(path: Path, epochs: int) -> list[str]:
     Raises:
         ValueError: naming the file and the line, for any other line that is not a record.
     """
-    lines = path.read_text().splitlines() if path.exists() else []
+    lines = read_text(path, what="metrics.jsonl").splitlines() if os.path.lexists(path) else []
     kept = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
@@ -272,6 +289,7 @@ def train_run(
     *,
     resume: bool = False,
     progress: bool | None = None,
+    announce: Callable[[], None] | None = None,
 ) -> RunResult:
     """Train ``config``'s model and write (or, with ``resume``, continue) the run folder.
 
@@ -287,6 +305,8 @@ def train_run(
             total; the losses continue exactly as if the run had never stopped. A
             run killed before its first checkpoint starts again from epoch 0.
         progress: show a progress bar (None: only on a terminal).
+        announce: called once everything is checked (the folder, the checkpoint, the
+            metrics), just before training; the command line says what it is doing there.
 
     Returns:
         A :class:`RunResult`.
@@ -299,10 +319,11 @@ def train_run(
     """
     check_train_folder(config, folder, resume=resume)
     with preserved_rng({}), claim(folder, kind="train", resume=resume) as run:
-        return _train(config, run, progress)
+        return _train(config, run, progress, announce)
 
 
-def _train(config: SquaresConfig, run: RunFolder, progress: bool | None) -> RunResult:
+def _train(config: SquaresConfig, run: RunFolder, progress: bool | None,
+           announce: Callable[[], None] | None) -> RunResult:
     folder = run.path
     checkpoint, metrics = folder / CHECKPOINT, folder / "metrics.jsonl"
     data = _data(config)
@@ -316,6 +337,8 @@ def _train(config: SquaresConfig, run: RunFolder, progress: bool | None) -> RunR
             raise ValueError(
                 f"--epochs {config.epochs}: the run in {str(folder)!r} already has {trainer.total_epochs} epochs")
     kept = _metric_lines(metrics, trainer.total_epochs) if resumed else []
+    if announce is not None:
+        announce()
     atomic_write(metrics, lambda tmp: tmp.write_text("".join(line + "\n" for line in kept)))
     run.write_json("config.json", config.to_dict())
     (folder / "figures").mkdir(exist_ok=True)
@@ -342,7 +365,8 @@ def _train(config: SquaresConfig, run: RunFolder, progress: bool | None) -> RunR
 
 
 def _write_report(run: RunFolder, config: SquaresConfig, summary: dict[str, Any], figures: list[Path]) -> None:
-    rows = [json.loads(line) for line in (run.path / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    metrics = read_text(run.path / "metrics.jsonl", what="metrics.jsonl")
+    rows = [json.loads(line) for line in metrics.splitlines() if line.strip()]
     write_report(run.path / "report.html", Report(
         title=f"attnlab run: {config.model}",
         headline={"train MSE": summary["train_mse"], "test MSE": summary["test_mse"], "epochs": summary["epochs"]},
@@ -358,23 +382,28 @@ def load_run(folder: str | os.PathLike[str]) -> tuple[SquaresConfig, nn.Module, 
 
     Raises:
         ValueError: if the folder, its config or its checkpoint is missing or
-            unreadable, or if the checkpoint does not fit the config's model
-            (naming the missing, unexpected and shape-mismatched keys).
+            unreadable (a FIFO, a device, a compressed or oversized archive...), or if
+            the checkpoint does not fit the config's model and optimizer (naming the
+            missing, unexpected and shape-mismatched keys, or the first entry of the
+            wrong shape, dtype or type).
         FileNotFoundError: if the folder has a config but no checkpoint.
     """
-    from attnlab.training import read_checkpoint
-    from attnlab.training.checkpoint import check_state_dict
+    from attnlab.training.checkpoint import read_checkpoint
+    from attnlab.training.checkpoint_checks import check_fits, max_checkpoint_bytes
 
     folder = Path(folder)
     config = _read_config(folder, "--run")
     if config is None:
         raise ValueError(f"--run {str(folder)!r} is not a run folder (no config.json)")
     path = folder / CHECKPOINT
-    state = read_checkpoint(path)
     model = build_model(config)
-    # A checkpoint from another model (another config, a copied file) is named, with the
-    # mismatched keys, instead of torch's multi-line RuntimeError.
-    check_state_dict(model.state_dict(), state["model_state_dict"], what=f"{config.model} model", where=str(path))
+    optimizer = make_optimizer(model, config)
+    # Bounded by what this model can need, so a decompression bomb is refused before it is inflated; and
+    # checked whole, as `train --resume` checks it, so a checkpoint from another model (another config,
+    # a copied file) is named with the mismatched keys instead of torch's multi-line RuntimeError.
+    state = read_checkpoint(path, max_bytes=max_checkpoint_bytes(model, optimizer))
+    check_fits(state, model=model, optimizer=optimizer, scheduler=None, where=str(path),
+               model_name=f"{config.model} model")
     model.load_state_dict(state["model_state_dict"])
     return config, model.eval(), state
 
@@ -382,13 +411,18 @@ def load_run(folder: str | os.PathLike[str]) -> tuple[SquaresConfig, nn.Module, 
 def predict_corners(model: nn.Module, points: Tensor) -> Tensor:
     """The model's corners 3 and 4 for first corners ``points [B, 2, 2]``: ``[B, 2, 2]``.
 
-    The caller's random streams are left as they were (the attention lab's GRU
-    models draw their teacher-forcing coin even in eval mode); so is the model's mode.
+    Safe from several threads at once on one model: the model is held in eval mode
+    while any call needs it (every module's mode comes back after the last one),
+    and attnlab's squares models predict without drawing a random number (the
+    attention lab's GRU models through their ``predict``, which skips the
+    teacher-forcing coin their ``forward`` draws even in eval mode), so the
+    caller's random streams are left alone without being saved and restored.
+    Another model is run inside :func:`attnlab.training.rng.preserved_rng`, which
+    is not thread-safe.
     """
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad(), preserved_rng({}):
-            return model(points)
-    finally:
-        model.train(was_training)
+    from attnlab.models.inference import SQUARES_CLASSES, run_eval
+
+    if isinstance(model, SQUARES_CLASSES):
+        return run_eval(model, points)
+    with preserved_rng({}):
+        return run_eval(model, points)

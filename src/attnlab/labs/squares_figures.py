@@ -3,6 +3,11 @@
 Drawing runs the trained model once on a few test squares (to record its
 attention), so this module sits with the lab, not in :mod:`attnlab.plotting`,
 whose functions only take data. Every figure is written atomically.
+
+Thread-safe, and no random stream is touched: the models run through
+:func:`attnlab.models.inference.run_eval` (eval mode held while any call needs
+it; the GRU models' predict path, which draws no teacher-forcing coin), and the
+weights are read inside the ``record_attention()`` block that recorded them.
 """
 
 from __future__ import annotations
@@ -10,13 +15,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import torch
 from torch import Tensor, nn
 
 from attnlab._io import atomic_write
-from attnlab.training.rng import preserved_rng
+from attnlab.attention.recording import collect_attention, record_attention
+from attnlab.models.inference import run_eval
 
-__all__ = ["attention_figures", "layer_title", "write_figures"]
+__all__ = ["attention_figures", "attention_weights", "layer_title", "write_figures"]
 
 
 def layer_title(name: str) -> str:
@@ -28,34 +33,38 @@ def layer_title(name: str) -> str:
     return "Decoder Self-Attention"
 
 
+def attention_weights(model: nn.Module, inputs: Tensor) -> dict[str, Tensor]:
+    """The attention weights of one prediction on ``inputs [B, S, F]``, by layer: ``{name: [B, H, T, S]}``.
+
+    The model runs in eval mode, without grad and without drawing a random number;
+    the weights are this call's even while other threads run the same model.
+    """
+    param = next(model.parameters(), None)
+    if param is not None:
+        inputs = inputs.to(param.device)
+    with record_attention():
+        run_eval(model, inputs)
+        return collect_attention(model)
+
+
 def attention_figures(model: nn.Module, full_test: Tensor, directions: Any, n: int = 2) -> dict[str, Any]:
     """One figure per attention layer of ``model``, on the first ``n`` test squares: ``{layer: Figure}``.
 
     ``full_test`` is the test squares ``[B, 4, 2]``, ``directions`` their ``[B]`` directions.
-    The caller's random streams are left as they were (the attention lab's GRU
-    models draw their teacher-forcing coin even in eval mode), and so is the model's mode.
+    The caller's random streams are left as they were (attnlab's models draw nothing
+    here), and so is the model's mode.
     """
-    from attnlab.attention import collect_attention, record_attention
     from attnlab.plotting import plot_attention
 
     inputs = full_test[:n, :2]  # [n, 2, 2]: the first two corners
     labels = [f"{'Clockwise' if int(d) else 'Counter-Clockwise'}\nPoint #1: {p[0, 0]:.2f}, {p[0, 1]:.2f}"
               for d, p in zip(directions[:n], inputs, strict=True)]
-    was_training = model.training
-    with preserved_rng({}):
-        model.eval()
-        try:
-            with torch.no_grad(), record_attention():
-                model(inputs)
-            names = list(collect_attention(model))
-        finally:
-            model.train(was_training)
-        figures = {}
-        for name in names:
-            fig = plot_attention(model, inputs, labels, ["Point #1", "Point #2"], ["Point #3", "Point #4"],
-                                 decoder="decoder" in name, self_attn="self_attn" in name, layer=name)
-            fig.suptitle(layer_title(name))
-            figures[name] = fig
+    figures = {}
+    for name in attention_weights(model, inputs):
+        fig = plot_attention(model, inputs, labels, ["Point #1", "Point #2"], ["Point #3", "Point #4"],
+                             decoder="decoder" in name, self_attn="self_attn" in name, layer=name)
+        fig.suptitle(layer_title(name))
+        figures[name] = fig
     return figures
 
 
@@ -76,7 +85,8 @@ def write_figures(
         out: the folder (it must exist).
 
     Returns:
-        The paths written. The caller's random streams are left as they were.
+        The paths written. The caller's random streams are left as they were (attnlab's
+        models draw nothing here).
     """
     from attnlab.plotting import plot_losses, sequence_pred
 
@@ -89,9 +99,8 @@ def write_figures(
         atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=100, format="png"))
         written.append(path)
 
-    with preserved_rng({}):
-        save(plot_losses(losses, val_losses), "losses.png")
-        save(sequence_pred(model, full_test, directions), "predictions.png")
-        for name, fig in attention_figures(model, full_test, directions).items():
-            save(fig, f"attention-{name.replace('.', '-')}.png")
+    save(plot_losses(losses, val_losses), "losses.png")
+    save(sequence_pred(model, full_test, directions), "predictions.png")
+    for name, fig in attention_figures(model, full_test, directions).items():
+        save(fig, f"attention-{name.replace('.', '-')}.png")
     return written

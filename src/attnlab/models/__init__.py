@@ -14,12 +14,21 @@
   squares models' interface on a :class:`Transformer` (the book's fix for the
   positional-encoding lab's model: residuals, layer norm, features projected up).
 * :mod:`attnlab.models.builders`: every model by name, sizes as keyword arguments.
+* :mod:`attnlab.models.inference`: running a model for a prediction from several
+  threads at once (eval mode held while any call needs it, no random draws).
 
 The classes keep the labs' names, signatures, attributes and parameter order,
-so after ``torch.manual_seed(k)`` they reproduce the labs' numbers. Attention
-weights, ``[B, H, T, S]`` per layer, come from
-``with attnlab.attention.record_attention(): model(x)`` and then
-``attnlab.attention.collect_attention(model)``.
+so after ``torch.manual_seed(k)`` they reproduce the labs' numbers (their
+layers are in :mod:`attnlab.models.rnn_parts` and :mod:`attnlab.models.selfattn_parts`).
+Attention weights, ``[B, H, T, S]`` per layer, come from
+``with attnlab.attention.record_attention():``, running the model, and
+``attnlab.attention.collect_attention(model)`` inside the same block.
+
+Threads: ``predict`` and ``generate`` keep their state (hidden states, keys,
+caches, recorded weights) in the call, so several threads can use one model at
+once. The labs' stateful interface (``init_keys``, ``init_hidden``, ``hidden``,
+``alphas``, ``attn_weights`` read after a call) keeps the state on the modules:
+one caller at a time.
 """
 
 from attnlab.models.decoder_only import DecoderOnlyTransformer

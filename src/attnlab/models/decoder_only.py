@@ -96,6 +96,8 @@ class DecoderOnlyTransformer(SequenceModel):
 
         Raises:
             ValueError / TypeError: naming ``steps`` or ``x`` (the prompt) if they are bad.
+
+        Thread-safe: the cache belongs to the call.
         """
         steps = check_int("steps", steps, minimum=1)
         self._check("x", prompt)

@@ -13,17 +13,24 @@ With attention (Bahdanau et al. 2015, arXiv:1409.0473; scaled dot product of
 Vaswani et al. 2017) the decoder's hidden state is a query over all encoder
 states, and the context it gets back is concatenated to it before the
 regression: :class:`DecoderAttn`, wrapped by :class:`EncoderDecoderAttn`, which
-keeps every step's weights in ``alphas``.
+keeps every step's weights in ``alphas``. The parts are in :mod:`attnlab.models.rnn_parts`.
 
 Lab fidelity: the classes keep the attention lab's names, constructor signatures,
 attributes (``hidden``, ``basic_rnn``, ``regression``, ``attn``, ``outputs``,
 ``alphas``, ``init_hidden``, ``init_outputs``, ``store_output``) and parameter
 creation order, so after ``torch.manual_seed(k)`` they print the lab's numbers.
 The teacher-forcing coin is the lab's ``torch.rand(1) <= prob``, drawn at every
-step (in eval mode too), so a seeded run consumes torch's random numbers exactly
-as the lab does. Fixed: teacher forcing can never happen in eval mode (the lab's
-``rand <= 0`` could, in principle, pick a target that does not exist), outputs are
-allocated on the input's device and dtype, and arguments are validated.
+step of ``forward`` (in eval mode too), so a seeded run consumes torch's random
+numbers exactly as the lab does. Fixed: teacher forcing can never happen in eval
+mode (the lab's ``rand <= 0`` could, in principle, pick a target that does not
+exist), outputs are allocated on the input's device and dtype, and arguments are validated.
+
+Concurrency: the decoding state (hidden states, keys, weights, outputs) is kept
+in the call, so ``forward`` from several threads computes the right outputs; it
+also leaves the lab's attributes (``outputs``, ``alphas``, the parts' ``hidden``)
+behind, which are the last caller's. :meth:`EncoderDecoder.predict` is the
+prediction path: no attributes written, and no coin drawn, so it touches no
+random stream at all.
 
 Shape notation: ``B`` batch, ``S`` source length, ``T`` target length,
 ``F`` features, ``D`` hidden dim (the GRU width).
@@ -31,177 +38,26 @@ Shape notation: ``B`` batch, ``S`` source length, ``T`` target length,
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor, nn
 
 from attnlab._validate import check_finite_float, check_int
-from attnlab.attention import Attention
+from attnlab.attention.recording import is_recording, record
+from attnlab.models.rnn_parts import Decoder, DecoderAttn, DecoderState, Encoder, check_sequence
 
 __all__ = ["Decoder", "DecoderAttn", "Encoder", "EncoderDecoder", "EncoderDecoderAttn"]
 
 
-def _check_sequence(name: str, x: Tensor, n_features: int) -> None:
-    """Raise unless ``x`` is a floating ``[B, L, n_features]`` tensor."""
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{name} must be a tensor [B, L, {n_features}], got {type(x).__name__}")
-    if not x.is_floating_point():
-        raise TypeError(f"{name} must be floating point, got dtype {x.dtype}")
-    if x.dim() != 3 or x.shape[-1] != n_features:
-        raise ValueError(f"{name} must have shape [B, L, {n_features}], got {list(x.shape)}")
+class _Run(NamedTuple):
+    """One decoding, as the call keeps it."""
 
-
-class Encoder(nn.Module):
-    """GRU encoder: reads the source sequence, returns every hidden state.
-
-    Args:
-        n_features: ``F``, features per step.
-        hidden_dim: ``D``, the GRU's hidden size.
-
-    Attributes:
-        basic_rnn: ``nn.GRU(F, D, batch_first=True)``.
-        hidden: the final hidden state ``[1, B, D]`` of the last call (None before).
-
-    Raises:
-        TypeError / ValueError: naming the argument, for non-integer or non-positive sizes.
-
-    Example:
-        >>> _ = torch.manual_seed(21)
-        >>> encoder = Encoder(n_features=2, hidden_dim=2)
-        >>> source = torch.tensor([[[-1., -1.], [-1., 1.]]])
-        >>> encoder(source).detach().round(decimals=4)
-        tensor([[[ 0.0832, -0.0356],
-                 [ 0.3105, -0.5263]]])
-    """
-
-    def __init__(self, n_features: int, hidden_dim: int) -> None:
-        super().__init__()
-        self.hidden_dim = check_int("hidden_dim", hidden_dim, minimum=1)
-        self.n_features = check_int("n_features", n_features, minimum=1)
-        self.hidden: Tensor | None = None
-        self.basic_rnn = nn.GRU(self.n_features, self.hidden_dim, batch_first=True)
-
-    def forward(self, X: Tensor) -> Tensor:
-        """Encode ``X [B, S, F]``; returns the hidden states ``[B, S, D]`` (keys and values for attention)."""
-        _check_sequence("X", X, self.n_features)
-        rnn_out, self.hidden = self.basic_rnn(X)  # [B, S, D], [1, B, D]
-        return rnn_out
-
-
-class Decoder(nn.Module):
-    """GRU decoder: one step at a time, from the encoder's last hidden state.
-
-    Args:
-        n_features: ``F``, features per step (in and out).
-        hidden_dim: ``D``, the GRU's hidden size (the encoder's).
-
-    Attributes:
-        basic_rnn: ``nn.GRU(F, D, batch_first=True)``.
-        regression: ``nn.Linear(D, F)``, hidden state to the next point.
-        hidden: the running hidden state ``[1, B, D]``, set by :meth:`init_hidden`.
-
-    Raises:
-        TypeError / ValueError: naming the argument, for non-integer or non-positive sizes.
-    """
-
-    def __init__(self, n_features: int, hidden_dim: int) -> None:
-        super().__init__()
-        self.hidden_dim = check_int("hidden_dim", hidden_dim, minimum=1)
-        self.n_features = check_int("n_features", n_features, minimum=1)
-        self.hidden: Tensor | None = None
-        self.basic_rnn = nn.GRU(self.n_features, self.hidden_dim, batch_first=True)
-        self.regression = nn.Linear(self.hidden_dim, self.n_features)
-
-    def init_hidden(self, hidden_seq: Tensor) -> None:
-        """Start from the encoder's last hidden state.
-
-        Args:
-            hidden_seq: the encoder's states ``[B, S, D]``; only the last is used.
-        """
-        _check_sequence("hidden_seq", hidden_seq, self.hidden_dim)
-        # The GRU wants its state sequence-first.
-        self.hidden = hidden_seq[:, -1:].transpose(0, 1).contiguous()  # [B, 1, D] -> [1, B, D]
-
-    def forward(self, X: Tensor) -> Tensor:
-        """One decoding step from ``X [B, L, F]`` (usually ``L = 1``); returns the next point ``[B, 1, F]``.
-
-        Uses (and updates) ``hidden``: call :meth:`init_hidden` first.
-        """
-        _check_sequence("X", X, self.n_features)
-        out, self.hidden = self.basic_rnn(X, self.hidden)  # [B, L, D], [1, B, D]
-        return self.regression(out[:, -1:])  # [B, 1, D] -> [B, 1, F]
-
-
-class DecoderAttn(nn.Module):
-    """GRU decoder whose hidden state attends over the encoder's states at every step.
-
-    The GRU's output is the query; the encoder states are the keys and (raw) values
-    of an :class:`attnlab.attention.Attention`; the regression reads the context
-    concatenated with the query.
-
-    Args:
-        n_features: ``F``, features per step (in and out).
-        hidden_dim: ``D``, the GRU's hidden size (the encoder's).
-
-    Attributes:
-        basic_rnn: ``nn.GRU(F, D, batch_first=True)``.
-        attn: ``Attention(D)``; its ``alphas`` are the last step's weights ``[B, 1, S]``
-            (as in the attention lab), its ``attn_weights`` every step since :meth:`init_hidden`,
-            ``[B, 1, t, S]`` after ``t`` steps, so :func:`attnlab.attention.collect_attention`
-            shows the whole decoded sequence.
-        regression: ``nn.Linear(2 * D, F)``.
-        hidden: the running hidden state ``[1, B, D]``.
-
-    Raises:
-        TypeError / ValueError: naming the argument, for non-integer or non-positive sizes.
-
-    Example:
-        >>> _ = torch.manual_seed(21)
-        >>> encoder, decoder = Encoder(2, 2), DecoderAttn(2, 2)
-        >>> source = torch.tensor([[[-1., -1.], [-1., 1.]]])
-        >>> decoder.init_hidden(encoder(source))
-        >>> decoder(source[:, -1:]).detach().round(decimals=4)
-        tensor([[[-0.3555, -0.1220]]])
-    """
-
-    def __init__(self, n_features: int, hidden_dim: int) -> None:
-        super().__init__()
-        self.hidden_dim = check_int("hidden_dim", hidden_dim, minimum=1)
-        self.n_features = check_int("n_features", n_features, minimum=1)
-        self.hidden: Tensor | None = None
-        self.basic_rnn = nn.GRU(self.n_features, self.hidden_dim, batch_first=True)
-        self.attn = Attention(self.hidden_dim)
-        self.regression = nn.Linear(2 * self.hidden_dim, self.n_features)
-        self._step_weights: list[Tensor] = []
-
-    def init_hidden(self, hidden_seq: Tensor) -> None:
-        """Take the encoder's states ``[B, S, D]`` as keys and values, and its last one as the state."""
-        _check_sequence("hidden_seq", hidden_seq, self.hidden_dim)
-        self.attn.init_keys(hidden_seq)
-        self.hidden = hidden_seq[:, -1:].transpose(0, 1).contiguous()  # [B, 1, D] -> [1, B, D]
-        self._step_weights = []
-
-    def forward(self, X: Tensor, mask: Tensor | None = None) -> Tensor:
-        """One decoding step.
-
-        Args:
-            X: ``[B, L, F]`` (usually ``L = 1``): the previous point.
-            mask: boolean ``[B, 1, S]``, True = may attend (e.g. ``attnlab.attention.padding_mask``).
-
-        Returns:
-            The next point ``[B, 1, F]``.
-        """
-        _check_sequence("X", X, self.n_features)
-        out, self.hidden = self.basic_rnn(X, self.hidden)  # [B, L, D], [1, B, D]
-        query = out[:, -1:]  # [B, 1, D]
-        context = self.attn(query, mask=mask)  # [B, 1, D]
-        # Stack this step's weights under the previous ones: [B, 1, t, S].
-        assert self.attn.attn_weights is not None
-        self._step_weights.append(self.attn.attn_weights)  # [B, 1, 1, S]
-        self.attn.attn_weights = torch.cat(self._step_weights, dim=2)  # [B, 1, t, S]
-        concatenated = torch.cat([context, query], dim=-1)  # [B, 1, 2 * D]
-        return self.regression(concatenated)  # [B, 1, F]
+    outputs: Tensor  # [B, T, F]
+    weights: list[Tensor]  # every step's attention weights [B, 1, 1, S]; empty without attention
+    hidden_seq: Tensor | None  # the encoder's states [B, S, D] (None for the lab's own parts)
+    encoder_hidden: Tensor | None  # [1, B, D]
+    state: DecoderState | None  # after the last step
 
 
 def _check_teacher_forcing_prob(value: float) -> float:
@@ -215,20 +71,22 @@ class EncoderDecoder(nn.Module):
     """Encoder plus step-by-step decoder, with teacher forcing while training.
 
     Args:
-        encoder: an :class:`Encoder` (anything with ``n_features`` returning ``[B, S, D]``).
-        decoder: a :class:`Decoder` or :class:`DecoderAttn` (``init_hidden``, then
-            one ``[B, 1, F]`` step per call).
+        encoder: an :class:`Encoder` (or the lab's: anything with ``n_features``
+            returning ``[B, S, D]``).
+        decoder: a :class:`Decoder` or :class:`DecoderAttn` (or the lab's:
+            ``init_hidden``, then one ``[B, 1, F]`` step per call, its state on the module).
         input_len: ``S``, source steps at the start of ``X``.
         target_len: ``T``, steps to generate.
         teacher_forcing_prob: chance, at each step while training, that the next
             input is the true point instead of the prediction. Never used in eval mode.
 
     Attributes:
-        outputs: the last predictions ``[B, T, F]``.
+        outputs: the predictions ``[B, T, F]`` of the last ``forward`` (the last caller's).
 
     Shapes:
         ``forward(X [B, S + T, F]) -> [B, T, F]``. In eval mode (or with
         ``teacher_forcing_prob=0``) ``X`` may hold the source alone, ``[B, S, F]``.
+        ``predict(source_seq [B, S, F]) -> [B, T, F]``: thread-safe, draws nothing.
 
     Raises:
         TypeError / ValueError: naming the argument, for an encoder or decoder that
@@ -284,8 +142,21 @@ class EncoderDecoder(nn.Module):
         assert self.outputs is not None
         self.outputs[:, i : i + 1, :] = out
 
+    def _check(self, X: Any, needed: int) -> None:
+        """``X [B, L, F]`` of the weights' dtype, with at least ``needed`` steps."""
+        weights = next(self.encoder.parameters(), None)
+        check_sequence("X", X, self.encoder.n_features, None if weights is None else weights.dtype)
+        if X.shape[1] < needed:
+            teacher = f" plus target_len={self.target_len} for teacher forcing" if needed > self.input_len else ""
+            raise ValueError(f"X has {X.shape[1]} steps but needs {needed}: input_len={self.input_len}{teacher}")
+
     def forward(self, X: Tensor) -> Tensor:
-        """Encode ``X[:, :S]`` and generate ``T`` steps.
+        """Encode ``X[:, :S]`` and generate ``T`` steps (the attention lab's forward).
+
+        Draws the teacher-forcing coin at every step, in eval mode too, as the lab
+        does, and keeps the lab's attributes (``outputs``; ``alphas``; the parts'
+        ``hidden`` and keys): those are the last caller's. To predict, from any
+        number of threads and without touching the random stream, use :meth:`predict`.
 
         Args:
             X: ``[B, S + T, F]`` (source then target), or ``[B, S, F]`` when no
@@ -296,34 +167,105 @@ class EncoderDecoder(nn.Module):
 
         Raises:
             ValueError: if ``X`` is not ``[B, L, F]`` or is too short for its use.
+            TypeError: if ``X`` is not a tensor of the model's dtype.
         """
-        _check_sequence("X", X, self.encoder.n_features)
         prob = self.teacher_forcing_prob if self.training else 0.0
-        needed = self.input_len + (self.target_len if prob > 0 else 0)
-        if X.shape[1] < needed:
-            raise ValueError(
-                f"X has {X.shape[1]} steps but needs {needed}: input_len={self.input_len}"
-                + (f" plus target_len={self.target_len} for teacher forcing" if prob > 0 else "")
-            )
-        source_seq = X[:, : self.input_len]  # [B, S, F]
-        target_seq = X[:, self.input_len :]  # [B, T, F], or empty
-        self.init_outputs(X.shape[0], device=X.device, dtype=X.dtype)
+        self._check(X, self.input_len + (self.target_len if prob > 0 else 0))
+        run = self._run(X[:, : self.input_len], X[:, self.input_len :], prob, coins=True)
+        if run.state is not None:  # attnlab's parts: the lab's attributes, set once, at the end
+            assert run.hidden_seq is not None
+            self.encoder.hidden = run.encoder_hidden
+            self.decoder.keep(run.hidden_seq, run.state, run.weights)
+            self._keep(run)
+        return run.outputs
 
+    def predict(self, source_seq: Tensor) -> Tensor:
+        """Greedy prediction of the ``T`` points after ``source_seq``: eval-mode ``forward``, without side effects.
+
+        No teacher forcing, no coin drawn (torch's random stream is left alone), no
+        graph, and the decoding state kept in the call, not on the modules, so any
+        number of threads can predict with one model at once. Inside :func:`attnlab.attention.record_attention`
+        the attention weights ``[B, 1, T, S]`` are recorded for
+        :func:`attnlab.attention.collect_attention` (as ``decoder.attn``), and kept
+        as the attention modules do (``decoder.attn.attn_weights``, ``alphas``) for
+        the labs' readers after the block: those are the last caller's.
+
+        Args:
+            source_seq: ``[B, S, F]`` (longer is fine: only the first ``S`` steps are read).
+
+        Returns:
+            The predictions ``[B, T, F]``.
+
+        Raises:
+            ValueError / TypeError: naming ``X``, as :meth:`forward` in eval mode.
+        """
+        self._check(source_seq, self.input_len)
+        with torch.no_grad():
+            run = self._run(source_seq[:, : self.input_len], source_seq[:, :0], 0.0, coins=False)
+        if run.weights and is_recording():
+            self._record(torch.cat(run.weights, dim=2))  # T x [B, 1, 1, S] -> [B, 1, T, S]
+        return run.outputs
+
+    def _record(self, weights: Tensor) -> None:
+        """Record ``weights [B, 1, T, S]`` for this context's block, and as ``decoder.attn.attn_weights``.
+
+        The attribute is for the labs' readers after the block, as every attention module keeps its own.
+        """
+        attn = self.decoder.attn
+        attn.attn_weights = weights
+        record(attn, weights)
+
+    def _keep(self, run: _Run) -> None:
+        """Keep the lab's attributes of a finished run: ``outputs [B, T, F]``."""
+        self.outputs = run.outputs
+
+    def _run(self, source_seq: Tensor, target_seq: Tensor, prob: float, *, coins: bool) -> _Run:
+        """Decode ``T`` steps from ``source_seq [B, S, F]``, the state in the call.
+
+        ``target_seq [B, T, F]`` is fed back with probability ``prob`` per step;
+        ``coins`` draws the lab's ``torch.rand(1)`` at every step (the lab's forward).
+        Parts without ``encode``/``start``/``step`` (the lab's own classes) are run
+        the lab's way, their state on the modules.
+        """
+        if not all(callable(getattr(part, name, None))
+                   for part, name in ((self.encoder, "encode"), (self.decoder, "start"), (self.decoder, "step"))):
+            return self._run_stateful(source_seq, target_seq, prob, coins=coins)
+        hidden_seq, encoder_hidden = self.encoder.encode(source_seq)  # [B, S, D], [1, B, D]
+        state = self.decoder.start(hidden_seq)
+        # The last source point is the first input of the decoder.
+        dec_inputs = source_seq[:, -1:]  # [B, 1, F]
+        outputs, weights = [], []
+        for i in range(self.target_len):
+            out, state, step_weights = self.decoder.step(dec_inputs, state)  # [B, 1, F], ..., [B, 1, 1, S]
+            outputs.append(out)
+            if step_weights is not None:
+                weights.append(step_weights)
+            dec_inputs = self._next_input(i, out, target_seq, prob, coins=coins)
+        return _Run(torch.cat(outputs, dim=1), weights, hidden_seq, encoder_hidden, state)  # outputs [B, T, F]
+
+    def _run_stateful(self, source_seq: Tensor, target_seq: Tensor, prob: float, *, coins: bool) -> _Run:
+        """The lab's loop (``init_hidden``, one ``decoder(x)`` per step, ``store_output``), for the lab's own parts."""
+        self.init_outputs(source_seq.shape[0], device=source_seq.device, dtype=source_seq.dtype)
         hidden_seq = self.encoder(source_seq)  # [B, S, D]
         self.decoder.init_hidden(hidden_seq)
-        # The last source point is the first input of the decoder.
         dec_inputs = source_seq[:, -1:]  # [B, 1, F]
         for i in range(self.target_len):
             out = self.decoder(dec_inputs)  # [B, 1, F]
             self.store_output(i, out)
-            # Drawn at every step, eval mode included, to use torch's RNG as the attention lab does.
-            coin = torch.rand(1)
-            if prob > 0 and bool(coin <= prob):
-                dec_inputs = target_seq[:, i : i + 1]  # teacher forcing: the true point
-            else:
-                dec_inputs = out
+            dec_inputs = self._next_input(i, out, target_seq, prob, coins=coins)
         assert self.outputs is not None
-        return self.outputs
+        return _Run(self.outputs, [], None, None, None)
+
+    @staticmethod
+    def _next_input(i: int, out: Tensor, target_seq: Tensor, prob: float, *, coins: bool) -> Tensor:
+        """The decoder's next input: the true point ``target_seq[:, i]`` (teacher forcing) or ``out [B, 1, F]``."""
+        if not coins:
+            return out
+        # Drawn at every step, eval mode included, to use torch's RNG as the attention lab does.
+        coin = torch.rand(1)
+        if prob > 0 and bool(coin <= prob):
+            return target_seq[:, i : i + 1]  # teacher forcing: the true point [B, 1, F]
+        return out
 
 
 class EncoderDecoderAttn(EncoderDecoder):
@@ -368,4 +310,15 @@ class EncoderDecoderAttn(EncoderDecoder):
         super().store_output(i, out)
         assert self.alphas is not None
         self.alphas[:, i : i + 1, :] = self.decoder.attn.alphas
+
+    def _keep(self, run: _Run) -> None:
+        """Keep ``outputs [B, T, F]`` and ``alphas [B, T, S]`` of a finished run."""
+        super()._keep(run)
+        if run.weights:
+            self.alphas = torch.cat(run.weights, dim=2)[:, 0]  # T x [B, 1, 1, S] -> [B, 1, T, S] -> [B, T, S]
+
+    def _record(self, weights: Tensor) -> None:
+        """Record ``weights [B, 1, T, S]``; ``alphas [B, T, S]`` too, for the labs' readers after the block."""
+        super()._record(weights)
+        self.alphas = weights[:, 0]  # [B, T, S]
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from attnlab._validate import check_int
+from attnlab._validate import check_input_dtype, check_int
 from attnlab.attention import is_recording
 from attnlab.models.transformer import Transformer
 
@@ -86,6 +86,7 @@ class EncoderDecoderTransformer(nn.Module):
         if not isinstance(X, Tensor) or not X.is_floating_point():
             got = f"{X.dtype} {list(X.shape)}" if isinstance(X, Tensor) else type(X).__name__
             raise TypeError(f"X must be a floating-point tensor [B, L, F], got {got}")
+        check_input_dtype("X", X, self.transformer.head.weight.dtype)
         if X.dim() != 3 or X.shape[-1] != self.n_features:
             raise ValueError(f"X must have shape [B, L, {self.n_features}], got {list(X.shape)}")
         needed = self.input_len + (self.target_len if self.training else 0)
@@ -110,6 +111,11 @@ class EncoderDecoderTransformer(nn.Module):
 
         Returns:
             ``[B, T, F]``.
+
+        Raises:
+            TypeError / ValueError: naming ``source``, as :meth:`attnlab.models.Transformer.generate`.
+
+        Thread-safe: the encoder's states and the cache stay in the call.
         """
         if use_cache is None:
             use_cache = not is_recording()

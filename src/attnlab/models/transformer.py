@@ -38,7 +38,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from attnlab._validate import check_choice, check_int, check_probability
+from attnlab._validate import check_choice, check_input_dtype, check_int, check_probability
 from attnlab.attention import DecodingCache, KVCache, MultiHeadAttention
 from attnlab.encodings import LearnedPositionalEncoding, PositionalEncoding
 from attnlab.encodings.attention_position import AttentionPosition
@@ -241,8 +241,10 @@ class SequenceModel(nn.Module):
                     f"{name} holds ids from {int(x.min())} to {int(x.max())}; "
                     f"the vocabulary is 0..{self.vocab_size - 1}"
                 )
-        elif x.dim() != 3 or x.shape[-1] != self.n_features or not x.is_floating_point():
+        elif x.dim() != 3 or x.shape[-1] != self.n_features:
             raise ValueError(f"{name} must be floating [B, L, {self.n_features}], got {x.dtype} {list(x.shape)}")
+        else:
+            check_input_dtype(name, x, self.head.weight.dtype)  # integers too: a TypeError naming both dtypes
         if x.shape[1] == 0:
             raise ValueError(f"{name} is empty (length 0)")
 
@@ -395,8 +397,10 @@ class Transformer(SequenceModel):
 
         Raises:
             TypeError / ValueError: naming the argument, for a bad ``steps`` or
-                ``source``, or a ``start`` that is not a token id (token model)
-                or a tensor (real-valued model).
+                ``source`` (its dtype included), or a ``start`` that is not a token
+                id (token model) or a tensor (real-valued model).
+
+        Thread-safe: the encoder's states and the cache belong to the call.
         """
         steps = check_int("steps", steps, minimum=1)
         B = source.shape[0] if isinstance(source, Tensor) else 0

@@ -85,23 +85,19 @@ def _grid_figure(figsize: tuple[float, float]) -> Figure:
 
 
 def _run_and_record(model: nn.Module, inputs: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Run ``model(inputs)`` in eval mode, without grad, recording; restore every module's mode.
+    """Run ``model(inputs)`` in eval mode, without grad, recording; every module's mode comes back.
 
-    Returns the weights recorded by this run only (not stale ones from earlier runs).
+    Returns the weights recorded by this run only, read inside its own recording
+    block: never stale ones from an earlier run, nor another thread's.
     """
-    before = collect_attention(model)
-    modes = [(m, m.training) for m in model.modules()]
+    from attnlab.models.inference import run_eval  # plotting is a leaf: models are imported when one runs
+
     param = next(model.parameters(), None)
     if param is not None:
         inputs = inputs.to(param.device)  # the device itself, GPU index included
-    model.eval()
-    try:
-        with torch.no_grad(), record_attention():
-            model(inputs)
-    finally:
-        for module, training in modes:
-            module.training = training
-    return {name: w for name, w in collect_attention(model).items() if w is not before.get(name)}
+    with record_attention():
+        run_eval(model, inputs)
+        return collect_attention(model)
 
 
 def _known(recorded: dict[str, torch.Tensor]) -> str:
@@ -128,14 +124,17 @@ def _select_weights(
     if attr in ("alphas", "attn_weights") and owner in recorded:
         return recorded[owner].double().cpu().numpy()
 
-    # Otherwise a plain attribute, e.g. the GRU seq2seq model's own alphas [B, T, S].
+    if alphas_attr == "alphas" and len(recorded) == 1:
+        # The only layer there is: the GRU seq2seq model's own alphas [B, T, S] are its decoder's
+        # recorded weights, and these are this run's (the attribute is the last caller's, any thread).
+        return next(iter(recorded.values())).double().cpu().numpy()
+
+    # Otherwise a plain attribute.
     value: Any = model
     try:
         for part in alphas_attr.split("."):
             value = getattr(value, part)
     except AttributeError:
-        if alphas_attr == "alphas" and len(recorded) == 1:
-            return next(iter(recorded.values())).double().cpu().numpy()  # the only layer there is
         raise ValueError(
             f"model has no attribute {alphas_attr!r} (alphas_attr); pass layer= one of the "
             f"recorded layers: {_known(recorded)}"
@@ -200,10 +199,14 @@ def plot_attention(
     The layer is ``layer`` (a name from :func:`attnlab.attention.collect_attention`,
     e.g. ``'encoder.layer.self_attn_heads'``) or else the book's dotted ``alphas_attr``:
     ``'decoder.layer.cross_attn_heads.alphas'`` means that module's recorded
-    weights; a plain tensor attribute (such as ``EncoderDecoderAttn.alphas``) is
-    read after the run as ``[B, T, S]`` (one head) or, as the book's multi-head
-    ``alphas``, ``[H, B, T, S]``. With the default ``'alphas'`` on a model without
-    that attribute that recorded exactly one layer, that layer is drawn.
+    weights. With the default ``'alphas'`` on a model that recorded exactly one
+    layer, that layer is drawn (for ``EncoderDecoderAttn`` the same weights as its
+    ``alphas``). Any other plain tensor attribute is read after the run as
+    ``[B, T, S]`` (one head) or, as the book's multi-head ``alphas``, ``[H, B, T, S]``.
+
+    From several threads at once on one model, each figure shows its own call's
+    weights (recorded per thread); the attention lab's GRU models run through their
+    ``predict``, drawing no teacher-forcing coin.
 
     Layout: with one head, a panel per sequence, ``n_cols`` to a row, titled with
     its point label; with ``H`` heads, a row per sequence (point labels on the

@@ -119,6 +119,11 @@ def plot_mesh(
     return root_figure(ax)
 
 
+#: distances are written on the cells up to this many positions; past it the cells are too small
+#: to read, and writing them would make the figure quadratic in n (minutes at n = 200)
+MAX_WRITTEN_POSITIONS = 24
+
+
 def plot_distances(table: Any, n: int = 5, ax: Axes | None = None) -> Figure:
     """The positional-encoding lab's "Distances Between Positions": Euclidean distances of the first rows.
 
@@ -131,8 +136,8 @@ def plot_distances(table: Any, n: int = 5, ax: Axes | None = None) -> Figure:
         ax: axes to draw into; a new figure is made when None.
 
     Returns:
-        The figure: an ``[n, n]`` mesh with the distances written on the cells
-        and a colorbar.
+        The figure: an ``[n, n]`` mesh with a colorbar, the distances written on
+        the cells while ``n <= MAX_WRITTEN_POSITIONS`` (24).
 
     Raises:
         TypeError: if ``n`` is not an integer or ``table`` not a table.
@@ -144,7 +149,7 @@ def plot_distances(table: Any, n: int = 5, ax: Axes | None = None) -> Figure:
         raise ValueError(f"n must be at most the table's {rows.shape[0]} positions, got {n}")
     ax = axes_or_new(ax, (6.4, 5.4))
     distances = distance_matrix(rows[:n])  # [n, n] float64
-    plot_mesh(distances, ax, showvals=True, colorbar=True, ylabel="Positions")
+    plot_mesh(distances, ax, showvals=n <= MAX_WRITTEN_POSITIONS, colorbar=True, ylabel="Positions")
     ax.set_aspect("equal")  # a square matrix drawn with square cells
     ax.set_title("Distances Between Positions")
     return root_figure(ax)

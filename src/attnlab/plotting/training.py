@@ -98,18 +98,16 @@ def _model_dtype(model: nn.Module) -> torch.dtype:
 
 
 def _run(predict: Any, source: np.ndarray, device: Any) -> Any:
-    """``predict(source)`` without grad; an ``nn.Module`` in eval mode, every module's mode restored."""
+    """``predict(source)`` without grad; an ``nn.Module`` in eval mode, every module's mode restored.
+
+    A module runs through :func:`attnlab.models.inference.run_eval`: safe from several
+    threads at once, and attnlab's models draw no random number there.
+    """
     if isinstance(predict, nn.Module):
+        from attnlab.models.inference import run_eval  # plotting is a leaf: models are imported when one runs
+
         device = device if device is not None else _model_device(predict)
-        inputs = torch.as_tensor(source, dtype=_model_dtype(predict), device=device)  # [n, S, F]
-        modes = [(m, m.training) for m in predict.modules()]
-        predict.eval()
-        try:
-            with torch.no_grad():
-                return predict(inputs)
-        finally:
-            for module, training in modes:
-                module.training = training
+        return run_eval(predict, torch.as_tensor(source, dtype=_model_dtype(predict), device=device))  # [n, S, F]
     inputs = torch.as_tensor(source, dtype=torch.float32, device=device)
     with torch.no_grad():
         return predict(inputs)
@@ -213,7 +211,9 @@ def sequence_pred(
 
     With a model, it runs once on the first two corners of the drawn squares,
     ``X[:n, :2]``, on the model's device, without grad; an ``nn.Module`` runs in
-    eval mode, and every submodule's train/eval mode is restored afterwards.
+    eval mode, and every submodule's train/eval mode is restored afterwards (after
+    the last call, when several threads draw with one model at once). The
+    attention lab's GRU models predict without drawing their teacher-forcing coin.
 
     Args:
         model_or_predictions: what to draw as predictions: an ``nn.Module`` or

@@ -9,10 +9,15 @@ It is written to a temporary file in the destination folder, flushed to disk
 (``fsync``) and renamed over the destination (``os.replace``), so a crash or a
 full disk mid-save leaves the previous checkpoint whole and loadable. (A process
 killed mid-save cannot remove its temporary file, ``.NAME.XXXX.tmp.pt``: it is
-never read, and may be deleted.) Reading checks the archive before unpickling
-anything: an empty, truncated or damaged file (the zip's CRC-32s, which
-``torch.load`` ignores) or one that is not a zip archive is refused with a
-``ValueError`` naming it and saying which.
+never read, and may be deleted.) Reading checks the file before opening it (a
+FIFO, a device or a socket is refused unopened), the zip's directory before
+decompressing anything (compressed entries, and entries declaring more than the
+model can need, are refused: a 3.9 MB deflate stream holds 4 GB), and the
+archive before unpickling anything: an empty, truncated or damaged file (the
+zip's CRC-32s, which ``torch.load`` ignores) or one that is not a zip archive is
+refused with a ``ValueError`` naming it and saying which. What it holds is then
+checked against the model, optimizer and scheduler (see
+:mod:`attnlab.training.checkpoint_checks`) before any of it is loaded.
 
 Keys (version 1). The first five are the book's names, so code written for its
 checkpoints reads ours:
@@ -33,19 +38,23 @@ from __future__ import annotations
 import os
 import pickle
 import re
+import stat
+import struct
 import warnings
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import torch
 
-from attnlab._io import atomic_write, check_writable
+from attnlab._io import atomic_write, check_regular_file, check_writable
+from attnlab._limits import available_memory, format_bytes
+from attnlab._validate import check_finite_float
 from attnlab.training.rng import check_rng_state
 
-__all__ = ["FORMAT", "VERSION", "check_fits", "check_state_dict", "read_checkpoint", "to_plain",
+__all__ = ["FORMAT", "MAX_ENTRIES", "REQUIRED_KEYS", "VERSION", "check_format", "read_checkpoint", "to_plain",
            "write_checkpoint"]
 
 FORMAT = "attnlab.trainer.checkpoint"
@@ -54,7 +63,7 @@ REQUIRED_KEYS = ("epoch", "model_state_dict", "optimizer_state_dict", "loss", "v
                  "optimizer_class", "scheduler_class", "scheduler_state_dict", "best_val_loss", "best_epoch",
                  "clipping", "rng")
 _PLAIN_LEAVES = (type(None), bool, int, float, str, torch.Tensor, torch.dtype, torch.device)
-_MAX_NAMES = 8  # names listed in a mismatch message before "and N more"
+_CLIPPING = {"value": ("clip_value",), "norm": ("max_norm", "norm_type"), "backprop": ("clip_value",)}
 
 
 def to_plain(obj: Any, where: str = "checkpoint") -> Any:
@@ -136,6 +145,10 @@ def write_checkpoint(path: str | os.PathLike[str], state: Mapping[str, Any]) -> 
 
 _ZIP_MAGIC = b"PK\x03\x04"  # torch.save writes a zip archive (since torch 1.6); attnlab never writes another kind
 _GLOBAL = re.compile(r"GLOBAL ([\w.]+)")
+#: entries a checkpoint's zip directory may list: torch.save writes one per storage (a model of 10,000
+#: parameter tensors with Adam: about 40,000); Python's zipfile keeps some 500 bytes per entry it reads
+MAX_ENTRIES = 100_000
+_METHODS = {zipfile.ZIP_DEFLATED: "deflate", zipfile.ZIP_BZIP2: "bzip2", zipfile.ZIP_LZMA: "lzma"}
 
 
 def _load_failure(exc: BaseException) -> str:
@@ -154,64 +167,139 @@ def _load_failure(exc: BaseException) -> str:
     return f"it is truncated or corrupt ({detail})"
 
 
-def _load(p: Path, map_location: Any) -> Any:
-    """``torch.load`` of a checkpoint file, refusing anything but plain data; ValueError naming ``p``."""
-    with open(p, "rb") as f:
+def _entry_count(f: BinaryIO) -> int | None:
+    """The entry count the zip's end record declares, read before the directory is (None if not found).
+
+    ``zipfile`` reads its whole directory when it opens an archive, so the count
+    is bounded first. Its end-record reader is private but has been there since
+    Python 2; without it the count is left to the size bounds.
+    """
+    try:
+        end = zipfile._EndRecData(f)  # type: ignore[attr-defined]  # noqa: SLF001
+    except (AttributeError, OSError, struct.error):
+        return None
+    return None if end is None else int(end[4])  # zipfile._ECD_ENTRIES_TOTAL: the entries in all
+
+
+def _check_entries(name: str, entries: list[zipfile.ZipInfo], file_size: int, max_bytes: int, bound: str) -> None:
+    """Refuse compressed entries and sizes past ``max_bytes`` or the file's, from the directory alone.
+
+    torch.save stores every entry uncompressed; a compressed one can expand
+    1000-fold (3.9 MB of deflate holds 4 GB of zeros), and torch.load would
+    allocate all of it. Stored entries hold their bytes in the file, so together
+    they cannot declare more than it has, unless they overlap (a zip bomb's trick).
+    """
+    refused = f"checkpoint {name!r} cannot be read: "
+    for entry in entries:
+        if entry.compress_type != zipfile.ZIP_STORED:
+            method = _METHODS.get(entry.compress_type, f"method {entry.compress_type}")
+            raise ValueError(refused + f"its entry {entry.filename!r} is compressed ({method}: "
+                             f"{format_bytes(entry.compress_size)} declaring {format_bytes(entry.file_size)}); "
+                             "torch.save stores every entry uncompressed, so it is refused without decompressing it")
+        if entry.compress_size != entry.file_size:
+            raise ValueError(refused + f"its entry {entry.filename!r} declares {format_bytes(entry.file_size)} "
+                             f"but stores {format_bytes(entry.compress_size)}; refused unread")
+    total = sum(entry.file_size for entry in entries)
+    if total > max_bytes:
+        largest = max(entries, key=lambda entry: entry.file_size)
+        raise ValueError(refused + f"its entries declare {format_bytes(total)} (the largest, {largest.filename!r}, "
+                         f"{format_bytes(largest.file_size)}), more than the {format_bytes(max_bytes)} {bound}; "
+                         "refused unread")
+    if total > file_size:
+        raise ValueError(refused + f"its entries declare {format_bytes(total)}, more than the file's "
+                         f"{format_bytes(file_size)}: they overlap; refused unread")
+
+
+def _load(p: Path, map_location: Any, max_bytes: int, bound: str) -> Any:
+    """``torch.load`` of a checkpoint file, refusing anything but plain data; ValueError naming ``p``.
+
+    The file is looked at before it is opened (a FIFO or a device is refused
+    unopened), its zip directory before anything is decompressed, its CRC-32s
+    (which torch.load ignores) before it is unpickled; all from one open file.
+    """
+    name = str(p)
+    check_regular_file(p, what="checkpoint")
+    # O_NONBLOCK: should a FIFO be put in its place after the stat, opening it does not wait for a writer.
+    with os.fdopen(os.open(p, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError(f"checkpoint {name!r} is not a regular file; refused without reading it")
         head = f.read(len(_ZIP_MAGIC))
-    if not head:
-        raise ValueError(f"checkpoint {str(p)!r} cannot be read: it is empty (0 bytes)")
-    if head != _ZIP_MAGIC:
-        kind = ("a raw pickle, not the zip archive torch.save writes; refused without unpickling it"
-                if head[:1] == b"\x80" else
-                "not the zip archive torch.save writes (a text file, random bytes or another format); "
-                "nothing in it was run")
-        raise ValueError(f"checkpoint {str(p)!r} cannot be read: it is {kind}")
-    # torch.load does not check the archive's CRC-32s: a flipped byte in a tensor would load silently.
-    try:
-        with zipfile.ZipFile(p) as archive:
-            damaged = archive.testzip()
-    except Exception as exc:  # BadZipFile, EOFError, OSError... by corruption kind
-        reason = "its zip directory, at the end of the file, is missing or damaged" \
-            if str(exc) == "File is not a zip file" else f"{type(exc).__name__}: {exc}"
-        raise ValueError(f"checkpoint {str(p)!r} cannot be read: it is truncated or corrupt ({reason})") from exc
-    if damaged is not None:
-        raise ValueError(f"checkpoint {str(p)!r} cannot be read: it is corrupt "
-                         f"(the bytes of {damaged!r} do not match their checksum)")
-    try:
-        with warnings.catch_warnings():  # torch's own advice (e.g. on pickle protocols) is not for our users
-            warnings.simplefilter("ignore")
-            return torch.load(p, map_location=map_location, weights_only=True)
-    except Exception as exc:  # torch raises RuntimeError, UnpicklingError, EOFError, KeyError... by corruption kind
-        raise ValueError(f"checkpoint {str(p)!r} cannot be read: {_load_failure(exc)}") from exc
+        if not head:
+            raise ValueError(f"checkpoint {name!r} cannot be read: it is empty (0 bytes)")
+        if head != _ZIP_MAGIC:
+            kind = ("a raw pickle, not the zip archive torch.save writes; refused without unpickling it"
+                    if head[:1] == b"\x80" else
+                    "not the zip archive torch.save writes (a text file, random bytes or another format); "
+                    "nothing in it was run")
+            raise ValueError(f"checkpoint {name!r} cannot be read: it is {kind}")
+        count = _entry_count(f)
+        if count is not None and count > MAX_ENTRIES:
+            raise ValueError(f"checkpoint {name!r} cannot be read: its zip directory lists {count} entries, "
+                             f"more than the {MAX_ENTRIES} any checkpoint needs; refused unread")
+        try:
+            archive = zipfile.ZipFile(f)
+        except Exception as exc:  # BadZipFile, EOFError, OSError... by corruption kind
+            reason = "its zip directory, at the end of the file, is missing or damaged" \
+                if str(exc) == "File is not a zip file" else f"{type(exc).__name__}: {exc}"
+            raise ValueError(f"checkpoint {name!r} cannot be read: it is truncated or corrupt ({reason})") from exc
+        with archive:
+            _check_entries(name, archive.infolist(), info.st_size, max_bytes, bound)
+            # torch.load does not check the archive's CRC-32s: a flipped byte in a tensor would load silently.
+            try:
+                damaged = archive.testzip()
+            except Exception as exc:  # a damaged local header: BadZipFile, EOFError, OSError...
+                raise ValueError(f"checkpoint {name!r} cannot be read: it is truncated or corrupt "
+                                 f"({type(exc).__name__}: {exc})") from exc
+        if damaged is not None:
+            raise ValueError(f"checkpoint {name!r} cannot be read: it is corrupt "
+                             f"(the bytes of {damaged!r} do not match their checksum)")
+        f.seek(0)
+        try:
+            with warnings.catch_warnings():  # torch's own advice (e.g. on pickle protocols) is not for our users
+                warnings.simplefilter("ignore")
+                return torch.load(f, map_location=map_location, weights_only=True)
+        except Exception as exc:  # torch raises RuntimeError, UnpicklingError, EOFError, KeyError... by corruption
+            raise ValueError(f"checkpoint {name!r} cannot be read: {_load_failure(exc)}") from exc
 
 
-def read_checkpoint(path: str | os.PathLike[str], map_location: Any = "cpu") -> dict[str, Any]:
-    """Read and check an attnlab checkpoint (never unpickling code).
+def read_checkpoint(path: str | os.PathLike[str], map_location: Any = "cpu", *,
+                    max_bytes: int | None = None) -> dict[str, Any]:
+    """Read and check an attnlab checkpoint (never unpickling code, never decompressing a bomb).
 
-    The file must be the zip archive ``torch.save`` writes; it is read with
-    ``weights_only=True``, so a pickled object (a class, a function such as
-    ``os.system``) is refused before anything in it runs.
+    The file must be a regular file (a symlink to one is fine) holding the zip
+    archive ``torch.save`` writes: entries stored uncompressed, declaring no more
+    than ``max_bytes`` in all. It is read with ``weights_only=True``, so a pickled
+    object (a class, a function such as ``os.system``) is refused before anything
+    in it runs.
 
     Args:
         path: the checkpoint file.
         map_location: where tensors go, as for ``torch.load``.
+        max_bytes: the most its entries may hold, in bytes; a trainer passes
+            :func:`~attnlab.training.checkpoint_checks.max_checkpoint_bytes` of its
+            model and optimizer. None: the memory this machine has available now.
 
     Returns:
-        The checkpoint dict (see the module docstring for its keys).
+        The checkpoint dict (see the module docstring for its keys). Its contents are
+        checked against a model by :func:`~attnlab.training.checkpoint_checks.check_fits`.
 
     Raises:
         FileNotFoundError: if ``path`` does not exist.
-        ValueError: if ``path`` is a folder; if the file is empty, truncated,
-            corrupt, not a ``torch.save`` zip archive, or holds pickled objects
-            beyond plain data; or if it is not an attnlab checkpoint or comes
-            from a newer version. The message names the path and says which.
+        ValueError: if ``path`` is a folder, a FIFO, a device or a socket; if the file
+            is empty, truncated, corrupt, not a ``torch.save`` zip archive, holds
+            compressed entries, declares more than ``max_bytes`` or holds pickled
+            objects beyond plain data; or if it is not an attnlab checkpoint or
+            comes from a newer version. The message names the path and says which.
     """
     p = Path(path)
-    if not p.exists():
-        raise FileNotFoundError(f"checkpoint {str(p)!r} does not exist")
     if p.is_dir():
         raise ValueError(f"checkpoint {str(p)!r} is a folder, not a file")
-    obj = _load(p, map_location)
+    if max_bytes is None:
+        max_bytes, bound = available_memory(), "memory this machine has available"
+    else:
+        bound = "this model's checkpoint can need"
+    obj = _load(p, map_location, max_bytes, bound)
     if not isinstance(obj, dict) or obj.get("format") != FORMAT:
         raise ValueError(f"{str(p)!r} is not an attnlab checkpoint (no 'format': {FORMAT!r} entry)")
     version = obj.get("version")
@@ -223,89 +311,62 @@ def read_checkpoint(path: str | os.PathLike[str], map_location: Any = "cpu") -> 
     return obj
 
 
-def _names(names: list[str]) -> str:
-    shown = ", ".join(names[:_MAX_NAMES])
-    return shown + (f" and {len(names) - _MAX_NAMES} more" if len(names) > _MAX_NAMES else "")
-
-
-def check_state_dict(expected: Mapping[str, Any], loaded: Any, *, what: str, where: str) -> None:
-    """Check that a saved state dict fits a module: same keys, same tensor shapes.
-
-    Args:
-        expected: the module's own ``state_dict()``.
-        loaded: the saved one.
-        what: what it is, for the message (``"model"``).
-        where: the checkpoint's path, for the message.
-
-    Raises:
-        ValueError: naming the missing and unexpected keys and the shape mismatches.
-    """
-    if not isinstance(loaded, Mapping):
-        raise ValueError(f"checkpoint {where!r}: the {what} state is a {type(loaded).__name__}, not a dict")
-    missing = [k for k in expected if k not in loaded]
-    unexpected = [k for k in loaded if k not in expected]
-    shapes = [
-        f"{k} {tuple(loaded[k].shape)} vs {tuple(v.shape)}"
-        for k, v in expected.items()
-        if k in loaded and isinstance(v, torch.Tensor) and isinstance(loaded[k], torch.Tensor)
-        and loaded[k].shape != v.shape
-    ]
-    if missing or unexpected or shapes:
-        parts = []
-        if missing:
-            parts.append(f"missing keys {_names(missing)}")
-        if unexpected:
-            parts.append(f"unexpected keys {_names(unexpected)}")
-        if shapes:
-            parts.append(f"shape mismatches (checkpoint vs {what}) {_names(shapes)}")
-        raise ValueError(f"checkpoint {where!r} does not fit this {what}: " + "; ".join(parts))
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def check_fits(state: Mapping[str, Any], *, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-               scheduler: Any, where: str) -> None:
-    """Check a checkpoint against a trainer's model, optimizer and scheduler before anything is loaded.
+def _check_clipping(clipping: Any, where: str) -> None:
+    """The clipping setting: None, or one the trainer writes, its numbers as ``Clipping.set_*`` wants them."""
+    if clipping is None:
+        return
+    if not isinstance(clipping, dict) or clipping.get("mode") not in _CLIPPING:
+        raise ValueError(f"checkpoint {where!r}: unknown clipping setting {_shown(clipping)}")
+    keys = ("mode", *_CLIPPING[clipping["mode"]])
+    for key in keys:
+        if key not in clipping:
+            raise ValueError(f"checkpoint {where!r}: clipping: {_shown(clipping)} lacks {key!r}")
+    for key in clipping:
+        if key not in keys:
+            raise ValueError(f"checkpoint {where!r}: clipping: unknown key {key!r} for clipping by "
+                             f"{clipping['mode']}")
+    try:
+        for key in keys[1:]:
+            if key == "norm_type":  # clip_grad_norm_ takes any positive order, inf (the max norm) included
+                if not _is_number(clipping[key]) or not clipping[key] > 0:
+                    raise ValueError(f"norm_type must be a positive number (or inf), got {clipping[key]!r}")
+            else:
+                check_finite_float(key, clipping[key], positive=True)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"checkpoint {where!r}: clipping[{key!r}]: {err}") from None
 
-    Args:
-        state: the checkpoint dict (from :func:`read_checkpoint`).
-        model, optimizer, scheduler: the trainer's (scheduler may be None).
-        where: the checkpoint's path, for messages.
 
-    Raises:
-        ValueError: naming the mismatched model keys or shapes, the optimizer or
-            scheduler class, the parameter-group sizes, or the malformed entry.
-    """
-    check_state_dict(model.state_dict(), state["model_state_dict"], what="model", where=where)
-    if state["optimizer_class"] != type(optimizer).__name__:
-        raise ValueError(f"checkpoint {where!r} holds a {state['optimizer_class']} optimizer's state; "
-                         f"this trainer's optimizer is a {type(optimizer).__name__}")
-    saved_opt = state["optimizer_state_dict"]
-    saved_groups = saved_opt.get("param_groups", []) if isinstance(saved_opt, dict) else []
-    saved_sizes = [len(g["params"]) for g in saved_groups]
-    sizes = [len(g["params"]) for g in optimizer.param_groups]
-    if saved_sizes != sizes:
-        raise ValueError(f"checkpoint {where!r}: optimizer parameter groups of sizes {saved_sizes} "
-                         f"do not fit this optimizer's {sizes}")
-    if state["scheduler_class"] is not None and scheduler is not None \
-            and state["scheduler_class"] != type(scheduler).__name__:
-        raise ValueError(f"checkpoint {where!r} holds a {state['scheduler_class']} scheduler's state; "
-                         f"this trainer's scheduler is a {type(scheduler).__name__}")
-    histories_ok = (
-        isinstance(state["epoch"], int) and state["epoch"] >= 0
+def _histories_ok(state: Mapping[str, Any]) -> bool:
+    return (
+        type(state["epoch"]) is int and state["epoch"] >= 0
         and isinstance(state["loss"], list) and all(_is_number(v) for v in state["loss"])
         and isinstance(state["val_loss"], list) and all(v is None or _is_number(v) for v in state["val_loss"])
         and isinstance(state["learning_rates"], list)
         and all(isinstance(lrs, list) and all(_is_number(v) for v in lrs) for lrs in state["learning_rates"])
         and (state["best_val_loss"] is None or _is_number(state["best_val_loss"]))
-        and (state["best_epoch"] is None or isinstance(state["best_epoch"], int))
+        and (state["best_epoch"] is None or type(state["best_epoch"]) is int)
     )
-    if not histories_ok:
+
+
+def check_format(state: Mapping[str, Any], where: str) -> None:
+    """Check the entries that stand on their own: the keys, histories, clipping setting, random-number state.
+
+    Raises:
+        ValueError: naming the checkpoint ``where`` and the entry.
+    """
+    missing = [key for key in REQUIRED_KEYS if key not in state]
+    if missing:
+        raise ValueError(f"checkpoint {where!r} lacks {', '.join(map(repr, missing))}")
+    if not _histories_ok(state):
         raise ValueError(f"checkpoint {where!r}: the epoch count or loss histories are malformed")
-    clipping = state["clipping"]
-    if clipping is not None and (not isinstance(clipping, dict)
-                                 or clipping.get("mode") not in ("value", "norm", "backprop")):
-        raise ValueError(f"checkpoint {where!r}: unknown clipping setting {clipping!r}")
+    _check_clipping(state["clipping"], where)
     check_rng_state(state["rng"], f"checkpoint {where!r}")

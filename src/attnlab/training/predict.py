@@ -3,6 +3,10 @@
 The book's ``predict`` built a graph and forced train mode afterwards. Here every
 module's mode is restored, nothing is recorded for autograd, long inputs run in
 chunks, and integer inputs (token ids) keep their dtype.
+
+Several threads may predict with one model at once: the model is held in eval
+mode while any of them needs it (:func:`attnlab.models.inference.evaluating`) and
+everything else a call needs stays in the call.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import torch
 from torch import nn
 
 from attnlab._validate import check_int
-from attnlab.training.batches import preserved_modes
+from attnlab.models.inference import evaluating
 
 __all__ = ["predict_numpy"]
 
@@ -46,8 +50,7 @@ def predict_numpy(model: nn.Module, x: Any, *, device: torch.device, batch_size:
     if x.is_floating_point():
         x = x.to(_float_dtype(model))
     chunks = x.split(batch_size) if len(x) else (x,)
-    with preserved_modes(model), torch.no_grad():
-        model.eval()
+    with evaluating(model), torch.no_grad():
         outputs = [model(chunk.to(device)) for chunk in chunks]
     return _concat_numpy(outputs, [len(chunk) for chunk in chunks])
 

@@ -18,7 +18,7 @@ import random
 import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 
@@ -88,31 +88,97 @@ def get_rng_state(loaders: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+#: bytes of a CUDA generator's state: its Philox seed and offset, 8 bytes each (torch >= 1.13)
+CUDA_STATE_BYTES = 16
+#: Python's ``random.getstate()``: version 3, the Mersenne Twister's 624 32-bit words and its position
+PYTHON_STATE_VERSION, PYTHON_STATE_WORDS = 3, 624
+
+
+def _byte_state(value: Any, n_bytes: int, whose: str) -> str | None:
+    """What is wrong with ``value`` as a generator state of ``n_bytes`` bytes (None if nothing).
+
+    torch's setters read the state as raw bytes; they check the count but not every layout,
+    so a state is refused here unless it is exactly what a getter returns.
+    """
+    if not isinstance(value, torch.Tensor):
+        return f"a {type(value).__name__}, not a byte tensor"
+    if value.dtype != torch.uint8 or value.dim() != 1 or value.layout != torch.strided or not value.is_contiguous():
+        return f"a {value.dtype} tensor of shape {tuple(value.shape)}, not a contiguous 1-D byte tensor"
+    if value.numel() != n_bytes:
+        return f"{value.numel()} bytes, where {whose} state is {n_bytes}"
+    return None
+
+
+def _python_state(value: Any) -> tuple[str, str] | None:
+    """``(sub-entry, problem)`` for a malformed ``random.getstate()`` layout, None if it is right."""
+    if not isinstance(value, (list, tuple)) or len(value) != 3:
+        return "", "not [version, words, gauss_next]"
+    version, words, gauss_next = value
+    if type(version) is not int or version != PYTHON_STATE_VERSION:
+        return "[0]", f"{version!r} is not version {PYTHON_STATE_VERSION}"
+    if not isinstance(words, (list, tuple)) or len(words) != PYTHON_STATE_WORDS + 1:
+        count = f"{len(words)} ints" if isinstance(words, (list, tuple)) else f"a {type(words).__name__}"
+        return "[1]", f"{count}, not {PYTHON_STATE_WORDS + 1} (the generator's words and its position)"
+    for i, word in enumerate(words[:-1]):
+        if type(word) is not int or not 0 <= word < 2**32:
+            return f"[1][{i}]", f"{word!r} is not an int in [0, 2**32)"
+    position = words[-1]
+    if type(position) is not int or not 0 <= position <= PYTHON_STATE_WORDS:
+        return f"[1][{PYTHON_STATE_WORDS}]", f"{position!r} is not a position in [0, {PYTHON_STATE_WORDS}]"
+    if gauss_next is not None and type(gauss_next) is not float:
+        return "[2]", f"{gauss_next!r} is not None or a float"
+    return None
+
+
 def check_rng_state(state: Any, where: str) -> None:
-    """Check the layout :func:`get_rng_state` writes, before anything is restored.
+    """Check a :func:`get_rng_state` snapshot, types and sizes, before anything is restored.
+
+    torch's CPU state must be exactly ``torch.get_rng_state().numel()`` bytes, each
+    CUDA state 16 (or what this machine's CUDA generator says), each loader's
+    generator state as long as a ``torch.Generator().get_state()``; Python's state is
+    version 3 with 624 words in ``[0, 2**32)``, a position in ``[0, 624]`` and
+    ``gauss_next`` None or a float.
 
     Raises:
-        ValueError: naming ``where`` and the first thing that is wrong.
+        ValueError: ``"{where}: the random-number state rng[...]: ..."``, naming the first
+            entry that is wrong and how.
     """
 
-    def byte_tensor(value: Any) -> bool:
-        return isinstance(value, torch.Tensor) and value.dtype == torch.uint8
+    def refuse(entry: str, problem: str) -> NoReturn:
+        raise ValueError(f"{where}: the random-number state rng{entry}: {problem}")
 
-    ok = (
-        isinstance(state, dict)
-        and byte_tensor(state.get("torch"))
-        and isinstance(state.get("cuda"), list)
-        and all(byte_tensor(t) for t in state["cuda"])
-        and isinstance(state.get("python"), list)
-        and len(state["python"]) == 3
-        and isinstance(state["python"][0], int)
-        and isinstance(state["python"][1], list)
-        and all(isinstance(i, int) for i in state["python"][1])
-        and isinstance(state.get("loaders"), dict)
-        and all(isinstance(v, list) and all(byte_tensor(t) for t in v) for v in state["loaders"].values())
-    )
-    if not ok:
-        raise ValueError(f"{where}: the random-number state 'rng' is malformed")
+    if not isinstance(state, dict):
+        refuse("", f"a {type(state).__name__}, not a dict")
+    for key in ("torch", "cuda", "python", "loaders"):
+        if key not in state:
+            refuse("", f"lacks {key!r}")
+    for key in state:
+        if key not in ("torch", "cuda", "python", "loaders"):
+            refuse("", f"unknown key {key!r}")
+    problem = _byte_state(state["torch"], torch.get_rng_state().numel(), "torch's CPU generator")
+    if problem:
+        refuse("['torch']", problem)
+    if not isinstance(state["cuda"], list):
+        refuse("['cuda']", f"a {type(state['cuda']).__name__}, not a list")
+    cuda_bytes = torch.cuda.get_rng_state().numel() if torch.cuda.is_available() else CUDA_STATE_BYTES
+    for i, cuda_state in enumerate(state["cuda"]):
+        problem = _byte_state(cuda_state, cuda_bytes, "a CUDA generator's")
+        if problem:
+            refuse(f"['cuda'][{i}]", problem)
+    wrong = _python_state(state["python"])
+    if wrong:
+        refuse(f"['python']{wrong[0]}", wrong[1])
+    loaders = state["loaders"]
+    if not isinstance(loaders, dict):
+        refuse("['loaders']", f"a {type(loaders).__name__}, not a dict")
+    generator_bytes = torch.Generator().get_state().numel()
+    for name, states in loaders.items():
+        if not isinstance(name, str) or not isinstance(states, list):
+            refuse(f"['loaders'][{name!r}]", "not a list of generator states under a loader's name")
+        for i, generator_state in enumerate(states):
+            problem = _byte_state(generator_state, generator_bytes, "a torch.Generator's")
+            if problem:
+                refuse(f"['loaders'][{name!r}][{i}]", problem)
 
 
 def set_rng_state(state: dict[str, Any], loaders: Mapping[str, Any]) -> None:

@@ -62,6 +62,7 @@ from torch.optim import Optimizer
 from attnlab._io import check_writable
 from attnlab._validate import check_finite_float, check_int
 from attnlab.training import checkpoint as ckpt
+from attnlab.training import checkpoint_checks as checks
 from attnlab.training import rng
 from attnlab.training import schedulers as sched
 from attnlab.training.batches import unpack_batch
@@ -601,10 +602,17 @@ class Trainer:
             ValueError: if the state is malformed or does not fit this model,
                 optimizer or scheduler.
         """
-        ckpt.check_fits(state, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler,
-                        where=where)
+        checks.check_fits(state, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler,
+                          where=where)
+        # The optimizer's load replaces its param groups: keys a scheduler set on them (initial_lr...) are
+        # lost if the checkpoint was saved without that scheduler, so they are put back.
+        scheduler_keys = [{k: v for k, v in group.items() if k in checks.SCHEDULER_GROUP_KEYS}
+                          for group in self.optimizer.param_groups]
         self.model.load_state_dict(state["model_state_dict"])
         self.optimizer.load_state_dict(state["optimizer_state_dict"])
+        for group, kept in zip(self.optimizer.param_groups, scheduler_keys, strict=True):
+            for key, value in kept.items():
+                group.setdefault(key, value)
         if self.scheduler is not None and state["scheduler_state_dict"] is not None:
             self.scheduler.load_state_dict(state["scheduler_state_dict"])
         elif self.scheduler is not None or state["scheduler_state_dict"] is not None:
@@ -649,10 +657,14 @@ class Trainer:
 
         Raises:
             FileNotFoundError: if ``filename`` does not exist.
-            ValueError: if it is unreadable, not an attnlab checkpoint, or does not
-                fit this model (naming the mismatched keys), optimizer or scheduler.
+            ValueError: if it is unreadable, not a regular file, not an attnlab checkpoint,
+                larger than this model and optimizer can need, or does not fit this
+                model (naming the mismatched keys), optimizer or scheduler (naming the
+                entry: every state tensor's shape and dtype are checked before loading).
         """
-        state = ckpt.read_checkpoint(filename, map_location=self.device)
+        # Bounded by what this model and optimizer can need: a bomb is refused before it is decompressed.
+        state = ckpt.read_checkpoint(filename, map_location=self.device,
+                                     max_bytes=checks.max_checkpoint_bytes(self.model, self.optimizer))
         self.load_state_dict(state, restore_rng=restore_rng, where=str(filename))
 
 

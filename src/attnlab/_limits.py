@@ -1,0 +1,66 @@
+"""Up-front resource limits: a size that cannot fit is refused before anything is allocated.
+
+A tensor too big for the machine otherwise fails late and loudly: torch's
+allocator raises a RuntimeError with a C++ backtrace, numpy a MemoryError, or,
+worse, the process grows until the machine swaps. Each estimate here is made
+from the sizes alone, before any work, and compared with the memory the
+machine has available now (Linux's ``MemAvailable``: free memory plus the page
+cache it can reclaim).
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["available_memory", "check_memory", "format_bytes"]
+
+#: sizes below this always fit (no need to read /proc on every small model or table)
+ALWAYS_FITS = 256 * 2**20
+
+
+def available_memory() -> int:
+    """Bytes of memory this machine can give a new allocation now.
+
+    ``MemAvailable`` from ``/proc/meminfo`` on Linux; elsewhere the free
+    physical pages, or (if the system says neither) all physical memory.
+    """
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def format_bytes(n: float) -> str:
+    """``n`` bytes for people: ``'40.0 GB'``, ``'312 MB'``, ``'7.3e+06 TB'``."""
+    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
+        if n >= size:
+            value = n / size
+            return f"{value:.3g} {unit}" if value < 1e6 else f"{value:.2g} {unit}"
+    return f"{n / 1e3:.3g} kB"
+
+
+def check_memory(what: str, n_bytes: int) -> None:
+    """Refuse ``n_bytes`` if they exceed the memory available now.
+
+    Args:
+        what: the sizes responsible, named as the caller's arguments with their
+            values (``"max_len 100000 x d_model 100000"``) and what they make
+            (``"the float32 table"``), e.g. ``"n_train 10**12: the squares"``.
+        n_bytes: the estimate.
+
+    Raises:
+        ValueError: ``"{what} need(s) 40.0 GB, more than the 21.3 GB available"``.
+    """
+    if n_bytes <= ALWAYS_FITS:
+        return
+    available = available_memory()
+    if n_bytes > available:
+        raise ValueError(f"{what} would need {format_bytes(n_bytes)}, more than the {format_bytes(available)} "
+                         "this machine has available")
