@@ -6,7 +6,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test bench lint clean
+.PHONY: install run test test-browser bench lint clean
 
 install: $(STAMP)
 
@@ -27,6 +27,12 @@ TEST_WORKERS ?= auto
 
 test: $(STAMP)
 	MPLBACKEND=Agg $(BIN)/python -m pytest -n $(TEST_WORKERS)
+
+# The tests that open the report in headless Chromium (`make test` skips them when no browser
+# is installed): installs Chromium from the system's packages first if it is missing.
+test-browser: $(STAMP)
+	command -v chromium || (apt-get update && apt-get install -y chromium)
+	MPLBACKEND=Agg $(BIN)/python -m pytest -m browser
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py

@@ -329,6 +329,8 @@ def _plot_calls():
         "plot_similarity": lambda: P.plot_similarity(TABLE),
         "query_and_keys": lambda: P.query_and_keys([0.55, 0.95], [[0.65, 0.2], [0.85, -0.4], [-0.95, -0.75]]),
         "sequence_pred": lambda: P.sequence_pred(model.train(), SQUARES, DIRECTIONS, n_rows=1, n_cols=2),
+        # not a figure: attention in bertviz's format (data in, data out)
+        "to_bertviz": lambda: P.to_bertviz([torch.full((1, 1, 2, 2), 0.5)], ["a", "b"]),
     }
 
 

@@ -106,7 +106,8 @@ def _squares_trainer(run: Path) -> Trainer:
     model = build_model(config)
     trainer = Trainer(model, nn.MSELoss(), make_optimizer(model, config), progress=False)
     data = make_loaders(n_train=config.n_train, n_test=config.n_test, batch_size=config.batch_size,
-                        eval_batch_size=config.eval_batch_size, shuffle_seed=config.train_seed)
+                        eval_batch_size=config.eval_batch_size, shuffle_seed=config.train_seed,
+                        test_draws_global=config.test_draws_global)
     trainer.set_loaders(data.train, data.test)
     return trainer
 

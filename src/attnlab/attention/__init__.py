@@ -15,6 +15,7 @@
 from attnlab.attention.attention import Attention
 from attnlab.attention.cache import DecodingCache, KVCache
 from attnlab.attention.functional import attend
+from attnlab.attention.lab_heads import LabMultiHeadAttention, keeping_alphas
 from attnlab.attention.masks import (
     causal_mask,
     from_torch_mask,
@@ -42,6 +43,7 @@ __all__ = [
     "DecodingCache",
     "GeneralScore",
     "KVCache",
+    "LabMultiHeadAttention",
     "MultiHeadAttention",
     "alphas_from_scores",
     "attend",
@@ -52,6 +54,7 @@ __all__ = [
     "dot_scores",
     "from_torch_mask",
     "is_recording",
+    "keeping_alphas",
     "padding_mask",
     "padding_mask_from_lengths",
     "record_attention",

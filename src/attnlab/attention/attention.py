@@ -29,6 +29,7 @@ from torch import Tensor, nn
 
 from attnlab._validate import check_bool, check_input_dtype, check_int
 from attnlab.attention.functional import attend
+from attnlab.attention.masks import as_bool_mask
 from attnlab.attention.recording import record
 
 __all__ = ["Attention"]
@@ -53,8 +54,8 @@ class Attention(nn.Module):
 
     Shapes:
         ``init_keys(keys [B, S, F])``; ``forward(query [B, T, F], mask=None) -> [B, T, Dv]``
-        with ``Dv = Dk`` if ``proj_values`` else ``F``; ``mask`` boolean ``[B, 1, S]``
-        or ``[B, T, S]``, True = may attend.
+        with ``Dv = Dk`` if ``proj_values`` else ``F``; ``mask`` ``[B, 1, S]`` or ``[B, T, S]``,
+        boolean (True = may attend) or the lab's 0/1 floats (``mask == 0`` is masked).
 
     Example:
         >>> _ = torch.manual_seed(11)
@@ -122,13 +123,20 @@ class Attention(nn.Module):
         Args:
             query: ``[B, T, F]``, checked by the caller (:meth:`forward` does).
             proj_keys: ``[B, S, Dk]``; values: ``[B, S, Dv]``.
-            mask: boolean ``[B, 1, S]`` or ``[B, T, S]``, True = may attend.
+            mask: ``[B, 1, S]`` or ``[B, T, S]``, boolean (True = may attend) or the
+                lab's 0/1 floats (``mask == 0`` is masked), converted here.
 
         Returns:
             ``(context [B, T, Dv], weights [B, 1, T, S])``, the weights detached.
+
+        Raises:
+            TypeError / ValueError: naming ``mask``, for a mask that is neither boolean
+                nor 0/1 valued, or does not broadcast to ``[B, 1, T, S]``.
         """
-        if mask is not None and isinstance(mask, Tensor) and mask.dim() == 3:
-            mask = mask.unsqueeze(1)  # [B, 1|T, S] -> [B, 1, 1|T, S]
+        if mask is not None:
+            mask = as_bool_mask(mask)
+            if mask.dim() == 3:
+                mask = mask.unsqueeze(1)  # [B, 1|T, S] -> [B, 1, 1|T, S]
         q = self.linear_query(query).unsqueeze(1)  # [B, 1, T, Dk]: one head
         context, weights = attend(
             q, proj_keys.unsqueeze(1), values.unsqueeze(1), mask=mask, need_weights=True
@@ -148,8 +156,13 @@ class Attention(nn.Module):
         The lab's stateful use (keys from :meth:`init_keys`, weights kept on the
         module): not thread-safe; see :meth:`attend_projected`.
 
+        Args:
+            query: ``[B, T, F]``.
+            mask: ``[B, 1, S]`` or ``[B, T, S]``: boolean, True = may attend, or the
+                lab's 0/1 floats (``mask == 0`` is masked).
+
         Raises:
-            ValueError: if ``query`` is not ``[B, T, F]``.
+            ValueError: if ``query`` is not ``[B, T, F]``, or ``mask`` holds values other than 0 and 1.
             TypeError: if its dtype is not the module's.
             RuntimeError: before :meth:`init_keys`.
         """

@@ -29,6 +29,7 @@ from torch import Tensor
 from attnlab._validate import check_int
 
 __all__ = [
+    "as_bool_mask",
     "causal_mask",
     "from_torch_mask",
     "padding_mask",
@@ -36,6 +37,44 @@ __all__ = [
     "subsequent_mask",
     "to_torch_mask",
 ]
+
+
+def as_bool_mask(mask: Tensor) -> Tensor:
+    """The labs' 0/1 mask as attnlab's boolean one: ``mask == 0`` is masked, so True = may attend.
+
+    The labs build masks as floats (``1 - torch.triu(...)``, ``(x != 0)``) and test
+    ``mask == 0``; attnlab's modules take booleans. A boolean mask is returned as is,
+    so callers convert once, where the mask first comes in, and pass booleans on.
+
+    Args:
+        mask: any shape (e.g. ``[B, 1, S]`` or ``[1, T, T]``), boolean or of a real
+            dtype (float or integer) holding only 0 and 1.
+
+    Returns:
+        bool, the same shape: True where ``mask`` is non-zero.
+
+    Raises:
+        TypeError: if ``mask`` is not a tensor, or is complex.
+        ValueError: if a non-boolean ``mask`` holds values other than 0 and 1 (an
+            additive mask of 0 / -inf is not a 0/1 mask: pass it as ``bias=`` to ``attend``).
+
+    Example:
+        >>> as_bool_mask(torch.tensor([[[1., 0.]]]))
+        tensor([[[ True, False]]])
+    """
+    if not isinstance(mask, Tensor):
+        raise TypeError(f"mask must be a tensor (True / 1 = may attend), got {type(mask).__name__}")
+    if mask.dtype == torch.bool:
+        return mask
+    if mask.is_complex():
+        raise TypeError(f"mask must be boolean or hold real 0/1 values, got dtype {mask.dtype}")
+    if not bool(((mask == 0) | (mask == 1)).all()):
+        bad = mask[(mask != 0) & (mask != 1)].flatten()[:3].tolist()
+        raise ValueError(
+            f"mask of dtype {mask.dtype} must hold only 0 (masked) and 1 (may attend), got values such as {bad}; "
+            "an additive mask (0 / -inf) goes to attend() as bias="
+        )
+    return mask != 0
 
 
 def padding_mask(x: Tensor) -> Tensor:

@@ -19,6 +19,9 @@ Two widths, one class:
 Lab fidelity: the parameters are drawn in the labs' order (``linear_out``
 first, then each head's query, key and value ``nn.Linear``) and packed, so after
 ``torch.manual_seed(k)`` the weights equal those of the labs' per-head modules.
+:class:`attnlab.attention.lab_heads.LabMultiHeadAttention`, which the labs' layers
+use, also reads like the labs' module after every call (``alphas`` without asking,
+0/1 float masks); this one computes weights only on request.
 
 Shape notation: ``B`` batch, ``T`` queries, ``S`` keys, ``F`` input features,
 ``D`` model dim, ``H`` heads, ``Dh`` head dim.
@@ -40,7 +43,6 @@ from attnlab.attention.recording import is_recording, record
 from attnlab.encodings.attention_position import AttentionPosition
 
 __all__ = ["MultiHeadAttention"]
-
 
 class MultiHeadAttention(nn.Module):
     """Multi-head attention with one fused projection for all heads.
@@ -65,6 +67,7 @@ class MultiHeadAttention(nn.Module):
     Attributes:
         in_proj: ``nn.Linear(F, 3 * H * Dh)``, rows ordered q | k | v, heads contiguous.
         linear_out: ``nn.Linear(H * Dh, D)`` (``H * F`` when ``proj_values=False``).
+        alphas: the labs' layout ``[H, B, T, S]`` of ``attn_weights``.
         attn_weights: the weights ``[B, H, T, S]`` of the last call if it ran inside
             ``record_attention()`` (else None). The labs' stateful way, like
             :meth:`init_keys`: the last caller's, whichever thread it was. Concurrent
@@ -248,7 +251,8 @@ class MultiHeadAttention(nn.Module):
         self._check_input("query", query)
         position = self.position
         past = 0  # position of the first query (steps already cached)
-        if key is query and (value is None or value is query) and self.proj_values:
+        self_attention = key is query and (value is None or value is query) and self.proj_values
+        if self_attention:
             q, keys, values = self._project_self(query)  # each [B, H, T, Dh]
             if cache is not None:
                 past = len(cache)
@@ -288,6 +292,7 @@ class MultiHeadAttention(nn.Module):
             )
 
         if mask is not None:
+            mask = self._mask(mask)
             if isinstance(mask, Tensor) and mask.dim() == 3:
                 mask = mask.unsqueeze(1)  # [B|1, T|1, S] -> [B|1, 1, T|1, S]: same mask for every head
             check_mask(mask, (q.shape[0], self.n_heads, q.shape[2], keys.shape[2]))
@@ -313,6 +318,7 @@ class MultiHeadAttention(nn.Module):
             record(self, recorded)  # this context's block: what collect_attention reads inside it
         if recorded is not None or self.attn_weights is not None:
             self.attn_weights = recorded
+        self._attended(q, keys, mask, bias, is_causal, cache, past if self_attention else None, weights)
         B, H, T, Dv = out.shape
         context = out.transpose(1, 2).reshape(B, T, H * Dv)  # [B, T, H * Dv], heads side by side
         result = self.linear_out(context)  # [B, T, D]
@@ -321,9 +327,23 @@ class MultiHeadAttention(nn.Module):
             return result, weights
         return result
 
+    # -- what a subclass may add (LabMultiHeadAttention keeps the labs' alphas) ----------
+
+    def _mask(self, mask: Tensor) -> Tensor:
+        """The user's mask, as given: attnlab's modules take booleans only (``check_mask`` says so)."""
+        return mask
+
+    def _attended(
+        self, q: Tensor, keys: Tensor, mask: Tensor | None, bias: Tensor | None, is_causal: bool,
+        cache: KVCache | None, past: int | None, weights: Tensor | None,
+    ) -> None:
+        """Called after every attention with ``q [B, H, T, Dh]``, ``keys [B, H, S, Dh]`` and what the call
+        used (``past``: cached steps before a self-attention call, None for cross-attention); keeps nothing."""
+
     @property
     def alphas(self) -> Tensor | None:
-        """The labs' layout of the recorded weights, ``[H, B, T, S]`` (None until recorded)."""
+        """The labs' layout of the recorded weights, ``[H, B, T, S]``, detached (None until recorded
+        inside ``record_attention()``)."""
         if self.attn_weights is None:
             return None
         return self.attn_weights.transpose(0, 1)  # [B, H, T, S] -> [H, B, T, S]

@@ -10,7 +10,8 @@ from typing import NoReturn
 from attnlab._validate import FLOAT32_MAX
 
 __all__ = ["Parser", "UsageError", "add_progress_option", "add_size_options", "decimals", "default_run_folder",
-           "folder_arg", "int_list", "non_negative_int", "parse_int", "positive_float", "positive_int", "seed_int",
+           "folder_arg", "int_list", "non_negative_int", "parse_int", "positive_float", "positive_int", "probability",
+           "seed_int",
            "size_flags"]
 
 
@@ -92,6 +93,21 @@ def positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text}")
     if value > FLOAT32_MAX:  # it meets float32 tensors, where it would be inf
         raise argparse.ArgumentTypeError(f"must be finite in float32 (at most 3.4e38), got {text}")
+    return value
+
+
+def probability(text: str) -> float:
+    """An argparse type: a probability, a number from 0 to 1.
+
+    Raises:
+        argparse.ArgumentTypeError: for anything else (argparse names the flag).
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {text!r}") from None
+    if not 0.0 <= value <= 1.0:  # NaN fails this too
+        raise argparse.ArgumentTypeError(f"must be a number from 0 to 1, got {text}")
     return value
 
 

@@ -14,12 +14,16 @@ from attnlab.cli._common import (
     folder_arg,
     positive_float,
     positive_int,
+    probability,
     seed_int,
     size_flags,
 )
 from attnlab.models.builders import SQUARES_MODELS, squares_sizes
 
 __all__ = ["add_parser", "run"]
+
+#: the models that feed their own predictions back while decoding in training
+TEACHER_FORCED = ("gru", "gru-attn")
 
 EXAMPLES = ("examples:\n  attnlab train\n  attnlab train --model transformer --seed 3 --out runs/t3\n"
             "  attnlab train --model gru-attn --epochs 50 --out runs/gru\n"
@@ -35,10 +39,18 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="selfattn-pe (the positional-encoding lab's model, the default), gru or gru-attn "
                         "(the attention lab's), transformer (the same task with residuals and layer norm)")
     p.add_argument("--epochs", type=positive_int, default=None, help="total epochs (default 100)")
-    p.add_argument("--seed", type=seed_int, default=None, help="random seed of the initial weights (default 43)")
+    p.add_argument("--seed", type=seed_int, default=None,
+                   help="random seed of the initial weights (default: the lab's own, 43 for selfattn-pe, "
+                        "23 for gru-attn; 43 for the others)")
     p.add_argument("--train-seed", type=seed_int, default=None,
-                   help="random seed of shuffling and teacher forcing (default: an unseeded loader's, "
-                        "67280421310721)")
+                   help="random seed of shuffling and teacher forcing, set before the first epoch as the "
+                        "book's set_seed(42) does (default 42)")
+    p.add_argument("--teacher-forcing", type=probability, default=None, metavar="P",
+                   help="gru and gru-attn: probability of feeding the true point instead of the prediction "
+                        "while training (default 0.5, the attention lab's)")
+    p.add_argument("--test-draws-global", action=argparse.BooleanOptionalAction, default=None,
+                   help="the test loader draws from torch's global generator at every validation pass, as the "
+                        "labs' does (it moves the GRU models' teacher-forcing coins; default: yes)")
     p.add_argument("--lr", type=positive_float, default=None, help="Adam learning rate (default 0.01)")
     p.add_argument("--batch-size", type=positive_int, default=None, help="default 16")
     p.add_argument("--n-train", type=positive_int, default=None, help="training squares (default 128)")
@@ -62,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
 
     given = {"model": args.model, "epochs": args.epochs, "seed": args.seed, "train_seed": args.train_seed,
              "lr": args.lr, "batch_size": args.batch_size, "n_train": args.n_train,
+             "teacher_forcing_prob": args.teacher_forcing, "test_draws_global": args.test_draws_global,
              **{field: getattr(args, field) for field in size_flags.values()}}
     if args.resume:
         if args.out is None:
@@ -69,6 +82,10 @@ def run(args: argparse.Namespace) -> int:
         config = resume_config(args.out, given)
     else:
         _check_size_flags(args, args.model or "selfattn-pe")
+        if args.teacher_forcing is not None and (args.model or "selfattn-pe") not in TEACHER_FORCED:
+            raise UsageError(f"--teacher-forcing: the {args.model or 'selfattn-pe'} model has no teacher forcing "
+                             f"(only {' and '.join(TEACHER_FORCED)}: the self-attention models see the whole "
+                             "target at once)")
         config = SquaresConfig(**{name: value for name, value in given.items() if value is not None})
     folder = args.out if args.out is not None else default_run_folder(config.model)
     check_train_folder(config, folder, resume=args.resume)  # a bad --out: one line on stderr, nothing printed

@@ -13,7 +13,12 @@ Nothing here touches a global random state: the squares come from their own
 (``loader.generator``, which is also ``loader.sampler.generator``), so a trainer
 can save and restore its state for an exact resume. Iterating even an
 unshuffled DataLoader draws a number from its generator, or from torch's global
-one when it has none, so the test loader gets a generator of its own too.
+one when it has none, so the test loader gets a generator of its own too,
+unless asked to draw from the global one as the labs' unseeded test loader does
+(``test_draws_global=True``): the attention lab's GRU models flip their
+teacher-forcing coin with torch's global generator, so that one draw per
+validation pass moves every later coin, and a run that is to match the lab's
+epoch by epoch must make it too.
 
 Shape notation: ``N`` squares, ``B`` batch, ``S`` source (input) points, ``T``
 target points (``S + T = 4``), ``F = 2`` coordinates.
@@ -26,7 +31,7 @@ from typing import NamedTuple, cast
 import torch
 from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, SequentialSampler
 
-from attnlab._validate import check_choice, check_int
+from attnlab._validate import check_bool, check_choice, check_int
 from attnlab.data.squares import check_seed, generate_sequences, squares_tensor
 
 __all__ = ["SquareLoaders", "SquareSequences", "make_loaders"]
@@ -127,6 +132,7 @@ def make_loaders(
     shuffle_seed: int = 0,
     input_len: int = 2,
     eval_batch_size: int | None = None,
+    test_draws_global: bool = False,
 ) -> SquareLoaders:
     """The labs' loaders, with a test set that really is the seed-19 squares.
 
@@ -134,7 +140,8 @@ def make_loaders(
     every epoch by its own ``torch.Generator`` seeded with ``shuffle_seed``
     (``train_loader.generator``; save its ``get_state()`` to resume exactly).
     The test loader yields ``(source [B, S, 2], target [B, T, 2])`` in order.
-    Neither reads nor changes torch's or numpy's global random state.
+    Neither reads nor changes torch's or numpy's global random state (unless
+    ``test_draws_global``: then iterating the test loader draws one number from torch's).
 
     Args:
         n_train: training squares (the labs: 128).
@@ -147,6 +154,9 @@ def make_loaders(
         eval_batch_size: squares per test batch; defaults to ``batch_size``.
             Evaluation keeps no graph, so a larger batch only saves time: the
             trainer's loss is the batch-size-weighted mean either way.
+        test_draws_global: give the test loader no generator of its own, so that
+            iterating it draws its base seed from torch's global generator, as the
+            labs' ``DataLoader(test_data, batch_size=16)`` does: one draw per pass.
 
     Returns:
         ``(train_loader, test_loader)`` as a :class:`SquareLoaders`; the test
@@ -169,6 +179,7 @@ def make_loaders(
         eval_batch_size = batch_size
     eval_batch_size = check_int("eval_batch_size", eval_batch_size, minimum=1)
     shuffle_seed = check_int("shuffle_seed", shuffle_seed, minimum=0)
+    test_draws_global = check_bool("test_draws_global", test_draws_global)
     for name, value in (("train_seed", train_seed), ("test_seed", test_seed)):
         if value is None:
             raise TypeError(f"{name} must be an integer, got None (the run would not be repeatable)")
@@ -185,8 +196,8 @@ def make_loaders(
     g = torch.Generator().manual_seed(shuffle_seed)
     train_loader = DataLoader(train, batch_size=None, generator=g,
                               sampler=BatchSampler(RandomSampler(train, generator=g), batch_size, drop_last=False))
-    # Unshuffled, but iterating it still draws a base seed: from this generator, not torch's global one.
-    test_g = torch.Generator().manual_seed(shuffle_seed)
+    # Unshuffled, but iterating it still draws a base seed: from this generator, or (as the labs') torch's global one.
+    test_g = None if test_draws_global else torch.Generator().manual_seed(shuffle_seed)
     test_loader = DataLoader(test, batch_size=None, generator=test_g,
                              sampler=BatchSampler(SequentialSampler(test), eval_batch_size, drop_last=False))
     return SquareLoaders(train_loader, test_loader)

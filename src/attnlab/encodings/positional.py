@@ -15,6 +15,8 @@ cast once; odd ``D`` works; a sequence longer than ``max_len`` gets the rows it
 needs computed on the spot (a sinusoid is defined at every position) instead of
 a broadcast error; the result is cast to the input's dtype; ``offset`` encodes
 positions that do not start at 0 (a decoding step with a cache).
+``load_state_dict`` also takes the PE walkthrough's checkpoints, whose buffer
+``positional_encoding`` (``[1, max_len, D]``, the layout of ``pe``) is the same table.
 
 Shape notation: ``B`` batch, ``L`` sequence length, ``D`` model dimension.
 """
@@ -22,6 +24,7 @@ Shape notation: ``B`` batch, ``L`` sequence length, ``D`` model dimension.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from torch import Tensor, nn
 
@@ -48,6 +51,21 @@ def check_sequence_input(x: Tensor, d_model: int, owner: str) -> None:
         )
 
 
+def _walkthrough_buffer(module: nn.Module, state_dict: dict[str, Any], prefix: str, *_: Any) -> None:
+    """Load pre-hook: the PE walkthrough's buffer ``positional_encoding`` is ``pe``.
+
+    Its layout is ``pe``'s, ``[1, max_len, D]``; a bare ``[max_len, D]`` table (the
+    walkthrough's before its ``unsqueeze(0)``) gets the leading 1. Only when the
+    state dict has no ``pe`` of its own; a different ``max_len`` or ``D`` gets torch's
+    size-mismatch error for ``pe``.
+    """
+    theirs = state_dict.get(prefix + "positional_encoding")
+    if prefix + "pe" in state_dict or not isinstance(theirs, Tensor):
+        return
+    del state_dict[prefix + "positional_encoding"]
+    state_dict[prefix + "pe"] = theirs.unsqueeze(0) if theirs.dim() == 2 else theirs  # [1, max_len, D]
+
+
 class PositionalEncoding(nn.Module):
     """Scale the input and add the sinusoidal positional encoding, then dropout.
 
@@ -64,7 +82,8 @@ class PositionalEncoding(nn.Module):
             :func:`attnlab.encodings.sinusoidal`.
 
     Attributes:
-        pe: buffer ``[1, max_len, D]`` (in ``state_dict``, never trained).
+        pe: buffer ``[1, max_len, D]`` (in ``state_dict``, never trained). ``load_state_dict``
+            also takes it under the PE walkthrough's name, ``positional_encoding``.
 
     Shapes:
         ``forward(x [B, L, D], *, offset=0) -> [B, L, D]``.
@@ -108,6 +127,7 @@ class PositionalEncoding(nn.Module):
         # Rows past max_len, grown on demand. Not persistent: a checkpoint keeps the
         # shape of `pe` whatever lengths the model has seen.
         self._extended: Tensor | None = None
+        self.register_load_state_dict_pre_hook(_walkthrough_buffer)
 
     def _apply(self, fn, recurse: bool = True):  # type: ignore[no-untyped-def]
         """``.to()`` / ``.double()`` / ``.half()``: a new dtype gets a table computed in float64 again.

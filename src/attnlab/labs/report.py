@@ -5,6 +5,11 @@ numbers, paragraphs, a preformatted table, figures, settings, a per-epoch table)
 and this module lays it out: every text is escaped, every figure is embedded as
 a base64 PNG so the page can be mailed or archived alone. It draws nothing and
 runs nothing: the figures are files the lab has already written.
+
+The one way in for markup is :class:`Html`: a fragment made by attnlab's own
+renderers (e.g. :func:`attnlab.labs.attention_viewer.render_viewer`), which the
+page takes as it is. A plain ``str`` anywhere in a :class:`Report` is text, and
+escaped.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from typing import Any
 
 from attnlab._io import atomic_write
 
-__all__ = ["Report", "render", "write_report"]
+__all__ = ["Html", "Report", "render", "write_report"]
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; }
@@ -28,6 +33,24 @@ th { text-align: left; } figure { margin: 1.5em 0; } img { max-width: 100%; }
 pre { background: #f6f6f6; padding: 1em; overflow-x: auto; }
 .metric { font-size: 1.4em; margin-right: 2em; } details { margin: 1em 0; }
 """
+
+
+@dataclass(frozen=True)
+class Html:
+    """A fragment of HTML the report inserts unescaped: only for markup attnlab's own renderers made.
+
+    It must be self-contained (inline style and script, no external URL) so the
+    page stays one file that works offline.
+
+    Raises:
+        TypeError: if ``markup`` is not a str.
+    """
+
+    markup: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.markup, str):
+            raise TypeError(f"markup must be a str, got {type(self.markup).__name__}")
 
 
 @dataclass
@@ -40,6 +63,7 @@ class Report:
         paragraphs: plain-text paragraphs (escaped).
         preformatted: a plain-text table shown as is (e.g. :func:`attnlab.labs.lengths.format_table`), or None.
         figures: PNG files to embed, each captioned with its file name.
+        sections: trusted :class:`Html` fragments (e.g. an interactive viewer), shown before the figures.
         settings: the run's settings, ``{name: value}``.
         table_title, table_header, table_rows: a collapsible table (e.g. the losses per epoch).
     """
@@ -49,6 +73,7 @@ class Report:
     paragraphs: Sequence[str] = ()
     preformatted: str | None = None
     figures: Sequence[Path] = ()
+    sections: Sequence[Html] = ()
     settings: dict[str, Any] = field(default_factory=dict)
     table_title: str = ""
     table_header: Sequence[str] = ()
@@ -69,8 +94,18 @@ def _figure(path: Path) -> str:
     return f'<figure><img alt="{name}" src="data:image/png;base64,{data}"><figcaption>{name}</figcaption></figure>'
 
 
+def _section(section: Html) -> str:
+    if not isinstance(section, Html):  # a plain string would be injected as markup: refuse it, not escape it
+        raise TypeError(f"Report.sections takes Html fragments, got {type(section).__name__}")
+    return section.markup
+
+
 def render(report: Report) -> str:
-    """The report as one HTML page (a string)."""
+    """The report as one HTML page (a string).
+
+    Raises:
+        TypeError: for a section that is not :class:`Html`.
+    """
     esc = html.escape
     headline = "".join(
         f'<span class="metric">{esc(label)} <b>{f"{value:.4f}" if isinstance(value, float) else esc(str(value))}'
@@ -81,6 +116,7 @@ def render(report: Report) -> str:
     parts += [f"<p>{esc(text)}</p>" for text in report.paragraphs]
     if report.preformatted:
         parts.append(f"<pre>{esc(report.preformatted)}</pre>")
+    parts += [_section(section) for section in report.sections]
     parts += [_figure(path) for path in report.figures]
     if report.settings:
         rows = "".join(f"<tr><th>{esc(str(k))}</th><td>{esc(str(v))}</td></tr>" for k, v in report.settings.items())
@@ -101,6 +137,7 @@ def write_report(path: str | os.PathLike[str], report: Report) -> Path:
     Raises:
         OSError: if a figure cannot be read or the page cannot be written (the
             previous page, if any, stays whole).
+        TypeError: for a section that is not :class:`Html`.
     """
     page = render(report)
     return atomic_write(path, lambda tmp: tmp.write_text(page))

@@ -37,118 +37,18 @@ import torch
 from torch import Tensor, nn
 
 from attnlab._io import atomic_write, read_text
-from attnlab._limits import check_memory
-from attnlab._validate import check_choice, check_finite_float, check_float32, check_int, check_keys, check_seed
 from attnlab.labs.report import Report, write_report
 from attnlab.labs.run_folder import RunFolder, check_claim, claim
+from attnlab.labs.squares_config import DEFAULT_WEIGHT_SEED, LAB_WEIGHT_SEEDS, UNSEEDED_LOADER_SEED, SquaresConfig
 from attnlab.labs.squares_figures import write_figures
-from attnlab.models.builders import SIZE_NAMES, SQUARES_MODELS, squares_model, squares_sizes
 from attnlab.training import Checkpoint, MetricsFile, Trainer
 from attnlab.training.rng import preserved_rng
 
-__all__ = ["CHECKPOINT", "UNSEEDED_LOADER_SEED", "RunResult", "SquaresConfig", "build_model", "check_train_folder",
-           "load_run", "make_optimizer", "predict_corners", "resume_config", "test_squares", "train_run"]
+__all__ = ["CHECKPOINT", "DEFAULT_WEIGHT_SEED", "LAB_WEIGHT_SEEDS", "UNSEEDED_LOADER_SEED", "RunResult",
+           "SquaresConfig", "build_model", "check_train_folder", "load_run", "make_optimizer", "predict_corners",
+           "resume_config", "test_squares", "train_run"]
 
 CHECKPOINT = "checkpoint.pt"
-#: ``torch.Generator().initial_seed()``: what a DataLoader given an unseeded generator shuffles with.
-UNSEEDED_LOADER_SEED = 67280421310721
-#: memory one square takes while the data is made (numpy's float64 draws and the float32 tensors), rounded up
-_BYTES_PER_SQUARE = 256
-
-
-@dataclass(frozen=True)
-class SquaresConfig:
-    """Every setting of a squares run; written to ``config.json``.
-
-    Defaults are the positional-encoding lab's: Adam with lr 0.01, 100 epochs,
-    batch 16, 128 squares, the model initialised after ``torch.manual_seed(43)``.
-    The sizes (``d_model``, ``n_heads``, ``n_layers``, ``ff_units``) left None take the
-    model's defaults (:func:`attnlab.models.builders.squares_sizes`) and are stored
-    resolved; a size the model does not have must stay None.
-
-    Raises:
-        TypeError / ValueError: naming the setting, for an unknown model, a count
-            or size below 1, a size the model does not have, a non-positive ``lr`` or
-            a ``teacher_forcing_prob`` outside [0, 1].
-    """
-
-    model: str = "selfattn-pe"  # one of SQUARES_MODELS
-    epochs: int = 100  # total epochs (with --resume: train until this many)
-    seed: int = 43  # torch.manual_seed before the model is built (its initial weights)
-    # Seeds the shuffling, teacher forcing and dropout. The default is where an unseeded
-    # torch.Generator starts, which is what the labs' DataLoader shuffles with. The
-    # positional-encoding lab's tiny model is very sensitive to it (see the README).
-    train_seed: int = UNSEEDED_LOADER_SEED
-    lr: float = 0.01  # Adam learning rate
-    batch_size: int = 16
-    # Validation batches: the labs use 16, but evaluation builds no graph, so one batch
-    # of the whole (default) test set gives the same sample-weighted loss in an eighth
-    # of the calls. Training batches, and so the training itself, are unchanged.
-    eval_batch_size: int = 128
-    n_train: int = 128  # training squares, generated with data seed 13
-    n_test: int = 128  # test squares, generated with data seed 19
-    teacher_forcing_prob: float = 0.5  # GRU models only (the attention lab)
-    d_model: int | None = None
-    n_heads: int | None = None
-    n_layers: int | None = None
-    ff_units: int | None = None
-
-    def __post_init__(self) -> None:
-        defaults = squares_sizes(check_choice("model", self.model, SQUARES_MODELS))
-        for name in SIZE_NAMES:
-            value = getattr(self, name)
-            if value is None:
-                object.__setattr__(self, name, defaults.get(name))
-            elif name not in defaults:
-                has = ", ".join(defaults)
-                raise ValueError(f"{name}: the {self.model} model has no such size (its sizes: {has})")
-        check_int("epochs", self.epochs, minimum=1)
-        check_seed("seed", self.seed)
-        check_seed("train_seed", self.train_seed)
-        check_float32("lr", self.lr, positive=True)  # the parameters it updates are float32
-        check_int("batch_size", self.batch_size, minimum=1)
-        check_int("eval_batch_size", self.eval_batch_size, minimum=1)
-        for name in ("n_train", "n_test"):
-            n = check_int(name, getattr(self, name), minimum=1)
-            check_memory(f"{name} {n}: the squares", n * _BYTES_PER_SQUARE)
-        p = check_finite_float("teacher_forcing_prob", self.teacher_forcing_prob)
-        if not 0.0 <= p <= 1.0:
-            raise ValueError(f"teacher_forcing_prob must be in [0, 1], got {p}")
-        # The sizes are checked by the model that uses them, so build it now, on the meta
-        # device (no memory, no random numbers): a bad size fails here, before any training.
-        with torch.device("meta"):
-            n_parameters = sum(p.numel() for p in self.build_model().parameters())
-        sizes = ", ".join(f"{name} {getattr(self, name)}" for name in SIZE_NAMES if getattr(self, name) is not None)
-        check_memory(f"{sizes}: the model's {n_parameters:,} parameters, with their gradients and Adam's state",
-                     n_parameters * 4 * 4)
-
-    def build_model(self) -> nn.Module:
-        """The model this config names (weights drawn from torch's global generator; see :func:`build_model`)."""
-        return squares_model(self.model, d_model=self.d_model, n_heads=self.n_heads, n_layers=self.n_layers,
-                             ff_units=self.ff_units, teacher_forcing_prob=self.teacher_forcing_prob)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The settings as a JSON-ready dict, as ``config.json`` holds them."""
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> SquaresConfig:
-        """The config a :meth:`to_dict` dict (e.g. a run's ``config.json``) describes.
-
-        The dict must hold every setting, the sizes resolved as :meth:`to_dict`
-        writes them: a run's settings are never filled in with today's defaults.
-
-        Raises:
-            ValueError: naming them, for missing keys, keys that are not settings, and
-                a size left null that the model has; and what the class raises for a bad value.
-        """
-        config = cls(**check_keys("config", d, [f.name for f in dataclasses.fields(cls)], complete=True))
-        for name in SIZE_NAMES:
-            if d[name] is None and getattr(config, name) is not None:
-                raise ValueError(f"config has {name!r} null, but the {config.model} model has that size "
-                                 "(a run's config holds its sizes resolved)")
-        return config
-
 
 @dataclass
 class RunResult:
@@ -185,7 +85,8 @@ def _data(config: SquaresConfig) -> Any:
     # The loaders shuffle with their own generator (seeded with train_seed), which the
     # checkpoint saves, so a resumed run sees the same batches as an unbroken one.
     return make_loaders(n_train=config.n_train, n_test=config.n_test, batch_size=config.batch_size,
-                        eval_batch_size=config.eval_batch_size, shuffle_seed=config.train_seed)
+                        eval_batch_size=config.eval_batch_size, shuffle_seed=config.train_seed,
+                        test_draws_global=config.test_draws_global)
 
 
 def test_squares(config: SquaresConfig) -> tuple[Tensor, Any]:
@@ -358,22 +259,35 @@ def _train(config: SquaresConfig, run: RunFolder, progress: bool | None,
                             folder / "figures")
     summary = {"train_mse": trainer.losses[-1], "test_mse": test_mse, "epochs": trainer.total_epochs}
     run.write_json("summary.json", summary)
-    _write_report(run, config, summary, figures)
+    _write_report(run, config, summary, figures, model=model, full_test=data.full_test, directions=data.test_directions)
     files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*")
                    if p.is_file() and not p.name.startswith("."))
     return RunResult(folder, trainer.losses[-1], test_mse, trainer.total_epochs, files)
 
 
-def _write_report(run: RunFolder, config: SquaresConfig, summary: dict[str, Any], figures: list[Path]) -> None:
+def _write_report(run: RunFolder, config: SquaresConfig, summary: dict[str, Any], figures: list[Path], *,
+                  model: nn.Module, full_test: Tensor, directions: Any) -> None:
+    """``report.html``: the numbers, the figures, an interactive view of every attention map, the settings."""
+    from attnlab.labs.attention_viewer import render_viewer
+    from attnlab.labs.report import Html
+    from attnlab.labs.squares_figures import attention_viewer_data
+
     metrics = read_text(run.path / "metrics.jsonl", what="metrics.jsonl")
     rows = [json.loads(line) for line in metrics.splitlines() if line.strip()]
+    paragraphs = [f"Test MSE: the model's own free-running predictions of corners 3 and 4 of {config.n_test} "
+                  "test squares (data seed 19), which it never trained on."]
+    viewer = attention_viewer_data(model, full_test, directions)
+    if viewer.layers:
+        sections = [Html(render_viewer(viewer))]
+    else:
+        sections = []
+        paragraphs.append(f"The {config.model} model has no attention layer, so this report has no attention maps "
+                          "and no attention viewer.")
     write_report(run.path / "report.html", Report(
         title=f"attnlab run: {config.model}",
         headline={"train MSE": summary["train_mse"], "test MSE": summary["test_mse"], "epochs": summary["epochs"]},
-        paragraphs=[f"Test MSE: the model's own free-running predictions of corners 3 and 4 of {config.n_test} "
-                    "test squares (data seed 19), which it never trained on."],
-        figures=figures, settings=config.to_dict(), table_title="Losses per epoch",
-        table_header=["epoch", "train", "validation"],
+        paragraphs=paragraphs, figures=figures, sections=sections, settings=config.to_dict(),
+        table_title="Losses per epoch", table_header=["epoch", "train", "validation"],
         table_rows=[[r["epoch"], r.get("loss"), r.get("val_loss")] for r in rows]))
 
 

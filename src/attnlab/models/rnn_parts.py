@@ -269,7 +269,7 @@ class DecoderAttn(nn.Module):
         Args:
             X: ``[B, L, F]``: the previous point.
             state: from :meth:`start` or the previous step.
-            mask: boolean ``[B, 1, S]``, True = may attend.
+            mask: ``[B, 1, S]``: boolean, True = may attend, or the lab's 0/1 floats (``mask == 0`` masked).
 
         Returns:
             ``(next point [B, 1, F], the new state, this step's weights [B, 1, 1, S])``.
@@ -316,7 +316,8 @@ class DecoderAttn(nn.Module):
 
         Args:
             X: ``[B, L, F]`` (usually ``L = 1``): the previous point.
-            mask: boolean ``[B, 1, S]``, True = may attend (e.g. ``attnlab.attention.padding_mask``).
+            mask: ``[B, 1, S]``: boolean, True = may attend (e.g. ``attnlab.attention.padding_mask``),
+                or the lab's 0/1 floats (``mask == 0`` is masked).
 
         Returns:
             The next point ``[B, 1, F]``.

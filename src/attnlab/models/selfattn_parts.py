@@ -15,6 +15,9 @@ caller at a time), or in the call (``forward(query, memory=states)``, and
 
 Lab fidelity: names, constructor signatures, attributes and parameter creation
 order are the positional-encoding lab's (see :mod:`attnlab.models.selfattn_seq2seq`).
+Their attention modules have the lab's interface too: ``alphas`` ``[H, B, T, S]``
+after every call, masks of the lab's 0/1 floats as well as booleans, and
+``load_state_dict`` of the lab's per-head checkpoints (:mod:`attnlab.models.lab_layout`).
 
 Shape notation: ``B`` batch, ``S`` source length, ``T`` target length,
 ``F`` features, ``D`` model dim, ``H`` heads.
@@ -25,8 +28,10 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from attnlab._validate import check_int
-from attnlab.attention import DecodingCache, MultiHeadAttention
+from attnlab.attention import DecodingCache
+from attnlab.attention.lab_heads import LabMultiHeadAttention
 from attnlab.encodings import PositionalEncoding
+from attnlab.models.lab_layout import fuse_lab_heads
 
 __all__ = ["DecoderPe", "DecoderSelfAttn", "EncoderPe", "EncoderSelfAttn"]
 
@@ -39,14 +44,17 @@ def _check_sizes(n_heads: int, d_model: int, ff_units: int, n_features: int | No
     return None if n_features is None else check_int("n_features", n_features, minimum=1)
 
 
-def _wide_heads(n_heads: int, d_model: int, input_dim: int | None) -> MultiHeadAttention:
+def _wide_heads(n_heads: int, d_model: int, input_dim: int | None) -> LabMultiHeadAttention:
     """The labs' wide multi-head attention: every head ``d_model`` wide (``head_dim=d_model``).
 
     ``MultiHeadAttention`` draws its weights in the labs' order (``linear_out``,
     then query, key and value per head) and nothing else, so the modules created
-    after it start from the labs' weights too.
+    after it start from the labs' weights too. It has the lab's interface
+    (``alphas`` after every call, 0/1 float masks) and loads the lab's per-head checkpoints.
     """
-    return MultiHeadAttention(n_heads, d_model, input_dim, head_dim=d_model)
+    heads = LabMultiHeadAttention(n_heads, d_model, input_dim, head_dim=d_model)
+    heads.register_load_state_dict_pre_hook(fuse_lab_heads)
+    return heads
 
 
 def _ffn(d_model: int, ff_units: int, out_dim: int) -> nn.Sequential:
@@ -64,7 +72,7 @@ class EncoderSelfAttn(nn.Module):
         n_features: ``F``, input features; defaults to ``D``.
 
     Attributes:
-        self_attn_heads: ``MultiHeadAttention(H, D, input_dim=F, head_dim=D)``.
+        self_attn_heads: ``LabMultiHeadAttention(H, D, input_dim=F, head_dim=D)``.
         ffn: ``Linear(D, ff_units) -> ReLU -> Linear(ff_units, D)``.
         n_heads, d_model, ff_units, n_features: the arguments (``n_features`` may be None, as in the
             positional-encoding lab).
@@ -84,7 +92,7 @@ class EncoderSelfAttn(nn.Module):
         self.ffn = _ffn(self.d_model, self.ff_units, self.d_model)
 
     def forward(self, query: Tensor, mask: Tensor | None = None) -> Tensor:
-        """Encode ``query [B, S, F]``; ``mask`` is boolean ``[B, 1, S]``, True = may attend.
+        """Encode ``query [B, S, F]``; ``mask [B, 1, S]``: boolean, True = may attend, or the lab's 0/1 floats.
 
         Returns ``[B, S, D]``.
 
@@ -105,8 +113,8 @@ class DecoderSelfAttn(nn.Module):
         n_features: ``F``, input and output features; defaults to ``D``.
 
     Attributes:
-        self_attn_heads: ``MultiHeadAttention(H, D, input_dim=F, head_dim=D)`` over the target.
-        cross_attn_heads: ``MultiHeadAttention(H, D, head_dim=D)`` over the encoder's states.
+        self_attn_heads: ``LabMultiHeadAttention(H, D, input_dim=F, head_dim=D)`` over the target.
+        cross_attn_heads: ``LabMultiHeadAttention(H, D, head_dim=D)`` over the encoder's states.
         ffn: ``Linear(D, ff_units) -> ReLU -> Linear(ff_units, F)``.
         n_heads, d_model, ff_units, n_features: the arguments (``n_features`` resolved to ``D``).
 
@@ -154,8 +162,9 @@ class DecoderSelfAttn(nn.Module):
         Args:
             query: ``[B, T, F]``: the whole shifted target, or with ``cache`` the
                 newest step(s) only.
-            source_mask: boolean ``[B, 1, S]``, True = may attend to that source position.
-            target_mask: boolean ``[1, T, T]`` (or ``[T, T]``), usually causal.
+            source_mask: ``[B, 1, S]``, True = may attend to that source position (boolean,
+                or the lab's 0/1 floats, ``mask == 0`` masked).
+            target_mask: ``[1, T, T]`` (or ``[T, T]``), usually causal; boolean or 0/1 floats.
             memory: the encoder's states ``[B, S, D]``; None uses those of
                 :meth:`init_keys` (the positional-encoding lab's stateful use).
             cache: a :class:`attnlab.attention.DecodingCache`; its layers
@@ -206,7 +215,7 @@ class EncoderPe(nn.Module):
         self.layer = EncoderSelfAttn(n_heads, d_model, ff_units, n_features)
 
     def forward(self, query: Tensor, mask: Tensor | None = None) -> Tensor:
-        """Encode ``query [B, S, F]`` (``mask`` boolean ``[B, 1, S]``); returns ``[B, S, D]``."""
+        """Encode ``query [B, S, F]`` (``mask [B, 1, S]``, boolean or the lab's 0/1 floats); returns ``[B, S, D]``."""
         return self.layer(self.pe(query), mask)  # [B, S, F] -> [B, S, D]
 
 

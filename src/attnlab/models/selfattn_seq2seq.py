@@ -28,11 +28,17 @@ creation order are the positional-encoding lab's, so after ``torch.manual_seed(k
 the weights, and therefore the outputs and the training, are the lab's. The
 attention layers are attnlab's fused :class:`attnlab.attention.MultiHeadAttention`
 with the lab's wide heads (``head_dim=d_model``: every head is ``D`` wide)
-instead of a Python loop over heads. Their weights, ``[B, H, T, S]``, are kept
-when run inside :func:`attnlab.attention.record_attention` (the lab's ``alphas``,
-``[H, B, T, S]``, then work too); after ``predict`` the decoder's are those of
-the last step, the full ``T x T`` (``predict`` decodes without the cache while
-recording, so that the last step sees the whole matrix, as the lab draws it).
+instead of a Python loop over heads. They have the lab's interface: after every
+call their ``alphas`` ``[H, B, T, S]`` are there to read, as in the lab (the call keeps
+its projected queries and keys; the weights are computed when first read, so the
+forward runs the fused kernel). After an eval-mode ``forward`` the decoder's are those
+of every step, the full ``T x T`` and ``T x S`` the lab's last re-decoding gives, cache
+or not. :meth:`EncoderDecoderSelfAttn.predict`, attnlab's thread-safe path, keeps none.
+Inside :func:`attnlab.attention.record_attention` every call's weights ``[B, H, T, S]``
+are recorded as well, for :func:`attnlab.attention.collect_attention`. Masks may be
+the lab's 0/1 floats (``mask == 0`` is masked): they are converted once, on the way
+in, to attnlab's booleans. ``load_state_dict`` takes the lab's checkpoints, whose
+heads are separate modules (:mod:`attnlab.models.lab_layout`).
 
 Shape notation: ``B`` batch, ``S`` source length, ``T`` target length,
 ``F`` features, ``D`` model dim, ``H`` heads.
@@ -47,6 +53,8 @@ from torch import Tensor, nn
 
 from attnlab._validate import check_input_dtype, check_int
 from attnlab.attention import DecodingCache, is_recording, subsequent_mask
+from attnlab.attention.lab_heads import keeping_alphas
+from attnlab.attention.masks import as_bool_mask
 from attnlab.models.selfattn_parts import DecoderPe, DecoderSelfAttn, EncoderPe, EncoderSelfAttn
 
 __all__ = ["DecoderPe", "DecoderSelfAttn", "EncoderDecoderSelfAttn", "EncoderPe", "EncoderSelfAttn"]
@@ -114,15 +122,29 @@ class EncoderDecoderSelfAttn(nn.Module):
 
         The lab's stateful use (with :meth:`decode`): the keys live on the decoder,
         so one caller at a time; :meth:`predict` keeps them in the call.
+        ``source_mask [B, 1, S]``: boolean, True = may attend, or the lab's 0/1 floats.
+
+        Raises:
+            TypeError / ValueError: naming ``mask``, for a mask neither boolean nor of 0/1 values.
         """
+        source_mask = _bool_mask(source_mask)
         encoder_states = self.encoder(source_seq, source_mask)  # [B, S, D]
         self.decoder.init_keys(encoder_states)
 
     def decode(
         self, shifted_target_seq: Tensor, source_mask: Tensor | None = None, target_mask: Tensor | None = None
     ) -> Tensor:
-        """Decode ``shifted_target_seq [B, T, F]`` against the encoded source; returns ``[B, T, F]``."""
-        return self.decoder(shifted_target_seq, source_mask=source_mask, target_mask=target_mask)
+        """Decode ``shifted_target_seq [B, T, F]`` against the encoded source; returns ``[B, T, F]``.
+
+        ``source_mask [B, 1, S]`` and ``target_mask [1, T, T]``: boolean, True = may
+        attend, or the lab's 0/1 floats.
+
+        Raises:
+            TypeError / ValueError: naming ``mask``, for a mask neither boolean nor of 0/1 values.
+        """
+        return self.decoder(
+            shifted_target_seq, source_mask=_bool_mask(source_mask), target_mask=_bool_mask(target_mask)
+        )
 
     def predict(
         self, source_seq: Tensor, source_mask: Tensor | None = None, *, use_cache: bool | None = None
@@ -140,7 +162,7 @@ class EncoderDecoderSelfAttn(nn.Module):
 
         Args:
             source_seq: ``[B, S, F]``.
-            source_mask: boolean ``[B, 1, S]``, True = may attend.
+            source_mask: ``[B, 1, S]``: boolean, True = may attend, or the lab's 0/1 floats.
             use_cache: decode with a :class:`attnlab.attention.DecodingCache`.
                 Default: yes, unless attention is being recorded (the figures want
                 the last step's whole ``T x T`` matrix) or the decoder does not
@@ -151,13 +173,17 @@ class EncoderDecoderSelfAttn(nn.Module):
 
         Raises:
             TypeError / ValueError: naming ``source_seq``, for a non-tensor, another
-                shape than ``[B, S, F]``, or another dtype than the weights'.
+                shape than ``[B, S, F]``, or another dtype than the weights'; naming
+                ``mask``, for a mask neither boolean nor of 0/1 values.
 
         Thread-safe: the encoder's states and the caches stay in the call (not with
-        the lab's own decoder, which takes its keys through ``init_keys``).
+        the lab's own decoder, which takes its keys through ``init_keys``), and the
+        attention modules keep no ``alphas``: the eval-mode :meth:`forward`, the lab's
+        entry point, computes the same points and keeps them, as the lab does.
         """
         self._check_source(source_seq)
-        return self._predict(source_seq, source_mask, use_cache=use_cache)
+        with keeping_alphas(False):  # nothing left on the modules: eval-mode forward keeps the lab's alphas
+            return self._predict(source_seq, _bool_mask(source_mask), use_cache=use_cache)
 
     def _check_source(self, source_seq: Any) -> None:
         """A floating ``[B, S, F]`` tensor of the weights' dtype (checked once, at the model's entry)."""
@@ -206,14 +232,15 @@ class EncoderDecoderSelfAttn(nn.Module):
         Args:
             X: ``[B, S + T, F]`` in training; in eval ``[B, S, F]`` or longer (only
                 the first ``S`` steps are read).
-            source_mask: boolean ``[B, 1, S]``, True = may attend.
+            source_mask: ``[B, 1, S]``: boolean, True = may attend, or the lab's 0/1 floats.
 
         Returns:
             ``[B, T, F]``.
 
         Raises:
             TypeError: if ``X`` is not a floating-point tensor.
-            ValueError: if ``X`` is not ``[B, L, F]`` or not of the length the mode needs.
+            ValueError: if ``X`` is not ``[B, L, F]`` or not of the length the mode needs,
+                or ``source_mask`` holds values other than 0 and 1.
         """
         if not isinstance(X, Tensor) or not X.is_floating_point():
             got = f"{X.dtype} {list(X.shape)}" if isinstance(X, Tensor) else type(X).__name__
@@ -231,6 +258,7 @@ class EncoderDecoderSelfAttn(nn.Module):
                 f"(input_len={self.input_len}, target_len={self.target_len})"
             )
         source_seq = X[:, : self.input_len]  # [B, S, F]
+        source_mask = _bool_mask(source_mask)
         if not self.training:
             return self._predict(source_seq, source_mask, use_cache=None)
         # Inputs are the target shifted right by one, starting from the last source point.
@@ -243,3 +271,8 @@ class EncoderDecoderSelfAttn(nn.Module):
         self.encode(source_seq, source_mask)
         mask = self._target_mask(self.target_len, X.device)  # [1, T, T]
         return self.decode(shifted_target_seq, source_mask, mask)
+
+
+def _bool_mask(mask: Tensor | None) -> Tensor | None:
+    """``mask`` as booleans (the lab's 0/1 floats converted), converted once for the encoder and decoder."""
+    return None if mask is None else as_bool_mask(mask)

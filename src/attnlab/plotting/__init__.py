@@ -17,10 +17,12 @@ single axes take ``ax=`` to draw into an existing figure.
   :func:`plot_attention`, :func:`query_and_keys`, :func:`alignment_matrix`
   (the book's :func:`figure9`);
 * the positional-encoding lab and the attention lab (training):
-  :func:`plot_losses`, :func:`sequence_pred`.
+  :func:`plot_losses`, :func:`sequence_pred`;
+* recorded attention for bertviz's head and model views: :func:`to_bertviz`.
 """
 
 from attnlab.plotting.attention import alignment_matrix, figure9, plot_attention, query_and_keys
+from attnlab.plotting.bertviz_format import to_bertviz
 from attnlab.plotting.dials import encoding_degrees, exponential_dials
 from attnlab.plotting.lengths import plot_length_generalisation
 from attnlab.plotting.mesh import encoding_heatmap, plot_distances, plot_mesh
@@ -50,4 +52,5 @@ __all__ = [
     "plot_similarity",
     "query_and_keys",
     "sequence_pred",
+    "to_bertviz",
 ]
