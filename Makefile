@@ -22,11 +22,12 @@ $(STAMP): pyproject.toml constraints.txt
 run: $(STAMP)
 	$(BIN)/attnlab train
 
-# One pytest-xdist worker per core (conftest.py gives each its share of torch's threads).
+# One pytest-xdist worker per core (conftest.py gives each its share of torch's threads); a worker
+# that runs out of tests takes some of the other's, so no long test is left alone at the end.
 TEST_WORKERS ?= auto
 
 test: $(STAMP)
-	MPLBACKEND=Agg $(BIN)/python -m pytest -n $(TEST_WORKERS)
+	MPLBACKEND=Agg $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal
 
 # The tests that open the report in headless Chromium (`make test` skips them when no browser
 # is installed): installs Chromium from the system's packages first if it is missing.

@@ -1,4 +1,4 @@
-"""The labs' own model code, copied from the positional-encoding lab and the attention lab.
+"""The labs' own model code, copied from the positional-encoding lab and the attention lab (shared by the tests).
 
 Verbatim from the documents (the classes as the labs define them, and the book's data
 generator), so that tests can run the labs' procedure side by side with attnlab's.
