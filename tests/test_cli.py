@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pytest
 import torch
+from cli_helpers import cli
 
 from attnlab.cli import FIGURE_NAMES, RUN_FIGURES, main
 from attnlab.encodings import fixed_base, sinusoidal
@@ -119,16 +120,6 @@ def test_console_script_and_module_exit_2_without_traceback(tmp_path):
         assert proc.returncode == 0 and proc.stdout.startswith("attnlab ")
 
 
-def cli_exit(capsys, *argv):
-    """``(exit status, stdout, stderr)``, argparse's own exits included."""
-    try:
-        code = main(list(argv))
-    except SystemExit as exit_:
-        code = exit_.code
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 @pytest.mark.bad_input("catalogue")
 @pytest.mark.parametrize(("argv", "message"), [
     (["--teacher-forcing", "0.3"], "--teacher-forcing: the selfattn-pe model has no teacher forcing"),
@@ -138,17 +129,17 @@ def cli_exit(capsys, *argv):
     (["--model", "gru-attn", "--teacher-forcing", "x"], "--teacher-forcing: expected a number from 0 to 1"),
 ])
 def test_teacher_forcing_is_a_probability_for_the_gru_models(capsys, tmp_path, argv, message):
-    code, out, err = cli_exit(capsys, "train", *argv, "--out", str(tmp_path / "r"))
+    code, out, err = cli(capsys, "train", *argv, "--out", str(tmp_path / "r"))
     assert code == 2 and out == "" and message in err and err.count("\n") == 1
     assert not (tmp_path / "r").exists()
 
 
 def test_teacher_forcing_and_the_test_loaders_draws_are_recorded_in_the_run(capsys, tmp_path):
-    code, _, err = cli_exit(capsys, "train", "--model", "gru", "--teacher-forcing", "0", "--no-test-draws-global",
+    code, _, err = cli(capsys, "train", "--model", "gru", "--teacher-forcing", "0", "--no-test-draws-global",
                             "--epochs", "1", "--n-train", "16", "--out", str(tmp_path / "r"), "--no-progress")
     assert code == 0, err
     config = json.loads((tmp_path / "r" / "config.json").read_text())
     assert config["teacher_forcing_prob"] == 0.0 and config["test_draws_global"] is False
     assert config["seed"] == 43 and config["train_seed"] == 42  # gru: no lab trains it; the book's set_seed(42)
-    code, _, err = cli_exit(capsys, "train", "--out", str(tmp_path / "r"), "--resume", "--teacher-forcing", "0.5")
+    code, _, err = cli(capsys, "train", "--out", str(tmp_path / "r"), "--resume", "--teacher-forcing", "0.5")
     assert code == 2 and "teacher_forcing_prob: saved 0.0, given 0.5" in err

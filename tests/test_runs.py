@@ -4,22 +4,13 @@ import json
 
 import pytest
 import torch
+from cli_helpers import cli
 
-from attnlab.cli import main
 from attnlab.data import generate_sequences, squares_tensor
 from attnlab.labs.squares import SquaresConfig, load_run, train_run
 
 RUN_FILES = {"config.json", "metrics.jsonl", "checkpoint.pt", "report.html", "summary.json",
              "figures/losses.png", "figures/predictions.png"}
-
-
-def cli(capsys, *argv):
-    try:
-        code = main(list(argv))
-    except SystemExit as exit_:
-        code = exit_.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture(scope="module")

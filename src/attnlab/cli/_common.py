@@ -79,16 +79,21 @@ def decimals(text: str) -> int:
     return _whole_number(text, 0, 17)
 
 
+def _number(text: str, expected: str) -> float:
+    """``text`` as a float; ArgumentTypeError saying what was ``expected`` otherwise."""
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+
+
 def positive_float(text: str) -> float:
     """An argparse type: a positive finite number.
 
     Raises:
         argparse.ArgumentTypeError: for anything else (argparse names the flag).
     """
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    value = _number(text, "a number")
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text}")
     if value > FLOAT32_MAX:  # it meets float32 tensors, where it would be inf
@@ -102,10 +107,7 @@ def probability(text: str) -> float:
     Raises:
         argparse.ArgumentTypeError: for anything else (argparse names the flag).
     """
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {text!r}") from None
+    value = _number(text, "a number from 0 to 1")
     if not 0.0 <= value <= 1.0:  # NaN fails this too
         raise argparse.ArgumentTypeError(f"must be a number from 0 to 1, got {text}")
     return value

@@ -29,13 +29,13 @@ shape (1,) does not fit parameter 3's (2, 6)``.
 from __future__ import annotations
 
 import math
-import reprlib
 from collections.abc import Mapping
 from typing import Any, NoReturn
 
 import torch
 
 from attnlab.training.checkpoint import check_format
+from attnlab.training.state_kinds import is_number, layout_problem, like, short, with_article
 
 __all__ = ["OPTIMIZER_STATE", "SCHEDULER_GROUP_KEYS", "SLACK_BYTES", "check_fits", "check_state_dict",
            "max_checkpoint_bytes"]
@@ -75,9 +75,6 @@ _COUNTERS = {"last_epoch": -1, "_step_count": 0}
 # Scheduler flags that torch's versions since 2.3 (the oldest attnlab supports) gained or lost.
 _VERSION_FLAGS = ("verbose", "_is_initial", "_get_lr_called_within_step")
 
-_short = reprlib.Repr()
-_short.maxlist = _short.maxtuple = _short.maxdict = 4
-_short.maxstring = _short.maxother = 40
 
 
 def max_checkpoint_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None = None) -> int:
@@ -108,40 +105,9 @@ def _refuse(where: str, entry: str, problem: str) -> NoReturn:
     raise ValueError(f"checkpoint {where!r}: {entry}: {problem}")
 
 
-def _a(name: str) -> str:
-    return f"an {name}" if name[0] in "aeiou" else f"a {name}"
-
-
 def _class_name(value: Any) -> str:
     """A saved class name as it is, anything else (a crafted value) shortened."""
-    return value if isinstance(value, str) and value.isidentifier() else _short.repr(value)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _layout_problem(t: torch.Tensor) -> str | None:
-    """Why ``t`` is not a dense strided tensor inside its storage (None if it is).
-
-    Kernels that update state in place (the fused optimizers) walk ``numel``
-    elements from the first: a broadcast view (stride 0) of one element would be
-    written past its storage's end.
-    """
-    if t.layout != torch.strided:
-        return f"a {t.layout} tensor, not a strided one"
-    if t.numel() == 0:
-        return None
-    expected = 1
-    for size, stride in sorted(((n, s) for n, s in zip(t.shape, t.stride(), strict=True) if n != 1),
-                               key=lambda pair: pair[1]):
-        if stride != expected:
-            return (f"its elements overlap or leave gaps (strides {tuple(t.stride())} for shape "
-                    f"{tuple(t.shape)}); torch.save writes dense tensors")
-        expected *= size
-    if (t.storage_offset() + t.numel()) * t.element_size() > t.untyped_storage().nbytes():
-        return "it reaches past the end of its storage"
-    return None
+    return value if isinstance(value, str) and value.isidentifier() else short.repr(value)
 
 
 def _names(names: list[str]) -> str:
@@ -170,7 +136,7 @@ def check_state_dict(expected: Mapping[str, Any], loaded: Any, *, what: str, whe
         if not isinstance(expected.get(name), torch.Tensor):
             continue  # an unexpected key (named below), or a module's extra state, which may be anything
         if not isinstance(value, torch.Tensor):
-            _refuse(where, f"{key}[{name!r}]", f"{_a(type(value).__name__)}, not a tensor")
+            _refuse(where, f"{key}[{name!r}]", f"{with_article(type(value).__name__)}, not a tensor")
         if value.layout != torch.strided:
             _refuse(where, f"{key}[{name!r}]", f"a {value.layout} tensor, not a strided one")
     missing = [k for k in expected if k not in loaded]
@@ -189,77 +155,6 @@ def check_state_dict(expected: Mapping[str, Any], loaded: Any, *, what: str, whe
     for name, own in expected.items():
         if isinstance(own, torch.Tensor) and loaded[name].dtype != own.dtype:  # torch would cast it silently
             _refuse(where, f"{key}[{name!r}]", f"dtype {loaded[name].dtype} does not fit the {what}'s {own.dtype}")
-
-
-def _like(value: Any, own: Any, owner: str, *, finite: bool,
-          counters: Mapping[str, int] | None = None) -> tuple[str, str] | None:
-    """How ``value`` differs in kind from ``own``, this object's own value: ``(sub-entry, problem)``, or None.
-
-    Same types (an int is a float; a float where ``own`` is an int only outside
-    ``counters``), lists and tuples of the same length, records (dicts with str
-    keys) with the same keys, tensors of the same shape and dtype; None where
-    ``own`` is None, or a plain scalar. Numbers are never NaN, and finite if ``finite``.
-    """
-    def kind() -> tuple[str, str]:
-        return "", (f"{_short.repr(value)} is {_a(type(value).__name__)}, where this {owner} has "
-                    f"{_a(type(own).__name__)} ({_short.repr(own)})")
-
-    if own is None:
-        return None if value is None or isinstance(value, (bool, int, float, str)) else kind()
-    if isinstance(own, bool) or isinstance(own, str):
-        return None if type(value) is type(own) else kind()
-    if _is_number(own):
-        if not _is_number(value):
-            return kind()
-        if math.isnan(value) or (finite and not math.isfinite(value)):
-            return "", f"{value!r} is not a finite number"
-        return None
-    if isinstance(own, (list, tuple)):
-        if not isinstance(value, (list, tuple)):
-            return kind()
-        if len(value) != len(own):
-            return "", f"{len(value)} items, where this {owner} has {len(own)}"
-        for i, (item, own_item) in enumerate(zip(value, own, strict=True)):
-            found = _like(item, own_item, owner, finite=finite, counters=counters)
-            if found:
-                return f"[{i}]{found[0]}", found[1]
-        return None
-    if isinstance(own, dict):
-        if not isinstance(value, dict):
-            return kind()
-        if not all(isinstance(k, str) for k in own):  # a map of data (MultiStepLR's milestones): like its items
-            sample = next(iter(own.items()), None)
-            for k, item in value.items():
-                if sample is not None and (type(k) is not type(sample[0]) or _like(item, sample[1], owner,
-                                                                                    finite=finite)):
-                    return f"[{k!r}]", f"{_short.repr(item)} does not fit this {owner}'s {_short.repr(own)}"
-            return None
-        missing, unknown = [k for k in own if k not in value], [k for k in value if k not in own]
-        if missing or unknown:
-            return "", f"lacks {missing[0]!r}, which this {owner} has" if missing else \
-                f"unknown key {unknown[0]!r} for {owner}"
-        for k, item in value.items():
-            if counters and k in counters and isinstance(own[k], int):
-                if type(item) is not int:
-                    return f"[{k!r}]", (f"{_short.repr(item)} is {_a(type(item).__name__)}, where this {owner} "
-                                        f"has an int ({own[k]!r})")
-                if item < counters[k]:
-                    return f"[{k!r}]", f"{item} is less than {counters[k]}"
-            found = _like(item, own[k], owner, finite=finite, counters=counters)
-            if found:
-                return f"[{k!r}]{found[0]}", found[1]
-        return None
-    if isinstance(own, torch.Tensor):
-        if not isinstance(value, torch.Tensor):
-            return kind()
-        if value.shape != own.shape or value.dtype != own.dtype:
-            return "", (f"a {value.dtype} tensor of shape {tuple(value.shape)}, where this {owner} has "
-                        f"a {own.dtype} one of shape {tuple(own.shape)}")
-        if value.is_floating_point() and finite and not bool(torch.isfinite(value).all()):
-            return "", "holds a number that is not finite"
-        problem = _layout_problem(value)
-        return ("", problem) if problem else None
-    return None if type(value) is type(own) else kind()
 
 
 def _filled_by_setstate(cls: type[torch.optim.Optimizer]) -> dict[str, Any]:
@@ -285,22 +180,22 @@ def _scalar_problem(value: Any) -> str | None:
         if not value.is_floating_point():
             return f"a {value.dtype} tensor, not a float one"
         number = float(value)
-    elif _is_number(value):
+    elif is_number(value):
         number = float(value)
     else:
-        return f"{_short.repr(value)} is {_a(type(value).__name__)}, not a number"
+        return f"{short.repr(value)} is {with_article(type(value).__name__)}, not a number"
     return None if math.isfinite(number) and number >= 0 else f"{number!r} is not a finite number >= 0"
 
 
 def _param_problem(value: Any, param: torch.Tensor, pid: int) -> str | None:
     """Why ``value`` cannot be state of parameter ``pid`` (None if it can): its shape, dtype and layout."""
     if not isinstance(value, torch.Tensor):
-        return f"{_a(type(value).__name__)}, not a tensor"
+        return f"{with_article(type(value).__name__)}, not a tensor"
     if value.shape != param.shape:
         return f"shape {tuple(value.shape)} does not fit parameter {pid}'s {tuple(param.shape)}"
     if value.dtype != param.dtype:
         return f"dtype {value.dtype} does not fit parameter {pid}'s {param.dtype}"
-    return _layout_problem(value)
+    return layout_problem(value)
 
 
 def _check_group(group: dict[str, Any], own: dict[str, Any], entry: str, cls: type[torch.optim.Optimizer],
@@ -317,14 +212,14 @@ def _check_group(group: dict[str, Any], own: dict[str, Any], entry: str, cls: ty
         if key not in own:
             if key not in SCHEDULER_GROUP_KEYS:
                 _refuse(where, entry, f"unknown key {key!r} for {name}")
-            if not _is_number(value) or not math.isfinite(value):
-                _refuse(where, f"{entry}[{key!r}]", f"{_short.repr(value)} is not a finite number")
+            if not is_number(value) or not math.isfinite(value):
+                _refuse(where, f"{entry}[{key!r}]", f"{short.repr(value)} is not a finite number")
         elif key in _IMPLEMENTATION:
             if value != own[key] or type(value) is not type(own[key]):
                 _refuse(where, f"{entry}[{key!r}]", f"{value!r}, where this {name} has {own[key]!r} (how it "
                         "computes: build the optimizer with the settings the checkpoint's had)")
         else:
-            found = _like(value, own[key], name, finite=True)
+            found = like(value, own[key], name, finite=True)
             if found:
                 _refuse(where, f"{entry}[{key!r}]{found[0]}", found[1])
 
@@ -334,7 +229,7 @@ def _check_optimizer(saved: Any, optimizer: torch.optim.Optimizer, where: str) -
     name = type(optimizer).__name__
     top = "optimizer_state_dict"
     if not isinstance(saved, dict):
-        _refuse(where, top, f"{_a(type(saved).__name__)}, not a dict")
+        _refuse(where, top, f"{with_article(type(saved).__name__)}, not a dict")
     for key in ("state", "param_groups"):
         if key not in saved:
             _refuse(where, top, f"lacks {key!r}")
@@ -353,24 +248,24 @@ def _check_optimizer(saved: Any, optimizer: torch.optim.Optimizer, where: str) -
         entry = f"{top}['param_groups'][{g}]"
         for pid, param in zip(group["params"], own["params"], strict=True):
             if type(pid) is not int:
-                _refuse(where, f"{entry}['params']", f"{_short.repr(pid)} is not a parameter id (an int)")
+                _refuse(where, f"{entry}['params']", f"{short.repr(pid)} is not a parameter id (an int)")
             if pid in params:
                 _refuse(where, f"{entry}['params']", f"lists parameter {pid} twice")
             params[pid], groups_by_id[pid] = param, group
         _check_group(group, own, entry, type(optimizer), where)
     state = saved["state"]
     if not isinstance(state, dict):
-        _refuse(where, f"{top}['state']", f"{_a(type(state).__name__)}, not a dict")
+        _refuse(where, f"{top}['state']", f"{with_article(type(state).__name__)}, not a dict")
     spec = _state_spec(optimizer)
     for pid, param_state in state.items():
         entry = f"{top}['state'][{pid!r}]"
         if type(pid) is not int or pid not in params:
-            _refuse(where, entry, f"{_short.repr(pid)} is not a parameter id listed in param_groups")
+            _refuse(where, entry, f"{short.repr(pid)} is not a parameter id listed in param_groups")
         if not isinstance(param_state, dict):
-            _refuse(where, entry, f"{_a(type(param_state).__name__)}, not a dict")
+            _refuse(where, entry, f"{with_article(type(param_state).__name__)}, not a dict")
         for key, value in param_state.items():
             if spec is None:  # an optimizer not listed: its keys cannot be checked, its tensors' layout can
-                problem = _layout_problem(value) if isinstance(value, torch.Tensor) else None
+                problem = layout_problem(value) if isinstance(value, torch.Tensor) else None
                 if problem:
                     _refuse(where, f"{entry}[{key!r}]", problem)
             elif key not in spec:
@@ -397,7 +292,7 @@ def _check_scheduler(saved: Any, scheduler: Any, where: str) -> None:
     if isinstance(saved, dict):  # flags of other torch versions: the scheduler keeps its own if one is missing
         saved = {**{k: own[k] for k in _VERSION_FLAGS if k in own},
                  **{k: v for k, v in saved.items() if not (k in _VERSION_FLAGS and k not in own and type(v) is bool)}}
-    found = _like(saved, own, type(scheduler).__name__, finite=False, counters=_COUNTERS)
+    found = like(saved, own, type(scheduler).__name__, finite=False, counters=_COUNTERS)
     if found:
         _refuse(where, f"scheduler_state_dict{found[0]}", found[1])
 
