@@ -329,6 +329,7 @@ def _plot_calls():
         "plot_similarity": lambda: P.plot_similarity(TABLE),
         "query_and_keys": lambda: P.query_and_keys([0.55, 0.95], [[0.65, 0.2], [0.85, -0.4], [-0.95, -0.75]]),
         "sequence_pred": lambda: P.sequence_pred(model.train(), SQUARES, DIRECTIONS, n_rows=1, n_cols=2),
+        "prefix_pred": lambda: P.prefix_pred(SQUARES[:, 2:], SQUARES, [2] * len(SQUARES), SQUARES[:, 2:]),
         # not a figure: attention in bertviz's format (data in, data out)
         "to_bertviz": lambda: P.to_bertviz([torch.full((1, 1, 2, 2), 0.5)], ["a", "b"]),
     }
@@ -504,13 +505,13 @@ def test_the_commands_leave_every_stream_alone(two_processes):
 def test_run_helpers_leave_every_stream_alone(two_processes):
     folder = two_processes[0] / "run"  # the attention lab's GRU with attention
     config, model, _ = load_run(folder)
-    full_test, directions = runs.test_squares(config)
+    squares = runs.test_squares(config)
     entries = {
         **{f"build_model({name})": (lambda name=name: build_model(SquaresConfig(model=name)))
            for name in SQUARES_MODELS},
         "load_run": lambda: load_run(folder),
-        "predict_corners": lambda: predict_corners(model, full_test[:3, :2]),  # a GRU: its coin drawn in eval
-        "attention_figures": lambda: attention_figures(model, full_test, directions),
+        "predict_corners": lambda: predict_corners(model, squares.source[:3]),  # a GRU: its coin drawn in eval
+        "attention_figures": lambda: attention_figures(model, squares),
     }
     for name, entry in entries.items():
         assert calls(entry) == set(), name

@@ -266,6 +266,11 @@ def test_model_encode_decode_predict_take_the_labs_float_masks():
     expected = theirs.decode(shifted, float_mask, trg)
     close(mine.decode(shifted, float_mask, trg), expected)
     close(mine.decode(shifted, bool_mask, trg.bool()), expected)
+    # The lab decodes from the last source step whatever the mask says; attnlab from the last step the
+    # mask keeps (the last real point of a padded source). With a mask that keeps the last step of
+    # every row, the two are the same:
+    float_mask[0, 0, -1], float_mask[0, 0, 0] = 1.0, 0.0
+    bool_mask = float_mask.bool()
     theirs.eval(), mine.eval()
     expected = theirs(source, float_mask)  # the lab's eval forward: encode, then its predict
     close(mine(source, float_mask), expected)

@@ -28,7 +28,7 @@ from attnlab.data import generate_sequences, squares_tensor
 from attnlab.labs.attention_viewer import ViewerData, ViewerLayer, render_viewer, viewer_json
 from attnlab.labs.report import Html, Report, render
 from attnlab.labs.squares import SquaresConfig, load_run, train_run
-from attnlab.labs.squares_figures import attention_viewer_data, attention_weights
+from attnlab.labs.squares_figures import SquaresTestSet, attention_viewer_data, attention_weights
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -141,7 +141,8 @@ def test_the_squares_data_labels_every_layer_of_the_self_attention_model():
     model = squares_model("selfattn-pe")
     points, directions = generate_sequences(n=10, seed=19)
     full = squares_tensor(points)
-    data = attention_viewer_data(model, full, directions, n=3)
+    squares = SquaresTestSet(full[:, :2], full[:, 2:], torch.from_numpy(directions))
+    data = attention_viewer_data(model, squares, n=3)
     assert len(data.sequences) == 3 and data.sequences[0].startswith("clockwise" if directions[0] else "counter")
     assert [(v.key, v.title) for v in data.layers] == [
         ("encoder.self", "Encoder Self-Attention"), ("decoder.self", "Decoder Self-Attention"),

@@ -32,6 +32,7 @@ from attnlab.plotting import (
     plot_nearby,
     plot_shifted,
     plot_similarity,
+    prefix_pred,
     query_and_keys,
     sequence_pred,
 )
@@ -62,6 +63,7 @@ CALLS = {
     "query_and_keys": lambda: query_and_keys([0.55, 0.95], [[0.65, 0.2], [0.85, -0.4], [-0.95, -0.75]]),
     "plot_attention": lambda: _plot_self_attention(),
     "plot_losses": lambda: plot_losses([0.5, 0.3, 0.2], [None, 0.35, 0.25]),
+    "prefix_pred": lambda: prefix_pred(torch.zeros(1, 2, 2), torch.ones(1, 4, 2), [3], torch.ones(1, 2, 2)),
     "sequence_pred": lambda: sequence_pred(_tiny_square_model, torch.tensor(SQUARES), n_rows=1, n_cols=2),
 }
 

@@ -167,17 +167,17 @@ def _run_figure(args: argparse.Namespace) -> Any:
     """Figures of a trained squares run: its losses, its predictions, or one attention map."""
     from attnlab import plotting as P
     from attnlab.labs.squares import load_run, test_squares
-    from attnlab.labs.squares_figures import attention_figures
+    from attnlab.labs.squares_figures import attention_figures, predictions_figure
 
     if args.run is None:
         raise UsageError(f"plot {args.name} needs --run RUN_FOLDER")
     config, model, state = load_run(args.run)
     if args.name == "losses":
         return P.plot_losses(state["loss"], state["val_loss"])
-    full_test, directions = test_squares(config)
+    squares = test_squares(config)
     if args.name == "predictions":
-        return P.sequence_pred(model, full_test, directions)
-    figures = attention_figures(model, full_test, directions)
+        return predictions_figure(model, squares)
+    figures = attention_figures(model, squares)
     if not figures:
         raise UsageError("this run's model has no attention layer")
     if args.layer is None:

@@ -1,4 +1,7 @@
-"""``attnlab predict``: the last two corners of a square, from its first two, by a trained run's model."""
+"""``attnlab predict``: the last two corners of a square, from its first two, by a trained run's model.
+
+A ``--variable-len`` run's model takes 2 to 4 corners and gives the two that follow.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +19,8 @@ from attnlab.cli._common import UsageError
 __all__ = ["add_parser", "parse_points", "run"]
 
 EXAMPLES = ('examples:\n  attnlab predict --run runs/NAME --points "-1,-1 -1,1"\n'
-            '  attnlab predict --run runs/NAME --points "1,1 1,-1" --json')
+            '  attnlab predict --run runs/NAME --points "1,1 1,-1" --json\n'
+            '  attnlab predict --run runs/VARIABLE_LEN_RUN --points "-1,-1 -1,1 1,1"')
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -25,21 +29,23 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = sub.add_parser("predict", help=what, description=what, epilog=EXAMPLES,
                                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--run", type=Path, required=True, help="a run folder written by attnlab train")
-    p.add_argument("--points", required=True, help="the first two corners, 'x0,y0 x1,y1'")
+    p.add_argument("--points", required=True,
+                   help="the first two corners, 'x0,y0 x1,y1' (2 to 4 corners for a --variable-len run)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
     return p
 
 
-def parse_points(text: str) -> torch.Tensor:
-    """``'x0,y0 x1,y1'`` -> tensor ``[1, 2, 2]``.
+def parse_points(text: str, counts: tuple[int, ...] = (2,)) -> torch.Tensor:
+    """``'x0,y0 x1,y1 ...'`` -> tensor ``[1, K, 2]``, ``K`` one of ``counts``.
 
     Raises:
-        UsageError: naming ``--points``, for anything but two finite points.
+        UsageError: naming ``--points``, for anything but ``K`` finite points.
     """
     pairs = text.replace(";", " ").split()
-    if len(pairs) != 2:
-        raise UsageError(f"--points {text!r}: expected two points 'x0,y0 x1,y1'")
+    if len(pairs) not in counts:
+        many = "two" if counts == (2,) else f"{counts[0]} to {counts[-1]}"
+        raise UsageError(f"--points {text!r}: expected {many} points 'x0,y0 x1,y1{' ...' if counts != (2,) else ''}'")
     values = []
     for pair in pairs:
         parts = pair.split(",")
@@ -55,7 +61,7 @@ def parse_points(text: str) -> torch.Tensor:
             raise UsageError(f"--points {text!r}: {pair!r} is not finite in float32, the model's dtype "
                              "(|x| <= 3.4e38)")
         values.append([x, y])
-    return torch.tensor([values], dtype=torch.float32)  # [1, 2, 2]
+    return torch.tensor([values], dtype=torch.float32)  # [1, K, 2]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -66,9 +72,15 @@ def run(args: argparse.Namespace) -> int:
     """
     from attnlab.labs.squares import load_run, predict_corners
 
-    points = parse_points(args.points)
-    _, model, _ = load_run(args.run)
-    predicted = predict_corners(model, points)[0]  # [2, 2]
+    config, model, _ = load_run(args.run)
+    points = parse_points(args.points, (2, 3, 4) if config.variable_len else (2,))  # [1, K, 2]
+    given = points.shape[1]
+    if config.variable_len:  # padded to the model's 4 steps, the padding masked
+        padded = torch.cat([points, points.new_zeros(1, 4 - given, 2)], dim=1)  # [1, 4, 2]
+        mask = (torch.arange(4) < given).reshape(1, 1, 4)  # [1, 1, 4]
+        predicted = predict_corners(model, padded, source_mask=mask)[0]  # [2, 2]
+    else:
+        predicted = predict_corners(model, points)[0]  # [2, 2]
     if not bool(predicted.isfinite().all()):
         # Points far outside the squares it learned (about -1 to 1) overflow inside the model.
         raise UsageError(f"--points {args.points!r}: the model's prediction is not finite "
@@ -78,6 +90,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"points": points[0].tolist(), "predicted": corners}, allow_nan=False))
     else:
-        for k, (x, y) in enumerate(corners, start=3):
-            print(f"corner {k}: {x:.4f}, {y:.4f}")
+        # Numbered along the walk: a square's corners 3 and 4, or the points after the given ones.
+        word = "point" if config.variable_len else "corner"
+        for k, (x, y) in enumerate(corners, start=given + 1):
+            print(f"{word} {k}: {x:.4f}, {y:.4f}")
     return 0

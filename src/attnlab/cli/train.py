@@ -27,6 +27,7 @@ TEACHER_FORCED = ("gru", "gru-attn")
 
 EXAMPLES = ("examples:\n  attnlab train\n  attnlab train --model transformer --seed 3 --out runs/t3\n"
             "  attnlab train --model gru-attn --epochs 50 --out runs/gru\n"
+            "  attnlab train --model transformer --variable-len --out runs/var\n"
             "  attnlab train --out runs/gru --epochs 100 --resume")
 
 
@@ -51,6 +52,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--test-draws-global", action=argparse.BooleanOptionalAction, default=None,
                    help="the test loader draws from torch's global generator at every validation pass, as the "
                         "labs' does (it moves the GRU models' teacher-forcing coins; default: yes)")
+    p.add_argument("--variable-len", action="store_true", default=None,
+                   help="squares of 2 to 4 given corners (padded and masked); the model predicts the two "
+                        "corners that follow")
     p.add_argument("--lr", type=positive_float, default=None, help="Adam learning rate (default 0.01)")
     p.add_argument("--batch-size", type=positive_int, default=None, help="default 16")
     p.add_argument("--n-train", type=positive_int, default=None, help="training squares (default 128)")
@@ -75,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
     given = {"model": args.model, "epochs": args.epochs, "seed": args.seed, "train_seed": args.train_seed,
              "lr": args.lr, "batch_size": args.batch_size, "n_train": args.n_train,
              "teacher_forcing_prob": args.teacher_forcing, "test_draws_global": args.test_draws_global,
+             "variable_len": args.variable_len,
              **{field: getattr(args, field) for field in size_flags.values()}}
     if args.resume:
         if args.out is None:

@@ -6,6 +6,9 @@
 * :mod:`attnlab.data.padding`: :func:`pad_sequences` for sequences of different
   lengths (right padding, mask True = real step) and :func:`collate_padded`, a
   DataLoader ``collate_fn`` for such ``(source, target)`` pairs;
+* :mod:`attnlab.data.square_prefixes`: :func:`generate_prefixes` and
+  :class:`SquarePrefixes`, the book's variable-length squares (2 to 4 corners,
+  padded and masked) and the two corners that follow each;
 * :mod:`attnlab.data.loaders`: :class:`SquareSequences` (a Dataset) and
   :func:`make_loaders`, the labs' train/test loaders with a real test set and
   a shuffle of their own.
@@ -17,6 +20,7 @@ This package never imports :mod:`attnlab.models`: a model is told its sizes
 from attnlab.data.loaders import SquareLoaders, SquareSequences, make_loaders
 from attnlab.data.metrics import mean_squared_error, sequence_accuracy, token_accuracy
 from attnlab.data.padding import PaddedBatch, collate_padded, pad_sequences
+from attnlab.data.square_prefixes import Prefixes, SquarePrefixes, generate_prefixes
 from attnlab.data.squares import CORNERS, generate_sequences, squares_tensor
 from attnlab.data.tasks import (
     BOS,
@@ -45,7 +49,9 @@ __all__ = [
     "FIRST_SYMBOL",
     "PAD",
     "PaddedBatch",
+    "Prefixes",
     "SquareLoaders",
+    "SquarePrefixes",
     "SquareSequences",
     "SquaresBatch",
     "TASKS",
@@ -56,6 +62,7 @@ __all__ = [
     "TaskSpec",
     "Vocab",
     "collate_padded",
+    "generate_prefixes",
     "generate_sequences",
     "make_loaders",
     "decoder_only_batch",

@@ -26,12 +26,13 @@ target points (``S + T = 4``), ``F = 2`` coordinates.
 
 from __future__ import annotations
 
-from typing import NamedTuple, cast
+from typing import Any, NamedTuple, cast
 
 import torch
 from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, SequentialSampler
 
 from attnlab._validate import check_bool, check_choice, check_int
+from attnlab.data.square_prefixes import SquarePrefixes
 from attnlab.data.squares import check_seed, generate_sequences, squares_tensor
 
 __all__ = ["SquareLoaders", "SquareSequences", "make_loaders"]
@@ -105,15 +106,18 @@ class SquareLoaders(NamedTuple):
     """The ``(train_loader, test_loader)`` pair :func:`make_loaders` returns, with shortcuts.
 
     It unpacks as a pair; the properties reach into ``test.dataset`` (a
-    :class:`SquareSequences`) for what the figures need.
+    :class:`SquareSequences`, or with ``variable_len`` a :class:`attnlab.data.SquarePrefixes`)
+    for what the figures need. A batch's first element is a tensor, or with
+    ``variable_len`` a dict of the model's keyword arguments.
     """
 
-    train: DataLoader[tuple[torch.Tensor, torch.Tensor]]
-    test: DataLoader[tuple[torch.Tensor, torch.Tensor]]
+    train: DataLoader[tuple[Any, torch.Tensor]]
+    test: DataLoader[tuple[Any, torch.Tensor]]
 
     @property
     def full_test(self) -> torch.Tensor:
-        """The test squares ``[N, 4, 2]`` (for :func:`attnlab.plotting.sequence_pred`)."""
+        """The test squares ``[N, 4, 2]`` (for :func:`attnlab.plotting.sequence_pred`); with ``variable_len``,
+        ``[N, 6, 2]``: the right-padded given corners, then the two that follow."""
         return cast(SquareSequences, self.test.dataset).full
 
     @property
@@ -133,6 +137,7 @@ def make_loaders(
     input_len: int = 2,
     eval_batch_size: int | None = None,
     test_draws_global: bool = False,
+    variable_len: bool = False,
 ) -> SquareLoaders:
     """The labs' loaders, with a test set that really is the seed-19 squares.
 
@@ -157,6 +162,10 @@ def make_loaders(
         test_draws_global: give the test loader no generator of its own, so that
             iterating it draws its base seed from torch's global generator, as the
             labs' ``DataLoader(test_data, batch_size=16)`` does: one draw per pass.
+        variable_len: squares of 2 to 4 given corners, right-padded and masked,
+            and the two corners that follow them (:class:`attnlab.data.SquarePrefixes`):
+            batches are then ``({"X": ..., "source_mask": [B, 1, 4]}, target [B, 2, 2])``,
+            for ``model(**inputs)``. ``input_len`` must stay 2 (the given corners are drawn).
 
     Returns:
         ``(train_loader, test_loader)`` as a :class:`SquareLoaders`; the test
@@ -165,7 +174,8 @@ def make_loaders(
 
     Raises:
         TypeError / ValueError: naming the argument, for counts or sizes below 1,
-            bad seeds, equal train and test seeds, or ``input_len`` outside 1 to 3.
+            bad seeds, equal train and test seeds, or ``input_len`` outside 1 to 3
+            (or other than 2 with ``variable_len``).
 
     Example:
         >>> train_loader, test_loader = make_loaders()
@@ -180,6 +190,9 @@ def make_loaders(
     eval_batch_size = check_int("eval_batch_size", eval_batch_size, minimum=1)
     shuffle_seed = check_int("shuffle_seed", shuffle_seed, minimum=0)
     test_draws_global = check_bool("test_draws_global", test_draws_global)
+    if check_bool("variable_len", variable_len) and input_len != 2:
+        raise ValueError(f"input_len must stay 2 with variable_len (2 to 4 corners are drawn per square), "
+                         f"got {input_len!r}")
     for name, value in (("train_seed", train_seed), ("test_seed", test_seed)):
         if value is None:
             raise TypeError(f"{name} must be an integer, got None (the run would not be repeatable)")
@@ -188,8 +201,14 @@ def make_loaders(
         raise ValueError(f"test_seed ({test_seed}) must differ from train_seed ({train_seed}): "
                          "the test squares would be the training squares")
 
-    train = SquareSequences(n_train, train_seed, input_len=input_len, inputs="full")
-    test = SquareSequences(n_test, test_seed, input_len=input_len, inputs="source")
+    train: Dataset[tuple[Any, torch.Tensor]]
+    test: Dataset[tuple[Any, torch.Tensor]]
+    if variable_len:
+        train = SquarePrefixes(n_train, train_seed, inputs="full")
+        test = SquarePrefixes(n_test, test_seed, inputs="source")
+    else:
+        train = SquareSequences(n_train, train_seed, input_len=input_len, inputs="full")
+        test = SquareSequences(n_test, test_seed, input_len=input_len, inputs="source")
     # Whole batches are fetched with one index list (batch_size=None + a BatchSampler):
     # the same batches, in the same order, as DataLoader(shuffle=True, generator=g), whose
     # random draws (the iterator's base seed, then the permutation) come from the same g.

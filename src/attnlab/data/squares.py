@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 
-__all__ = ["CORNERS", "generate_sequences", "squares_tensor"]
+__all__ = ["CORNERS", "Walks", "draw_walks", "generate_sequences", "squares_tensor", "walk_corners"]
 
 # A, B, C, D: walking them in this order goes round the square clockwise.
 CORNERS = np.array([[-1, -1], [-1, 1], [1, 1], [1, -1]])
@@ -100,24 +100,55 @@ def generate_sequences(
         raise TypeError(f"variable_len must be a bool, got {variable_len!r} ({type(variable_len).__name__})")
     n = int(n)
     rng = np.random.RandomState(check_seed(seed))
+    walks = draw_walks(rng, n, variable_len=bool(variable_len))
+    return walks.points, walks.directions
 
+
+class Walks(NamedTuple):
+    """The book's draws for ``N`` sequences (:func:`draw_walks`).
+
+    Attributes:
+        bases: int ``[N]``, the starting corner (an index into :data:`CORNERS`).
+        lengths: int ``[N]``, the points drawn per sequence.
+        directions: int ``[N]``, 1 = clockwise, 0 = counter-clockwise.
+        points: ``N`` float64 arrays ``[L_i, 2]``, the noisy corners.
+    """
+
+    bases: np.ndarray
+    lengths: np.ndarray
+    directions: np.ndarray
+    points: list[np.ndarray]
+
+
+def walk_corners(bases: np.ndarray, directions: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    """The corner indices ``[N, K]`` visited at walk ``steps`` (``[K]``, or ``[N, K]`` per walk; 0 = the start,
+    and past step 3 the walk goes on round).
+
+    Clockwise from corner ``b`` the walk visits ``b, b+1, b+2, ...`` (mod 4); counter-clockwise
+    the book reverses the four corners, ``b+3, b+2, b+1, b``, so step ``i`` is ``b + 3 - i`` (mod 4).
+    """
+    clockwise = (bases[:, None] + steps) % 4  # [N, K]
+    counter = (bases[:, None] + 3 - steps) % 4  # [N, K]
+    return np.where(directions[:, None] == 1, clockwise, counter)
+
+
+def draw_walks(rng: np.random.RandomState, n: int, *, variable_len: bool) -> Walks:
+    """Draw ``n`` noisy walks from ``rng`` in the book's order (see :func:`generate_sequences`).
+
+    ``rng`` is left just after the book's draws, so a caller can draw more from it
+    (:func:`attnlab.data.generate_prefixes` draws the corners that follow).
+    """
     bases = rng.randint(4, size=n)
     lengths = rng.randint(3, size=n) + 2 if variable_len else np.full(n, 4)
     directions = rng.randint(2, size=n)
     # One draw for all the noise: the legacy Gaussian stream does not depend on
     # how it is split into calls, so this equals the book's randn(l, 2) per sequence.
     noise = rng.randn(int(lengths.sum()), 2) * _NOISE_STD
-
-    steps = np.arange(4)
-    points = []
-    start = 0
-    for base, direction, length in zip(bases, directions, lengths, strict=True):
-        order = (base + steps) % 4  # clockwise from the starting corner
-        if direction == 0:
-            order = order[::-1]  # counter-clockwise: the same corners, reversed
-        points.append(CORNERS[order[:length]] + noise[start : start + length])
-        start += length
-    return points, directions
+    order = walk_corners(bases, directions, np.arange(4))  # [N, 4]
+    ends = np.cumsum(lengths)
+    points = [CORNERS[order[i, :length]] + noise[end - length : end]
+              for i, (length, end) in enumerate(zip(lengths, ends, strict=True))]
+    return Walks(bases, lengths, directions, points)
 
 
 def squares_tensor(points: Sequence[Any] | np.ndarray | torch.Tensor) -> torch.Tensor:

@@ -40,7 +40,7 @@ import torch
 from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, SequentialSampler
 
 from attnlab._validate import check_int
-from attnlab.data.squares import _NOISE_STD, CORNERS, check_seed
+from attnlab.data.squares import _NOISE_STD, CORNERS, check_seed, walk_corners
 
 __all__ = [
     "BOS", "EOS", "FIRST_SYMBOL", "PAD", "TASKS", "TOKEN_TASKS",
@@ -286,10 +286,7 @@ def squares_task(n: int, n_corners: int = 4, *, n_given: int = 2, seed: int = 13
         # K corners do not depend on K, so a longer walk continues a shorter one exactly.
         more = rng.randn(n_corners - 4, n, 2).transpose(1, 0, 2) * _NOISE_STD  # [K - 4, N, 2] -> [N, K - 4, 2]
         noise = np.concatenate([noise, more], axis=1)  # [N, K, 2]
-    steps = np.arange(n_corners)  # [K]
-    # Clockwise from the start corner; counter-clockwise is generate_sequences' reversed order,
-    # base + 3, base + 2, ..., which keeps going the same way past the fourth corner.
-    order = np.where(directions[:, None] == 1, bases[:, None] + steps, bases[:, None] + 3 - steps) % 4  # [N, K]
+    order = walk_corners(bases, directions, np.arange(n_corners))  # [N, K]: the walk goes on round past corner 4
     full = torch.from_numpy((CORNERS[order] + noise[:, :n_corners]).astype(np.float32))  # [N, K, 2]
     return SquaresBatch(full, full[:, :n_given], full[:, n_given:], torch.from_numpy(directions).long())
 

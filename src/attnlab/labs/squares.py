@@ -40,13 +40,13 @@ from attnlab._io import atomic_write, read_text
 from attnlab.labs.report import Report, write_report
 from attnlab.labs.run_folder import RunFolder, check_claim, claim
 from attnlab.labs.squares_config import DEFAULT_WEIGHT_SEED, LAB_WEIGHT_SEEDS, UNSEEDED_LOADER_SEED, SquaresConfig
-from attnlab.labs.squares_figures import write_figures
+from attnlab.labs.squares_figures import SquaresTestSet, write_figures
 from attnlab.training import Checkpoint, MetricsFile, Trainer
 from attnlab.training.rng import preserved_rng
 
 __all__ = ["CHECKPOINT", "DEFAULT_WEIGHT_SEED", "LAB_WEIGHT_SEEDS", "UNSEEDED_LOADER_SEED", "RunResult",
-           "SquaresConfig", "build_model", "check_train_folder", "load_run", "make_optimizer", "predict_corners",
-           "resume_config", "test_squares", "train_run"]
+           "SquaresConfig", "SquaresTestSet", "build_model", "check_train_folder", "load_run", "make_optimizer",
+           "predict_corners", "resume_config", "test_squares", "train_run"]
 
 CHECKPOINT = "checkpoint.pt"
 
@@ -86,18 +86,24 @@ def _data(config: SquaresConfig) -> Any:
     # checkpoint saves, so a resumed run sees the same batches as an unbroken one.
     return make_loaders(n_train=config.n_train, n_test=config.n_test, batch_size=config.batch_size,
                         eval_batch_size=config.eval_batch_size, shuffle_seed=config.train_seed,
-                        test_draws_global=config.test_draws_global)
+                        test_draws_global=config.test_draws_global, variable_len=config.variable_len)
 
 
-def test_squares(config: SquaresConfig) -> tuple[Tensor, Any]:
-    """The run's test squares ``[N, 4, 2]`` (data seed 19) and their directions ``[N]`` (1 = clockwise)."""
-    data = _data(config)
-    return data.full_test, data.test_directions
+def _test_set(data: Any) -> SquaresTestSet:
+    dataset = data.test.dataset
+    return SquaresTestSet(dataset.source, dataset.target, dataset.directions, getattr(dataset, "source_mask", None))
 
 
-def _test_mse(model: nn.Module, source: Tensor, target: Tensor) -> float:
+def test_squares(config: SquaresConfig) -> SquaresTestSet:
+    """The run's test squares (data seed 19): given corners, the corners to predict, directions (1 = clockwise),
+    and for a ``variable_len`` run the mask of the given corners (see :class:`SquaresTestSet`)."""
+    return _test_set(_data(config))
+
+
+def _test_mse(model: nn.Module, squares: SquaresTestSet) -> float:
     """MSE of the model's own (free-running, eval-mode) predictions ``[N, 2, 2]``; restores the mode."""
-    return float(torch.nn.functional.mse_loss(predict_corners(model, source), target))
+    predicted = predict_corners(model, squares.source, source_mask=squares.source_mask)
+    return float(torch.nn.functional.mse_loss(predicted, squares.target))
 
 
 def _read_config(folder: Path, flag: str) -> SquaresConfig | None:
@@ -253,20 +259,19 @@ def _train(config: SquaresConfig, run: RunFolder, progress: bool | None,
     else:
         trainer.save_checkpoint(checkpoint)
 
-    source, target = data.full_test[:, :2], data.full_test[:, 2:]
-    test_mse = _test_mse(model, source, target)
-    figures = write_figures(model, trainer.losses, trainer.val_losses, data.full_test, data.test_directions,
-                            folder / "figures")
+    squares = _test_set(data)
+    test_mse = _test_mse(model, squares)
+    figures = write_figures(model, trainer.losses, trainer.val_losses, squares, folder / "figures")
     summary = {"train_mse": trainer.losses[-1], "test_mse": test_mse, "epochs": trainer.total_epochs}
     run.write_json("summary.json", summary)
-    _write_report(run, config, summary, figures, model=model, full_test=data.full_test, directions=data.test_directions)
+    _write_report(run, config, summary, figures, model=model, squares=squares)
     files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*")
                    if p.is_file() and not p.name.startswith("."))
     return RunResult(folder, trainer.losses[-1], test_mse, trainer.total_epochs, files)
 
 
 def _write_report(run: RunFolder, config: SquaresConfig, summary: dict[str, Any], figures: list[Path], *,
-                  model: nn.Module, full_test: Tensor, directions: Any) -> None:
+                  model: nn.Module, squares: SquaresTestSet) -> None:
     """``report.html``: the numbers, the figures, an interactive view of every attention map, the settings."""
     from attnlab.labs.attention_viewer import render_viewer
     from attnlab.labs.report import Html
@@ -274,9 +279,11 @@ def _write_report(run: RunFolder, config: SquaresConfig, summary: dict[str, Any]
 
     metrics = read_text(run.path / "metrics.jsonl", what="metrics.jsonl")
     rows = [json.loads(line) for line in metrics.splitlines() if line.strip()]
-    paragraphs = [f"Test MSE: the model's own free-running predictions of corners 3 and 4 of {config.n_test} "
+    predicted = ("the two corners that follow the 2 to 4 corners each square gives (padded and masked)"
+                 if config.variable_len else "corners 3 and 4")
+    paragraphs = [f"Test MSE: the model's own free-running predictions of {predicted} of {config.n_test} "
                   "test squares (data seed 19), which it never trained on."]
-    viewer = attention_viewer_data(model, full_test, directions)
+    viewer = attention_viewer_data(model, squares)
     if viewer.layers:
         sections = [Html(render_viewer(viewer))]
     else:
@@ -322,8 +329,11 @@ def load_run(folder: str | os.PathLike[str]) -> tuple[SquaresConfig, nn.Module, 
     return config, model.eval(), state
 
 
-def predict_corners(model: nn.Module, points: Tensor) -> Tensor:
+def predict_corners(model: nn.Module, points: Tensor, *, source_mask: Tensor | None = None) -> Tensor:
     """The model's corners 3 and 4 for first corners ``points [B, 2, 2]``: ``[B, 2, 2]``.
+
+    A model of a ``variable_len`` run takes 2 to 4 corners right-padded, ``points [B, 4, 2]``,
+    with ``source_mask [B, 1, 4]`` (True on the given corners), and gives the two that follow.
 
     Safe from several threads at once on one model: the model is held in eval mode
     while any call needs it (every module's mode comes back after the last one),
@@ -337,6 +347,6 @@ def predict_corners(model: nn.Module, points: Tensor) -> Tensor:
     from attnlab.models.inference import SQUARES_CLASSES, run_eval
 
     if isinstance(model, SQUARES_CLASSES):
-        return run_eval(model, points)
+        return run_eval(model, points, source_mask=source_mask)
     with preserved_rng({}):
-        return run_eval(model, points)
+        return run_eval(model, points, source_mask=source_mask)

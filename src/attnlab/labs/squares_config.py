@@ -25,6 +25,7 @@ from attnlab._validate import (
     check_keys,
     check_seed,
 )
+from attnlab.data.square_prefixes import SquarePrefixes
 from attnlab.models.builders import SIZE_NAMES, SQUARES_MODELS, squares_model, squares_sizes
 
 __all__ = ["DEFAULT_WEIGHT_SEED", "LAB_WEIGHT_SEEDS", "UNSEEDED_LOADER_SEED", "SquaresConfig"]
@@ -84,6 +85,9 @@ class SquaresConfig:
     # same, so the attention lab's run is matched epoch by epoch; False gives the test
     # loader a generator of its own (validation then changes nothing in training).
     test_draws_global: bool = True
+    # Squares of 2 to 4 given corners (the book's variable_len generator), right-padded and
+    # masked; the model predicts the two corners that follow (attnlab.data.SquarePrefixes).
+    variable_len: bool = False
     d_model: int | None = None
     n_heads: int | None = None
     n_layers: int | None = None
@@ -103,6 +107,7 @@ class SquaresConfig:
             object.__setattr__(self, "seed", LAB_WEIGHT_SEEDS.get(self.model, DEFAULT_WEIGHT_SEED))
         check_seed("seed", self.seed)
         check_bool("test_draws_global", self.test_draws_global)
+        check_bool("variable_len", self.variable_len)
         check_seed("train_seed", self.train_seed)
         check_float32("lr", self.lr, positive=True)  # the parameters it updates are float32
         check_int("batch_size", self.batch_size, minimum=1)
@@ -124,7 +129,8 @@ class SquaresConfig:
     def build_model(self) -> nn.Module:
         """The model this config names (weights drawn from torch's global generator; see :func:`build_model`)."""
         return squares_model(self.model, d_model=self.d_model, n_heads=self.n_heads, n_layers=self.n_layers,
-                             ff_units=self.ff_units, teacher_forcing_prob=self.teacher_forcing_prob)
+                             ff_units=self.ff_units, teacher_forcing_prob=self.teacher_forcing_prob,
+                             input_len=SquarePrefixes.input_len if self.variable_len else 2)
 
     def to_dict(self) -> dict[str, Any]:
         """The settings as a JSON-ready dict, as ``config.json`` holds them."""

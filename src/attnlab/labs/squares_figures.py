@@ -16,8 +16,9 @@ weights are read inside the ``record_attention()`` block that recorded them.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+import torch
 from torch import Tensor, nn
 
 from attnlab._io import atomic_write
@@ -26,13 +27,59 @@ from attnlab.attention.recording import collect_attention, record_attention
 from attnlab.labs.attention_viewer import ViewerData, ViewerLayer
 from attnlab.models.inference import run_eval
 
-__all__ = ["attention_figures", "attention_viewer_data", "attention_weights", "layer_kind", "layer_title",
-           "write_figures"]
+__all__ = ["SquaresTestSet", "attention_figures", "attention_viewer_data", "attention_weights", "layer_kind",
+           "layer_title", "predictions_figure", "write_figures"]
 
 _TITLES = {"encoder.self": "Encoder Self-Attention", "decoder.self": "Decoder Self-Attention",
            "decoder.cross": "Cross-Attention"}
-_SOURCE_LABELS = ("Point #1", "Point #2")  # the corners a model is given
-_TARGET_LABELS = ("Point #3", "Point #4")  # the corners it predicts
+
+
+class SquaresTestSet(NamedTuple):
+    """A run's test squares, as the figures take them.
+
+    Attributes:
+        source: float32 ``[N, S, 2]``, the corners a model is given (right-padded
+            to ``S = 4`` for the variable-length squares).
+        target: float32 ``[N, T, 2]``, the corners it predicts.
+        directions: int64 ``[N]``, 1 = clockwise.
+        source_mask: bool ``[N, 1, S]``, True on the given corners (variable-length
+            squares); None when every square gives its first two.
+    """
+
+    source: Tensor
+    target: Tensor
+    directions: Tensor
+    source_mask: Tensor | None = None
+
+    @property
+    def lengths(self) -> Tensor:
+        """How many corners each square gives, int64 ``[N]``."""
+        if self.source_mask is None:
+            return torch.full((self.source.shape[0],), self.source.shape[1], dtype=torch.long)
+        return self.source_mask[:, 0].sum(dim=-1)
+
+    def labels(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """Axis labels ``(given corners [S], predicted corners [T])``: ``Point #k`` in the order walked,
+        the predicted ones ``Next #k`` when how many corners came before them varies."""
+        given = tuple(f"Point #{k}" for k in range(1, self.source.shape[1] + 1))
+        first = self.source.shape[1] + 1
+        predicted = tuple(f"Point #{first + k}" if self.source_mask is None else f"Next #{k + 1}"
+                          for k in range(self.target.shape[1]))
+        return given, predicted
+
+
+def _describe(squares: SquaresTestSet, n: int, *, short: bool) -> list[str]:
+    """A label per square: its direction, where it starts and (variable lengths) how many corners it gives."""
+    labels = []
+    for i in range(n):
+        direction = "Clockwise" if int(squares.directions[i]) else "Counter-Clockwise"
+        x, y = squares.source[i, 0].tolist()
+        given = "" if squares.source_mask is None else f", {int(squares.lengths[i])} given"
+        if short:
+            labels.append(f"{direction}{given}\nPoint #1: {x:.2f}, {y:.2f}")
+        else:
+            labels.append(f"{direction.lower()}{given}, Point #1 at ({x:.2f}, {y:.2f})")
+    return labels
 
 
 def layer_kind(name: str) -> str:
@@ -54,69 +101,73 @@ def layer_title(name: str) -> str:
     return _TITLES[layer_kind(name)]
 
 
-def attention_weights(model: nn.Module, inputs: Tensor) -> dict[str, Tensor]:
+def attention_weights(model: nn.Module, inputs: Tensor, source_mask: Tensor | None = None) -> dict[str, Tensor]:
     """The attention weights of one prediction on ``inputs [B, S, F]``, by layer: ``{name: [B, H, T, S]}``.
 
-    The model runs in eval mode, without grad and without drawing a random number;
-    the weights are this call's even while other threads run the same model.
+    ``source_mask [B, 1, S]`` (True on the real steps) goes with padded inputs. The model
+    runs in eval mode, without grad and without drawing a random number; the weights
+    are this call's even while other threads run the same model.
     """
     param = next(model.parameters(), None)
     if param is not None:
         inputs = inputs.to(param.device)
+        source_mask = None if source_mask is None else source_mask.to(param.device)
     with record_attention():
-        run_eval(model, inputs)
+        run_eval(model, inputs, source_mask=source_mask)
         return collect_attention(model)
 
 
-def attention_figures(model: nn.Module, full_test: Tensor, directions: Any, n: int = 2) -> dict[str, Any]:
+def attention_figures(model: nn.Module, squares: SquaresTestSet, n: int = 2) -> dict[str, Any]:
     """One figure per attention layer of ``model``, on the first ``n`` test squares: ``{layer: Figure}``.
 
-    ``full_test`` is the test squares ``[B, 4, 2]``, ``directions`` their ``[B]`` directions.
     The caller's random streams are left as they were (attnlab's models draw nothing
     here), and so is the model's mode.
+
+    Raises:
+        TypeError / ValueError: if ``n`` is not an int of at least 1.
     """
     from attnlab.plotting import plot_attention
 
-    inputs = full_test[:n, :2]  # [n, 2, 2]: the first two corners
-    labels = [f"{'Clockwise' if int(d) else 'Counter-Clockwise'}\nPoint #1: {p[0, 0]:.2f}, {p[0, 1]:.2f}"
-              for d, p in zip(directions[:n], inputs, strict=True)]
+    n = min(check_int("n", n, minimum=1), squares.source.shape[0])
+    inputs = squares.source[:n]  # [n, S, 2]
+    mask = None if squares.source_mask is None else squares.source_mask[:n]  # [n, 1, S]
+    given, predicted = squares.labels()
     figures = {}
-    for name in attention_weights(model, inputs):
-        fig = plot_attention(model, inputs, labels, ["Point #1", "Point #2"], ["Point #3", "Point #4"],
-                             decoder="decoder" in name, self_attn="self_attn" in name, layer=name)
+    for name in attention_weights(model, inputs, mask):
+        fig = plot_attention(model, inputs, _describe(squares, n, short=True), list(given), list(predicted),
+                             decoder="decoder" in name, self_attn="self_attn" in name, layer=name, source_mask=mask)
         fig.suptitle(layer_title(name))
         figures[name] = fig
     return figures
 
 
-def attention_viewer_data(model: nn.Module, full_test: Tensor, directions: Any, n: int = 8) -> ViewerData:
+def attention_viewer_data(model: nn.Module, squares: SquaresTestSet, n: int = 8) -> ViewerData:
     """Every attention layer's weights on the first ``n`` test squares, for the report's viewer.
 
     Args:
         model: the trained model (run in eval mode, without grad, drawing no random number).
-        full_test: the test squares ``[B, 4, 2]``: the model is given the first two corners.
-        directions: their ``[B]`` directions (1 = clockwise), for the squares' labels.
-        n: how many squares (at most ``B``).
+        squares: the test squares; the model is given their ``source`` (and ``source_mask``).
+        n: how many squares (at most ``N``).
 
     Returns:
         A :class:`~attnlab.labs.attention_viewer.ViewerData`; its ``layers`` is empty
         for a model without attention (the attention lab's plain GRU). Rows are
         labelled with the corners the queries predict, columns with what the keys
-        hold: the given corners for the encoder and the cross-attention, the
-        decoder's inputs (the last given corner, then the predictions) for its
-        self-attention.
+        hold: the given corners for the encoder and the cross-attention (a padded
+        column holds weight 0), the decoder's inputs (the last given corner, then
+        the predictions) for its self-attention.
 
     Raises:
         TypeError / ValueError: if ``n`` is not an int of at least 1.
     """
-    check_int("n", n, minimum=1)
-    inputs = full_test[:n, :2]  # [n, 2, 2]: the first two corners
-    squares = [f"{'clockwise' if int(d) else 'counter-clockwise'}, Point #1 at ({p[0, 0]:.2f}, {p[0, 1]:.2f})"
-               for d, p in zip(directions[:n], inputs, strict=True)]
-    keys = {"encoder.self": _SOURCE_LABELS, "decoder.cross": _SOURCE_LABELS,
-            "decoder.self": (_SOURCE_LABELS[-1], *_TARGET_LABELS[:-1])}
-    queries = {"encoder.self": _SOURCE_LABELS, "decoder.cross": _TARGET_LABELS, "decoder.self": _TARGET_LABELS}
-    weights = attention_weights(model, inputs)  # {name: [n, H, T, S]}
+    n = min(check_int("n", n, minimum=1), squares.source.shape[0])
+    inputs = squares.source[:n]  # [n, S, 2]
+    mask = None if squares.source_mask is None else squares.source_mask[:n]  # [n, 1, S]
+    given, predicted = squares.labels()
+    last_given = given[-1] if squares.source_mask is None else "Last given"
+    keys = {"encoder.self": given, "decoder.cross": given, "decoder.self": (last_given, *predicted[:-1])}
+    queries = {"encoder.self": given, "decoder.cross": predicted, "decoder.self": predicted}
+    weights = attention_weights(model, inputs, mask)  # {name: [n, H, T, S]}
     kinds = [layer_kind(name) for name in weights]
     layers, seen = [], dict.fromkeys(kinds, 0)
     for name, kind in zip(weights, kinds, strict=True):
@@ -126,15 +177,29 @@ def attention_viewer_data(model: nn.Module, full_test: Tensor, directions: Any, 
         key, title = (kind, _TITLES[kind]) if single else (f"{kind}.{seen[kind]}", f"{_TITLES[kind]} {seen[kind]}")
         layers.append(ViewerLayer(key=key, name=name, title=title, queries=queries[kind], keys=keys[kind],
                                   weights=weights[name].detach().cpu()))
-    return ViewerData(sequences=squares, layers=layers)
+    return ViewerData(sequences=_describe(squares, n, short=False), layers=layers)
+
+
+def predictions_figure(model: nn.Module, squares: SquaresTestSet) -> Any:
+    """The model's predictions on the first 10 test squares: :func:`attnlab.plotting.sequence_pred` for the
+    labs' squares, :func:`attnlab.plotting.prefix_pred` for the variable-length ones."""
+    from attnlab.plotting import prefix_pred, sequence_pred
+
+    if squares.source_mask is None:
+        return sequence_pred(model, torch.cat([squares.source, squares.target], dim=1), squares.directions)
+    n = min(10, squares.source.shape[0])
+    param = next(model.parameters(), None)
+    device = None if param is None else param.device
+    predicted = run_eval(model, squares.source[:n].to(device), source_mask=squares.source_mask[:n].to(device))
+    return prefix_pred(predicted.cpu(), squares.source[:n], squares.lengths[:n], squares.target[:n],
+                       squares.directions[:n])
 
 
 def write_figures(
     model: nn.Module,
     losses: list[float],
     val_losses: list[float | None],
-    full_test: Tensor,
-    directions: Any,
+    squares: SquaresTestSet,
     out: Path,
 ) -> list[Path]:
     """Losses, predictions on test squares, and one figure per attention layer, written into ``out``.
@@ -142,14 +207,14 @@ def write_figures(
     Args:
         model: the trained model.
         losses, val_losses: per-epoch losses.
-        full_test: the test squares ``[B, 4, 2]``; directions: their ``[B]`` directions.
+        squares: the test squares.
         out: the folder (it must exist).
 
     Returns:
         The paths written. The caller's random streams are left as they were (attnlab's
         models draw nothing here).
     """
-    from attnlab.plotting import plot_losses, sequence_pred
+    from attnlab.plotting import plot_losses
 
     written = []
 
@@ -161,7 +226,7 @@ def write_figures(
         written.append(path)
 
     save(plot_losses(losses, val_losses), "losses.png")
-    save(sequence_pred(model, full_test, directions), "predictions.png")
-    for name, fig in attention_figures(model, full_test, directions).items():
+    save(predictions_figure(model, squares), "predictions.png")
+    for name, fig in attention_figures(model, squares).items():
         save(fig, f"attention-{name.replace('.', '-')}.png")
     return written

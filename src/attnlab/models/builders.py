@@ -76,11 +76,15 @@ def squares_model(
     n_layers: int | None = None,
     ff_units: int | None = None,
     teacher_forcing_prob: float = 0.5,
+    input_len: int = _INPUT_LEN,
 ) -> nn.Module:
     """The squares model ``name``: it reads two corners ``[B, 2, 2]`` and predicts the other two ``[B, 2, 2]``.
 
     In train mode every model takes the whole square ``[B, 4, 2]`` and is teacher-forced
     on its last two corners; in eval mode it takes the first two and predicts greedily.
+    With ``input_len=4`` it reads the variable-length squares instead
+    (:class:`attnlab.data.SquarePrefixes`): 2 to 4 corners right-padded to ``[B, 4, 2]``
+    with a ``source_mask [B, 1, 4]``, and predicts the two that follow.
 
     Args:
         name: one of :data:`SQUARES_MODELS`.
@@ -88,6 +92,7 @@ def squares_model(
             default (:func:`squares_sizes`). A size the model does not have must be None.
         teacher_forcing_prob: the GRU models' probability of feeding the true
             corner back in training (the attention lab's 0.5); ignored by the others.
+        input_len: ``S``, the source steps (padded ones included); the initial weights do not depend on it.
 
     Returns:
         A new model, its weights drawn from torch's global generator.
@@ -111,16 +116,16 @@ def squares_model(
                             n_features=_N_FEATURES)
         decoder = DecoderPe(n_heads=sizes["n_heads"], d_model=sizes["d_model"], ff_units=sizes["ff_units"],
                             n_features=_N_FEATURES)
-        return EncoderDecoderSelfAttn(encoder, decoder, input_len=_INPUT_LEN, target_len=_TARGET_LEN)
+        return EncoderDecoderSelfAttn(encoder, decoder, input_len=input_len, target_len=_TARGET_LEN)
     if name == "gru":
         return EncoderDecoder(Encoder(_N_FEATURES, sizes["d_model"]), Decoder(_N_FEATURES, sizes["d_model"]),
-                              input_len=_INPUT_LEN, target_len=_TARGET_LEN, teacher_forcing_prob=teacher_forcing_prob)
+                              input_len=input_len, target_len=_TARGET_LEN, teacher_forcing_prob=teacher_forcing_prob)
     if name == "gru-attn":
         return EncoderDecoderAttn(Encoder(_N_FEATURES, sizes["d_model"]), DecoderAttn(_N_FEATURES, sizes["d_model"]),
-                                  input_len=_INPUT_LEN, target_len=_TARGET_LEN,
+                                  input_len=input_len, target_len=_TARGET_LEN,
                                   teacher_forcing_prob=teacher_forcing_prob)
     return squares_transformer(d_model=sizes["d_model"], n_heads=sizes["n_heads"], n_layers=sizes["n_layers"],
-                               ff_units=sizes["ff_units"], n_features=_N_FEATURES, input_len=_INPUT_LEN,
+                               ff_units=sizes["ff_units"], n_features=_N_FEATURES, input_len=input_len,
                                target_len=_TARGET_LEN)
 
 

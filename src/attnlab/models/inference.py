@@ -75,7 +75,7 @@ def evaluating(model: nn.Module) -> Iterator[nn.Module]:
                     module.training = training
 
 
-def run_eval(model: nn.Module, inputs: Tensor) -> Any:
+def run_eval(model: nn.Module, inputs: Tensor, *, source_mask: Tensor | None = None) -> Any:
     """``model(inputs)`` in eval mode, without grad, safe from several threads at once.
 
     attnlab's GRU models run through their ``predict`` (the same outputs, without
@@ -84,6 +84,8 @@ def run_eval(model: nn.Module, inputs: Tensor) -> Any:
     Args:
         model: the model.
         inputs: what it takes, e.g. source sequences ``[B, S, F]``.
+        source_mask: passed on as ``model(inputs, source_mask=...)`` when given:
+            ``[B, 1, S]``, True on the real steps of padded sources.
 
     Returns:
         What the model returns.
@@ -93,5 +95,5 @@ def run_eval(model: nn.Module, inputs: Tensor) -> Any:
     """
     with evaluating(model), torch.no_grad():
         if isinstance(model, EncoderDecoder):
-            return model.predict(inputs)
-        return model(inputs)
+            return model.predict(inputs, source_mask)
+        return model(inputs) if source_mask is None else model(inputs, source_mask=source_mask)

@@ -35,6 +35,7 @@ from torch import Tensor, nn
 from attnlab._validate import check_input_dtype, check_int
 from attnlab.attention import Attention
 from attnlab.attention.recording import record
+from attnlab.models.source_padding import last_steps
 
 __all__ = ["Decoder", "DecoderAttn", "DecoderState", "Encoder"]
 
@@ -63,20 +64,24 @@ class DecoderState(NamedTuple):
         hidden: the GRU's hidden state ``[1, B, D]`` (sequence-first, as ``nn.GRU`` keeps it).
         keys: the projected encoder states ``[B, S, D]`` (:class:`DecoderAttn`; None otherwise).
         values: the encoder states the context averages, ``[B, S, D]`` (likewise).
+        source_mask: bool ``[B, 1, S]``, True on the real source steps of a padded
+            source (:class:`DecoderAttn` attends to those only); None: every step is real.
     """
 
     hidden: Tensor
     keys: Tensor | None = None
     values: Tensor | None = None
+    source_mask: Tensor | None = None
 
 
 def _weights_dtype(rnn: nn.GRU) -> torch.dtype:
     return cast(Tensor, rnn.weight_ih_l0).dtype  # a Parameter; nn.Module's __getattr__ hides its type
 
 
-def _last_state(hidden_seq: Tensor) -> Tensor:
-    # The GRU wants its state sequence-first.
-    return hidden_seq[:, -1:].transpose(0, 1).contiguous()  # [B, 1, D] -> [1, B, D]
+def _last_state(hidden_seq: Tensor, source_mask: Tensor | None) -> Tensor:
+    # The state after the last real step (the GRU read the padding after it, which is never
+    # used), sequence-first as the GRU wants it.
+    return last_steps(hidden_seq, source_mask).transpose(0, 1).contiguous()  # [B, 1, D] -> [1, B, D]
 
 
 class Encoder(nn.Module):
@@ -155,17 +160,20 @@ class Decoder(nn.Module):
     def _dtype(self) -> torch.dtype:
         return _weights_dtype(self.basic_rnn)
 
-    def start(self, hidden_seq: Tensor) -> DecoderState:
+    def start(self, hidden_seq: Tensor, source_mask: Tensor | None = None) -> DecoderState:
         """The state to decode from: the encoder's last state. Keeps nothing on the module.
 
         Args:
             hidden_seq: the encoder's states ``[B, S, D]``; only the last is used.
+            source_mask: bool ``[B, 1, S]`` of a right-padded source, checked by the
+                caller (:func:`attnlab.models.source_padding.check_source_mask`): the
+                state after each row's last real step is used.
 
         Raises:
             TypeError / ValueError: naming ``hidden_seq``, for a wrong dtype or shape.
         """
         check_sequence("hidden_seq", hidden_seq, self.hidden_dim, self._dtype())
-        return DecoderState(_last_state(hidden_seq))
+        return DecoderState(_last_state(hidden_seq, source_mask), source_mask=source_mask)
 
     def step(self, X: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState, Tensor | None]:
         """One decoding step from ``X [B, L, F]`` (checked by the caller); keeps nothing on the module.
@@ -248,18 +256,22 @@ class DecoderAttn(nn.Module):
     def _dtype(self) -> torch.dtype:
         return _weights_dtype(self.basic_rnn)
 
-    def start(self, hidden_seq: Tensor) -> DecoderState:
+    def start(self, hidden_seq: Tensor, source_mask: Tensor | None = None) -> DecoderState:
         """The state to decode from: the last encoder state, and all of them projected as keys.
 
         Args:
             hidden_seq: the encoder's states ``[B, S, D]``.
+            source_mask: bool ``[B, 1, S]`` of a right-padded source, checked by the
+                caller (:func:`attnlab.models.source_padding.check_source_mask`): the
+                state after each row's last real step is used, and every step
+                attends to the real steps only.
 
         Raises:
             TypeError / ValueError: naming ``hidden_seq``, for a wrong dtype or shape.
         """
         check_sequence("hidden_seq", hidden_seq, self.hidden_dim, self._dtype())
         keys, values = self.attn.project_keys(hidden_seq)  # [B, S, D] each
-        return DecoderState(_last_state(hidden_seq), keys, values)
+        return DecoderState(_last_state(hidden_seq, source_mask), keys, values, source_mask)
 
     def step(
         self, X: Tensor, state: DecoderState, mask: Tensor | None = None
@@ -269,12 +281,15 @@ class DecoderAttn(nn.Module):
         Args:
             X: ``[B, L, F]``: the previous point.
             state: from :meth:`start` or the previous step.
-            mask: ``[B, 1, S]``: boolean, True = may attend, or the lab's 0/1 floats (``mask == 0`` masked).
+            mask: ``[B, 1, S]``: boolean, True = may attend, or the lab's 0/1 floats (``mask == 0`` masked);
+                by default the state's ``source_mask``.
 
         Returns:
             ``(next point [B, 1, F], the new state, this step's weights [B, 1, 1, S])``.
         """
         assert state.keys is not None and state.values is not None
+        if mask is None:
+            mask = state.source_mask
         out, hidden = self.basic_rnn(X, state.hidden)  # [B, L, D], [1, B, D]
         query = out[:, -1:]  # [B, 1, D]
         context, weights = self.attn.attend_projected(query, state.keys, state.values, mask)  # [B, 1, D]

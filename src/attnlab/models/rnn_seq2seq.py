@@ -46,6 +46,7 @@ from torch import Tensor, nn
 from attnlab._validate import check_finite_float, check_int
 from attnlab.attention.recording import is_recording, record
 from attnlab.models.rnn_parts import Decoder, DecoderAttn, DecoderState, Encoder, check_sequence
+from attnlab.models.source_padding import check_source_mask, last_steps
 
 __all__ = ["Decoder", "DecoderAttn", "Encoder", "EncoderDecoder", "EncoderDecoderAttn"]
 
@@ -150,7 +151,7 @@ class EncoderDecoder(nn.Module):
             teacher = f" plus target_len={self.target_len} for teacher forcing" if needed > self.input_len else ""
             raise ValueError(f"X has {X.shape[1]} steps but needs {needed}: input_len={self.input_len}{teacher}")
 
-    def forward(self, X: Tensor) -> Tensor:
+    def forward(self, X: Tensor, source_mask: Tensor | None = None) -> Tensor:
         """Encode ``X[:, :S]`` and generate ``T`` steps (the attention lab's forward).
 
         Draws the teacher-forcing coin at every step, in eval mode too, as the lab
@@ -161,17 +162,24 @@ class EncoderDecoder(nn.Module):
         Args:
             X: ``[B, S + T, F]`` (source then target), or ``[B, S, F]`` when no
                 teacher forcing can happen (eval mode, or probability 0).
+            source_mask: bool ``[B, 1, S]`` (or 0/1 floats) of a right-padded source,
+                True on the real steps: the encoder's state after each row's last real
+                step starts the decoder, whose first input is that step's point, and
+                attention never looks at the padding. attnlab's parts only.
 
         Returns:
             The predictions ``[B, T, F]`` (also kept in ``outputs``).
 
         Raises:
-            ValueError: if ``X`` is not ``[B, L, F]`` or is too short for its use.
+            ValueError: if ``X`` is not ``[B, L, F]`` or is too short for its use, or
+                ``source_mask`` does not fit it, is not right padding, or comes with the lab's own parts.
             TypeError: if ``X`` is not a tensor of the model's dtype.
         """
         prob = self.teacher_forcing_prob if self.training else 0.0
         self._check(X, self.input_len + (self.target_len if prob > 0 else 0))
-        run = self._run(X[:, : self.input_len], X[:, self.input_len :], prob, coins=True)
+        source = X[:, : self.input_len]  # [B, S, F]
+        source_mask = check_source_mask(source_mask, source, right_padded=True)
+        run = self._run(source, X[:, self.input_len :], prob, coins=True, source_mask=source_mask)
         if run.state is not None:  # attnlab's parts: the lab's attributes, set once, at the end
             assert run.hidden_seq is not None
             self.encoder.hidden = run.encoder_hidden
@@ -179,7 +187,7 @@ class EncoderDecoder(nn.Module):
             self._keep(run)
         return run.outputs
 
-    def predict(self, source_seq: Tensor) -> Tensor:
+    def predict(self, source_seq: Tensor, source_mask: Tensor | None = None) -> Tensor:
         """Greedy prediction of the ``T`` points after ``source_seq``: eval-mode ``forward``, without side effects.
 
         No teacher forcing, no coin drawn (torch's random stream is left alone), no
@@ -192,16 +200,19 @@ class EncoderDecoder(nn.Module):
 
         Args:
             source_seq: ``[B, S, F]`` (longer is fine: only the first ``S`` steps are read).
+            source_mask: bool ``[B, 1, S]`` of a right-padded source, as :meth:`forward`.
 
         Returns:
             The predictions ``[B, T, F]``.
 
         Raises:
-            ValueError / TypeError: naming ``X``, as :meth:`forward` in eval mode.
+            ValueError / TypeError: naming ``X`` or ``source_mask``, as :meth:`forward` in eval mode.
         """
         self._check(source_seq, self.input_len)
+        source = source_seq[:, : self.input_len]  # [B, S, F]
+        source_mask = check_source_mask(source_mask, source, right_padded=True)
         with torch.no_grad():
-            run = self._run(source_seq[:, : self.input_len], source_seq[:, :0], 0.0, coins=False)
+            run = self._run(source, source_seq[:, :0], 0.0, coins=False, source_mask=source_mask)
         if run.weights and is_recording():
             self._record(torch.cat(run.weights, dim=2))  # T x [B, 1, 1, S] -> [B, 1, T, S]
         return run.outputs
@@ -219,21 +230,27 @@ class EncoderDecoder(nn.Module):
         """Keep the lab's attributes of a finished run: ``outputs [B, T, F]``."""
         self.outputs = run.outputs
 
-    def _run(self, source_seq: Tensor, target_seq: Tensor, prob: float, *, coins: bool) -> _Run:
-        """Decode ``T`` steps from ``source_seq [B, S, F]``, the state in the call.
+    def _run(self, source_seq: Tensor, target_seq: Tensor, prob: float, *, coins: bool,
+             source_mask: Tensor | None) -> _Run:
+        """Decode ``T`` steps from ``source_seq [B, S, F]`` (right-padded under a checked ``source_mask``).
 
-        ``target_seq [B, T, F]`` is fed back with probability ``prob`` per step;
+        The state stays in the call. ``target_seq [B, T, F]`` is fed back with probability ``prob`` per step;
         ``coins`` draws the lab's ``torch.rand(1)`` at every step (the lab's forward).
         Parts without ``encode``/``start``/``step`` (the lab's own classes) are run
         the lab's way, their state on the modules.
         """
         if not all(callable(getattr(part, name, None))
                    for part, name in ((self.encoder, "encode"), (self.decoder, "start"), (self.decoder, "step"))):
+            if source_mask is not None:
+                raise ValueError("source_mask: the lab's own encoder and decoder take no source mask; "
+                                 "build the model from attnlab's Encoder and Decoder/DecoderAttn")
             return self._run_stateful(source_seq, target_seq, prob, coins=coins)
         hidden_seq, encoder_hidden = self.encoder.encode(source_seq)  # [B, S, D], [1, B, D]
-        state = self.decoder.start(hidden_seq)
-        # The last source point is the first input of the decoder.
-        dec_inputs = source_seq[:, -1:]  # [B, 1, F]
+        state = self.decoder.start(hidden_seq, source_mask)
+        if source_mask is not None:
+            encoder_hidden = state.hidden  # after the last real step, not after the padding
+        # The last (real) source point is the first input of the decoder.
+        dec_inputs = last_steps(source_seq, source_mask)  # [B, 1, F]
         outputs, weights = [], []
         for i in range(self.target_len):
             out, state, step_weights = self.decoder.step(dec_inputs, state)  # [B, 1, F], ..., [B, 1, 1, S]

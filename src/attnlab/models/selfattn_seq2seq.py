@@ -14,7 +14,8 @@ sinusoidal positional encoding (``x * sqrt(F) + PE``) before their layer (the
 layers are in :mod:`attnlab.models.selfattn_parts`).
 
 Training sees the whole target at once: the decoder's input is the target shifted
-right by one (starting from the last source point), and the causal
+right by one (starting from the last source point; the last real one of a padded
+source, given its ``source_mask``), and the causal
 ("subsequent") mask keeps step ``t`` from seeing inputs after ``t``. In eval mode
 :meth:`EncoderDecoderSelfAttn.predict` generates greedily, one point at a time,
 feeding back its own (detached) predictions. The labs re-run the decoder on the
@@ -56,6 +57,7 @@ from attnlab.attention import DecodingCache, is_recording, subsequent_mask
 from attnlab.attention.lab_heads import keeping_alphas
 from attnlab.attention.masks import as_bool_mask
 from attnlab.models.selfattn_parts import DecoderPe, DecoderSelfAttn, EncoderPe, EncoderSelfAttn
+from attnlab.models.source_padding import check_source_mask, last_steps
 
 __all__ = ["DecoderPe", "DecoderSelfAttn", "EncoderDecoderSelfAttn", "EncoderPe", "EncoderSelfAttn"]
 
@@ -151,8 +153,8 @@ class EncoderDecoderSelfAttn(nn.Module):
     ) -> Tensor:
         """Greedy generation of ``T`` points, each step fed the previous predictions.
 
-        Starts from the last source point. With the cache (the default), step
-        ``i`` decodes only its newest input, at position ``i``, against the keys
+        Starts from the last source point (the last real one, under a ``source_mask``).
+        With the cache (the default), step ``i`` decodes only its newest input, at position ``i``, against the keys
         and values cached by the earlier steps and the encoder's keys projected
         once; without it, step ``i`` re-decodes all ``i + 1`` inputs under a causal
         mask (the labs' way). Both give the same points (to float rounding).
@@ -162,7 +164,9 @@ class EncoderDecoderSelfAttn(nn.Module):
 
         Args:
             source_seq: ``[B, S, F]``.
-            source_mask: ``[B, 1, S]``: boolean, True = may attend, or the lab's 0/1 floats.
+            source_mask: ``[B, 1, S]``: boolean, True = a real step (attended to), or the lab's
+                0/1 floats; padded steps are never attended to, and decoding starts from
+                each row's last real step.
             use_cache: decode with a :class:`attnlab.attention.DecodingCache`.
                 Default: yes, unless attention is being recorded (the figures want
                 the last step's whole ``T x T`` matrix) or the decoder does not
@@ -182,8 +186,9 @@ class EncoderDecoderSelfAttn(nn.Module):
         entry point, computes the same points and keeps them, as the lab does.
         """
         self._check_source(source_seq)
+        source_mask = check_source_mask(source_mask, source_seq)
         with keeping_alphas(False):  # nothing left on the modules: eval-mode forward keeps the lab's alphas
-            return self._predict(source_seq, _bool_mask(source_mask), use_cache=use_cache)
+            return self._predict(source_seq, source_mask, use_cache=use_cache)
 
     def _check_source(self, source_seq: Any) -> None:
         """A floating ``[B, S, F]`` tensor of the weights' dtype (checked once, at the model's entry)."""
@@ -207,7 +212,7 @@ class EncoderDecoderSelfAttn(nn.Module):
                 memory = self.encoder(source_seq, source_mask) if stateless else None  # [B, S, D]
                 if memory is None:
                     self.encode(source_seq, source_mask)
-                inputs = source_seq[:, -1:].detach()  # [B, 1, F]
+                inputs = last_steps(source_seq, source_mask).detach()  # [B, 1, F]
                 for i in range(self.target_len):
                     mask = self._target_mask(i + 1, source_seq.device)  # [1, i + 1, i + 1]
                     if memory is None:
@@ -218,7 +223,7 @@ class EncoderDecoderSelfAttn(nn.Module):
                 return inputs[:, 1:]  # [B, T, F]
             memory = self.encoder(source_seq, source_mask)  # [B, S, D]
             cache = DecodingCache(capacity=self.target_len)
-            step = source_seq[:, -1:].detach()  # [B, 1, F]
+            step = last_steps(source_seq, source_mask).detach()  # [B, 1, F]
             outputs = []
             for _ in range(self.target_len):
                 step = self.decoder(step, source_mask, memory=memory, cache=cache)  # [B, 1, F]
@@ -232,7 +237,10 @@ class EncoderDecoderSelfAttn(nn.Module):
         Args:
             X: ``[B, S + T, F]`` in training; in eval ``[B, S, F]`` or longer (only
                 the first ``S`` steps are read).
-            source_mask: ``[B, 1, S]``: boolean, True = may attend, or the lab's 0/1 floats.
+            source_mask: ``[B, 1, S]``: boolean, True = a real step, or the lab's 0/1 floats.
+                Padded steps are never attended to, and the decoder starts from each row's
+                last real step (the lab always starts from step ``S - 1``: the same with
+                any mask that keeps it, as the lab's do).
 
         Returns:
             ``[B, T, F]``.
@@ -240,7 +248,7 @@ class EncoderDecoderSelfAttn(nn.Module):
         Raises:
             TypeError: if ``X`` is not a floating-point tensor.
             ValueError: if ``X`` is not ``[B, L, F]`` or not of the length the mode needs,
-                or ``source_mask`` holds values other than 0 and 1.
+                or ``source_mask`` is not ``[B, 1, S]`` of 0/1 values keeping a step in every row.
         """
         if not isinstance(X, Tensor) or not X.is_floating_point():
             got = f"{X.dtype} {list(X.shape)}" if isinstance(X, Tensor) else type(X).__name__
@@ -258,11 +266,14 @@ class EncoderDecoderSelfAttn(nn.Module):
                 f"(input_len={self.input_len}, target_len={self.target_len})"
             )
         source_seq = X[:, : self.input_len]  # [B, S, F]
-        source_mask = _bool_mask(source_mask)
+        source_mask = check_source_mask(source_mask, source_seq)
         if not self.training:
             return self._predict(source_seq, source_mask, use_cache=None)
-        # Inputs are the target shifted right by one, starting from the last source point.
-        shifted_target_seq = X[:, self.input_len - 1 : -1]  # [B, T, F]
+        # Inputs are the target shifted right by one, starting from the last (real) source point.
+        if source_mask is None:
+            shifted_target_seq = X[:, self.input_len - 1 : -1]  # [B, T, F]
+        else:
+            shifted_target_seq = torch.cat([last_steps(source_seq, source_mask), X[:, self.input_len : -1]], dim=1)
         if getattr(self.decoder, "supports_cache", False):
             # Stateless, with the causal flag: the same result as the positional-encoding lab's
             # encode + decode(mask), without building or checking a mask.

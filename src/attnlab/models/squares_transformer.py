@@ -26,10 +26,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 from torch import Tensor, nn
 
 from attnlab._validate import check_input_dtype, check_int
 from attnlab.attention import is_recording
+from attnlab.models.source_padding import check_source_mask, last_steps
 from attnlab.models.transformer import Transformer
 
 __all__ = ["EncoderDecoderTransformer", "squares_transformer"]
@@ -98,11 +100,16 @@ class EncoderDecoderTransformer(nn.Module):
             )
         return X
 
-    def predict(self, source: Tensor, *, use_cache: bool | None = None) -> Tensor:
+    def predict(
+        self, source: Tensor, source_mask: Tensor | None = None, *, use_cache: bool | None = None
+    ) -> Tensor:
         """Greedy prediction of the ``T`` target points, starting from the last source point (no grad).
 
         Args:
             source: ``[B, S, F]``.
+            source_mask: ``[B, 1, S]``, True on the real steps of a padded source (or
+                0/1 floats): padding is never attended to, and decoding starts from
+                each row's last real point.
             use_cache: decode with a key/value cache; False re-decodes the whole
                 prefix at every step (same points, to float rounding). Default:
                 the cache, unless attention is being recorded
@@ -113,36 +120,52 @@ class EncoderDecoderTransformer(nn.Module):
             ``[B, T, F]``.
 
         Raises:
-            TypeError / ValueError: naming ``source``, as :meth:`attnlab.models.Transformer.generate`.
+            TypeError / ValueError: naming ``source``, as :meth:`attnlab.models.Transformer.generate`;
+                naming ``source_mask``, for one that does not fit ``source`` or keeps no step in a row.
 
         Thread-safe: the encoder's states and the cache stay in the call.
         """
+        if source_mask is not None:  # the mask is checked against the source; the source itself by generate
+            if not isinstance(source, Tensor):
+                raise TypeError(f"source must be a tensor [B, S, F], got {type(source).__name__}")
+            if source.dim() != 3:
+                raise ValueError(f"source must have shape [B, S, F], got {list(source.shape)}")
+        return self._predict(source, check_source_mask(source_mask, source), use_cache=use_cache)
+
+    def _predict(self, source: Tensor, source_mask: Tensor | None, *, use_cache: bool | None) -> Tensor:
+        """:meth:`predict` of a checked ``source [B, S, F]`` and mask."""
         if use_cache is None:
             use_cache = not is_recording()
-        start = source[:, -1:]  # [B, 1, F]
-        return self.transformer.generate(source, self.target_len, start, use_cache=use_cache)  # [B, T, F]
+        start = last_steps(source, source_mask)  # [B, 1, F]
+        return self.transformer.generate(source, self.target_len, start, use_cache=use_cache,
+                                         source_mask=source_mask)  # [B, T, F]
 
-    def forward(self, X: Tensor) -> Tensor:
+    def forward(self, X: Tensor, source_mask: Tensor | None = None) -> Tensor:
         """Train mode: the teacher-forced, causal predictions. Eval mode: :meth:`predict`.
 
         Args:
             X: ``[B, S + T, F]`` (source, then target) in train mode; in eval mode
                 ``[B, S, F]`` or longer (only the first ``S`` points are read).
+            source_mask: ``[B, 1, S]``, True on the real steps of a padded source:
+                padding is never attended to, and the decoder starts from each row's
+                last real point.
 
         Returns:
             ``[B, T, F]``.
 
         Raises:
             TypeError: if ``X`` is not a floating-point tensor.
-            ValueError: if ``X`` is not ``[B, L, F]`` or not of the length the mode needs.
+            ValueError: if ``X`` is not ``[B, L, F]`` or not of the length the mode needs,
+                or ``source_mask`` does not fit the source.
         """
         X = self._check(X)
         source = X[:, : self.input_len]  # [B, S, F]
+        source_mask = check_source_mask(source_mask, source)
         if not self.training:
-            return self.predict(source)
-        # The decoder's inputs: the target shifted right by one, starting from the last source point.
-        target_in = X[:, self.input_len - 1 : -1]  # [B, T, F]
-        return self.transformer(source, target_in)  # [B, T, F]
+            return self._predict(source, source_mask, use_cache=None)
+        # The decoder's inputs: the target shifted right by one, starting from the last (real) source point.
+        target_in = torch.cat([last_steps(source, source_mask), X[:, self.input_len : -1]], dim=1)  # [B, T, F]
+        return self.transformer(source, target_in, source_mask=source_mask)  # [B, T, F]
 
     def extra_repr(self) -> str:
         return f"input_len={self.input_len}, target_len={self.target_len}"

@@ -339,10 +339,16 @@ class Transformer(SequenceModel):
             return None
         return (source != self.pad_id).unsqueeze(1)  # [B, 1, S]
 
-    def encode(self, source: Tensor) -> tuple[Tensor, Tensor | None]:
-        """``source [B, S]`` or ``[B, S, F]`` -> ``(memory [B, S, D], source_mask [B, 1, S] or None)``."""
+    def encode(self, source: Tensor, source_mask: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+        """``source [B, S]`` or ``[B, S, F]`` -> ``(memory [B, S, D], source_mask [B, 1, S] or None)``.
+
+        The mask is the padding tokens' (token sources), and the given boolean
+        ``source_mask [B, 1, S]`` (True = a real step) on top of it.
+        """
         self._check("source", source)
         mask = self.source_mask(source)
+        if source_mask is not None:
+            mask = source_mask if mask is None else mask & source_mask
         h = self._embed(source)  # [B, S, D]
         for layer in self.encoder_layers:
             h = layer(h, mask)  # [B, S, D]
@@ -364,22 +370,25 @@ class Transformer(SequenceModel):
 
     # -- use ---------------------------------------------------------------------------
 
-    def forward(self, source: Tensor, target_in: Tensor) -> Tensor:
+    def forward(self, source: Tensor, target_in: Tensor, *, source_mask: Tensor | None = None) -> Tensor:
         """Teacher-forced outputs for ``target_in`` (the target shifted right); see the class doc.
 
         Args:
             source: ``[B, S]`` tokens or ``[B, S, F]`` values.
             target_in: ``[B, T]`` tokens or ``[B, T, F]`` values, starting with BOS or the start vector.
+            source_mask: bool ``[B, 1, S]``, True on the real source steps (padded
+                real-valued sources); token sources are masked at ``pad_id`` anyway.
 
         Returns:
             Logits ``[B, T, V]`` or values ``[B, T, F]``.
         """
         self._check("target_in", target_in)
-        memory, mask = self.encode(source)
+        memory, mask = self.encode(source, source_mask)
         return self.decode(target_in, memory, mask)
 
     def generate(
-        self, source: Tensor, steps: int, start: int | Tensor, *, use_cache: bool = True
+        self, source: Tensor, steps: int, start: int | Tensor, *, use_cache: bool = True,
+        source_mask: Tensor | None = None,
     ) -> Tensor:
         """Greedy decoding of ``steps`` outputs, each fed back as the next input (no grad).
 
@@ -391,6 +400,7 @@ class Transformer(SequenceModel):
                 ``[B, 1, F]`` / ``[B, F]``.
             use_cache: decode with a :class:`attnlab.attention.DecodingCache`;
                 False re-decodes the whole prefix each step (same outputs).
+            source_mask: bool ``[B, 1, S]``, True on the real source steps (as :meth:`forward`).
 
         Returns:
             Tokens ``[B, steps]`` (argmax) or values ``[B, steps, F]``.
@@ -414,5 +424,5 @@ class Transformer(SequenceModel):
                 raise TypeError(f"start must be a tensor [B, 1, F] for a real-valued model, got {type(start).__name__}")
             first = start.reshape(B, 1, -1).to(source.dtype)  # [B, 1, F]
         with torch.no_grad():
-            memory, mask = self.encode(source)
+            memory, mask = self.encode(source, source_mask)
             return self._greedy(first, steps, lambda x, cache: self.decode(x, memory, mask, cache=cache), use_cache)

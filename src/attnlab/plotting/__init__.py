@@ -18,6 +18,7 @@ single axes take ``ax=`` to draw into an existing figure.
   (the book's :func:`figure9`);
 * the positional-encoding lab and the attention lab (training):
   :func:`plot_losses`, :func:`sequence_pred`;
+* variable-length squares (the next corners after 2, 3 or 4 given): :func:`prefix_pred`;
 * recorded attention for bertviz's head and model views: :func:`to_bertviz`.
 """
 
@@ -26,6 +27,7 @@ from attnlab.plotting.bertviz_format import to_bertviz
 from attnlab.plotting.dials import encoding_degrees, exponential_dials
 from attnlab.plotting.lengths import plot_length_generalisation
 from attnlab.plotting.mesh import encoding_heatmap, plot_distances, plot_mesh
+from attnlab.plotting.prefixes import prefix_pred
 from attnlab.plotting.rates import plot_angle_map, plot_angle_rates
 from attnlab.plotting.similarity import plot_nearby, plot_similarity
 from attnlab.plotting.tables import plot_binary, plot_columns, plot_encoding, plot_shifted
@@ -50,6 +52,7 @@ __all__ = [
     "plot_nearby",
     "plot_shifted",
     "plot_similarity",
+    "prefix_pred",
     "query_and_keys",
     "sequence_pred",
     "to_bertviz",

@@ -84,7 +84,9 @@ def _grid_figure(figsize: tuple[float, float]) -> Figure:
 # -- plot_attention ----------------------------------------------------------------
 
 
-def _run_and_record(model: nn.Module, inputs: torch.Tensor) -> dict[str, torch.Tensor]:
+def _run_and_record(
+    model: nn.Module, inputs: torch.Tensor, source_mask: torch.Tensor | None
+) -> dict[str, torch.Tensor]:
     """Run ``model(inputs)`` in eval mode, without grad, recording; every module's mode comes back.
 
     Returns the weights recorded by this run only, read inside its own recording
@@ -95,8 +97,9 @@ def _run_and_record(model: nn.Module, inputs: torch.Tensor) -> dict[str, torch.T
     param = next(model.parameters(), None)
     if param is not None:
         inputs = inputs.to(param.device)  # the device itself, GPU index included
+        source_mask = None if source_mask is None else source_mask.to(param.device)
     with record_attention():
-        run_eval(model, inputs)
+        run_eval(model, inputs, source_mask=source_mask)
         return collect_attention(model)
 
 
@@ -187,6 +190,7 @@ def plot_attention(
     alphas_attr: str = "alphas",
     *,
     layer: str | None = None,
+    source_mask: torch.Tensor | None = None,
 ) -> Figure:
     """The attention weights of a model on some inputs: a grid of cells per sequence and head.
 
@@ -230,6 +234,8 @@ def plot_attention(
         n_cols: panels per row with one head (capped at ``B``).
         alphas_attr: the book's dotted path to the weights (see above).
         layer: a recorded layer name; takes precedence over ``alphas_attr``.
+        source_mask: for padded sources, ``[B, 1, S]`` (True on the real steps),
+            passed on as ``model(inputs, source_mask=...)``; padded columns then hold weight 0.
 
     Returns:
         The figure, ``3 x 3`` inches per panel; unused panels are hidden.
@@ -247,7 +253,9 @@ def plot_attention(
         raise TypeError(f"inputs must be a tensor, got {type(inputs).__name__}")
     n_cols = check_int("n_cols", n_cols, minimum=1)
 
-    recorded = _run_and_record(model, inputs)
+    if source_mask is not None and not isinstance(source_mask, torch.Tensor):
+        raise TypeError(f"source_mask must be a tensor [B, 1, S], got {type(source_mask).__name__}")
+    recorded = _run_and_record(model, inputs, source_mask)
     weights = _select_weights(model, recorded, layer, alphas_attr)  # [B, H, T, S]
     n_seq, n_heads, n_tgt, n_src = weights.shape
 

@@ -140,26 +140,27 @@ def _predictions(model_or_predictions: Any, squares: np.ndarray, n: int, device:
     return preds
 
 
-def _true_corners(ax: Axes, square: np.ndarray) -> None:
-    """Big black dots numbered 1 to 4 in white."""
-    ax.scatter(square[:, 0], square[:, 1], s=400, c="black", zorder=3, linewidths=0, clip_on=False)
-    for k, (x, y) in enumerate(square, start=1):
+def _true_corners(ax: Axes, corners: np.ndarray, *, first: int = 1, face: str = "black") -> None:
+    """Big dots ``[K, 2]`` (black by default) numbered ``first`` to ``first + K - 1`` in white."""
+    ax.scatter(corners[:, 0], corners[:, 1], s=400, c=face, zorder=3, linewidths=0, clip_on=False)
+    for k, (x, y) in enumerate(corners, start=first):
         ax.text(x, y, str(k), color="white", fontsize=12, fontweight="bold",
                 ha="center", va="center", zorder=4)
 
 
-def _predicted_corners(ax: Axes, pred: np.ndarray, limit: float) -> None:
-    """Red rings numbered 3 and 4 from outside, so a true corner under a ring stays readable.
+def _predicted_corners(ax: Axes, pred: np.ndarray, limit: float, *, first: int = 3) -> None:
+    """Red rings ``[T, 2]`` numbered from outside (3 and 4 by default), so a true corner under a ring stays readable.
 
-    The numbers sit away from the square's centre, 3 turned one way and 4 the
-    other, so they stay apart even when both predictions fall on the same spot;
-    a number that would leave the axes is mirrored back inside.
+    The numbers sit away from the square's centre, the first turned one way and
+    the last the other, so they stay apart even when the predictions fall on the
+    same spot; a number that would leave the axes is mirrored back inside.
     """
     ax.scatter(pred[:, 0], pred[:, 1], s=400, facecolors="none", edgecolors=_PRED_COLOR,
                linewidths=2.5, zorder=5, clip_on=False)
     # Data units per point, roughly: a panel's axes are about 0.8 of its 4 inches.
     per_point = 2 * limit / (0.8 * _PANEL * 72)
-    for k, (x, y), turn in zip((3, 4), pred, (0.5, -0.5), strict=True):
+    turns = np.linspace(0.5, -0.5, len(pred)) if len(pred) > 1 else np.zeros(1)  # radians, (0.5, -0.5) for two
+    for k, (x, y), turn in zip(range(first, first + len(pred)), pred, turns, strict=True):
         angle = np.arctan2(y, x) if np.hypot(x, y) > 0.2 else np.pi / 2  # outwards; up near the centre
         dx, dy = _LABEL_GAP * np.cos(angle + turn), _LABEL_GAP * np.sin(angle + turn)
         reach = _LABEL_GAP + 6  # the centre's offset plus half a digit, in points
@@ -169,6 +170,12 @@ def _predicted_corners(ax: Axes, pred: np.ndarray, limit: float) -> None:
             dy = -dy
         ax.annotate(str(k), (x, y), xytext=(dx, dy), textcoords="offset points", color=_PRED_COLOR,
                     fontsize=11, fontweight="bold", ha="center", va="center", zorder=6)
+
+
+def _panel_limit(points: np.ndarray) -> float:
+    """The book's limits, widened (alike in every panel) if a drawn point would sit on or past the edge."""
+    reach = float(np.abs(points[np.isfinite(points)]).max())
+    return _LIMIT if reach <= _LIMIT - 0.05 else math.ceil((reach + 0.25) * 10) / 10
 
 
 def _draw_square(
@@ -183,6 +190,11 @@ def _draw_square(
     _predicted_corners(ax, pred, limit)
     if direction is not None:
         ax.set_title("Clockwise" if direction == 1 else "Counter-Clockwise")
+    _style_panel(ax, limit)
+
+
+def _style_panel(ax: Axes, limit: float) -> None:
+    """Square axes ``[-limit, limit]`` in both directions, ticks at -1, 0, 1 while they fit, labelled x0 and x1."""
     ax.set_xlim(-limit, limit)
     ax.set_ylim(-limit, limit)
     ax.set_aspect("equal")
@@ -253,10 +265,7 @@ def sequence_pred(
     if n < n_rows * n_cols:  # fewer squares than panels: no empty rows or columns
         n_cols = min(n_cols, n)
         n_rows = math.ceil(n / n_cols)
-    # The book's limits, widened alike in every panel if a point would sit on or past the edge.
-    points = np.concatenate([squares[:n].ravel(), preds.ravel()])
-    reach = float(np.abs(points[np.isfinite(points)]).max())
-    limit = _LIMIT if reach <= _LIMIT - 0.05 else math.ceil((reach + 0.25) * 10) / 10
+    limit = _panel_limit(np.concatenate([squares[:n].ravel(), preds.ravel()]))
     fig = new_figure((_PANEL * n_cols, _PANEL * n_rows))
     axs = fig.subplots(n_rows, n_cols, squeeze=False)
     for i, ax in enumerate(axs.flat):

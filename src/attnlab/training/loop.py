@@ -15,7 +15,8 @@ An epoch is::
 
 A batch is whatever the loader yields; ``loss(model, batch)`` turns it into the
 batch's mean loss (a scalar tensor). :func:`supervised` gives the book's
-convention, ``(x, y)`` batches and ``loss_fn(model(x), y)``. Batches are moved to
+convention, ``(x, y)`` batches and ``loss_fn(model(x), y)`` (``model(**x)`` for a
+dict ``x``). Batches are moved to
 the device as they are (tuples, lists, dicts and named tuples are walked).
 
 ``fit`` never seeds and never draws a random number itself: the model (dropout),
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +54,9 @@ EpochRecord = dict[str, Any]
 def supervised(loss_fn: Callable[[Any, Any], Tensor]) -> BatchLoss:
     """The book's convention: each batch is ``(x, y)`` and its loss ``loss_fn(model(x), y)``.
 
+    An ``x`` that is a dict holds the model's keyword arguments: ``model(**x)``
+    (e.g. ``{"X": ..., "source_mask": ...}`` from :class:`attnlab.data.SquarePrefixes`).
+
     Raises:
         TypeError: if ``loss_fn`` is not callable; when called, if a batch is not a pair.
     """
@@ -61,7 +65,7 @@ def supervised(loss_fn: Callable[[Any, Any], Tensor]) -> BatchLoss:
 
     def loss(model: nn.Module, batch: Any) -> Tensor:
         x, y = unpack_batch(batch, None)
-        return loss_fn(model(x), y)
+        return loss_fn(model(**x) if isinstance(x, Mapping) else model(x), y)
 
     return loss
 
