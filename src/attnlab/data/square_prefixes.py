@@ -125,6 +125,7 @@ class SquarePrefixes(Dataset[tuple[dict[str, torch.Tensor], torch.Tensor]]):
 
     def __init__(self, n: int = 128, seed: int = 13, *, inputs: str = "full", target_len: int = 2) -> None:
         self.inputs = check_choice("inputs", inputs, ("full", "source"))
+        target_len = check_int("target_len", target_len, minimum=1)
         points, following, directions = generate_prefixes(n, seed, n_next=target_len)
         self.lengths = torch.tensor([len(p) for p in points], dtype=torch.long)  # [N]
         padded = np.zeros((len(points), _MAX_GIVEN, 2), dtype=np.float32)

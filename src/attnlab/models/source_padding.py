@@ -45,6 +45,8 @@ def check_source_mask(source_mask: Any, source: Tensor, *, right_padded: bool = 
             shape that does not fit ``source``, values other than 0 and 1, a row with
             no real step (nothing to attend to or to decode from), or, with
             ``right_padded``, a real step after padding.
+
+    The padded steps' values must be finite: attention gives them weight 0, and 0 * NaN is NaN.
     """
     if source_mask is None:
         return None
@@ -56,7 +58,10 @@ def check_source_mask(source_mask: Any, source: Tensor, *, right_padded: bool = 
             or source_mask.shape[0] not in (1, B):
         raise ValueError(f"source_mask must have shape [B, 1, S] = [{B}, 1, {S}] (or [1, 1, {S}]) for a source "
                          f"of shape {list(source.shape)}, got {list(source_mask.shape)}")
-    mask = as_bool_mask(source_mask).expand(B, 1, S)  # [B, 1, S]
+    try:
+        mask = as_bool_mask(source_mask).expand(B, 1, S)  # [B, 1, S]
+    except (TypeError, ValueError) as err:
+        raise type(err)(f"source_mask: {err}") from None
     kept = mask[:, 0]  # [B, S]
     empty = ~kept.any(dim=-1)  # [B]
     if bool(empty.any()):
