@@ -46,7 +46,7 @@ from torch import Tensor, nn
 from attnlab._validate import check_finite_float, check_int
 from attnlab.attention.recording import is_recording, record
 from attnlab.models.rnn_parts import Decoder, DecoderAttn, DecoderState, Encoder, check_sequence
-from attnlab.models.source_padding import check_source_mask, last_steps
+from attnlab.models.source_padding import check_source_mask, last_steps, zero_padding
 
 __all__ = ["Decoder", "DecoderAttn", "Encoder", "EncoderDecoder", "EncoderDecoderAttn"]
 
@@ -179,6 +179,7 @@ class EncoderDecoder(nn.Module):
         self._check(X, self.input_len + (self.target_len if prob > 0 else 0))
         source = X[:, : self.input_len]  # [B, S, F]
         source_mask = check_source_mask(source_mask, source, right_padded=True)
+        source = zero_padding(source, source_mask)  # [B, S, F]
         run = self._run(source, X[:, self.input_len :], prob, coins=True, source_mask=source_mask)
         if run.state is not None:  # attnlab's parts: the lab's attributes, set once, at the end
             assert run.hidden_seq is not None
@@ -211,6 +212,7 @@ class EncoderDecoder(nn.Module):
         self._check(source_seq, self.input_len)
         source = source_seq[:, : self.input_len]  # [B, S, F]
         source_mask = check_source_mask(source_mask, source, right_padded=True)
+        source = zero_padding(source, source_mask)  # [B, S, F]
         with torch.no_grad():
             run = self._run(source, source_seq[:, :0], 0.0, coins=False, source_mask=source_mask)
         if run.weights and is_recording():

@@ -57,7 +57,7 @@ from attnlab.attention import DecodingCache, is_recording, subsequent_mask
 from attnlab.attention.lab_heads import keeping_alphas
 from attnlab.attention.masks import as_bool_mask
 from attnlab.models.selfattn_parts import DecoderPe, DecoderSelfAttn, EncoderPe, EncoderSelfAttn
-from attnlab.models.source_padding import check_source_mask, last_steps
+from attnlab.models.source_padding import check_source_mask, last_steps, zero_padding
 
 __all__ = ["DecoderPe", "DecoderSelfAttn", "EncoderDecoderSelfAttn", "EncoderPe", "EncoderSelfAttn"]
 
@@ -187,6 +187,7 @@ class EncoderDecoderSelfAttn(nn.Module):
         """
         self._check_source(source_seq)
         source_mask = check_source_mask(source_mask, source_seq)
+        source_seq = zero_padding(source_seq, source_mask)  # [B, S, F]
         with keeping_alphas(False):  # nothing left on the modules: eval-mode forward keeps the lab's alphas
             return self._predict(source_seq, source_mask, use_cache=use_cache)
 
@@ -267,6 +268,7 @@ class EncoderDecoderSelfAttn(nn.Module):
             )
         source_seq = X[:, : self.input_len]  # [B, S, F]
         source_mask = check_source_mask(source_mask, source_seq)
+        source_seq = zero_padding(source_seq, source_mask)  # [B, S, F]
         if not self.training:
             return self._predict(source_seq, source_mask, use_cache=None)
         # Inputs are the target shifted right by one, starting from the last (real) source point.

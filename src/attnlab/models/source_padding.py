@@ -6,9 +6,11 @@ comes with a source mask ``[B, 1, S]``, True on the real steps (what
 A squares model uses it three ways: attention never looks at a padded step, the
 decoder starts from the last *real* source point (not from the padding at step
 ``S - 1``), and a GRU encoder hands over its state after that last real step.
-This module holds the two things every model needs for that:
-:func:`check_source_mask`, which every squares model calls once, where a mask
-comes in, and :func:`last_steps`, which picks each row's last real step.
+This module holds what every model needs for that: :func:`check_source_mask`,
+which every squares model calls once, where a mask comes in; :func:`zero_padding`,
+which sets the padded steps to 0 so that their values (NaN included) cannot reach
+an output through a zero weight; and :func:`last_steps`, which picks each row's
+last real step.
 
 Shape notation: ``B`` batch, ``S`` source length, ``F`` features, ``D`` any width.
 """
@@ -22,7 +24,7 @@ from torch import Tensor
 
 from attnlab.attention.masks import as_bool_mask
 
-__all__ = ["check_source_mask", "last_steps"]
+__all__ = ["check_source_mask", "last_steps", "zero_padding"]
 
 
 def check_source_mask(source_mask: Any, source: Tensor, *, right_padded: bool = False) -> Tensor | None:
@@ -45,8 +47,6 @@ def check_source_mask(source_mask: Any, source: Tensor, *, right_padded: bool = 
             shape that does not fit ``source``, values other than 0 and 1, a row with
             no real step (nothing to attend to or to decode from), or, with
             ``right_padded``, a real step after padding.
-
-    The padded steps' values must be finite: attention gives them weight 0, and 0 * NaN is NaN.
     """
     if source_mask is None:
         return None
@@ -92,3 +92,22 @@ def last_steps(seq: Tensor, source_mask: Tensor | None) -> Tensor:
     # The last True is the first True of the reversed row: argmax returns the first maximum.
     last = S - 1 - source_mask.flip(-1).to(torch.uint8).argmax(dim=-1, keepdim=True)  # [B, 1, 1]
     return seq.gather(1, last.expand(-1, 1, seq.shape[-1]))  # [B, 1, D]
+
+
+def zero_padding(source: Tensor, source_mask: Tensor | None) -> Tensor:
+    """``source [B, S, F]`` with its padded steps set to 0 (unchanged when ``source_mask`` is None).
+
+    Attention gives a padded step weight 0, but ``0 * NaN`` is NaN and ``0 * inf``
+    too, in the forward pass and in the gradients: padding marked with NaN would
+    poison every output. Zeroed, what the padding held changes nothing.
+
+    Args:
+        source: ``[B, S, F]``.
+        source_mask: a mask :func:`check_source_mask` returned, bool ``[B, 1, S]``, or None.
+
+    Returns:
+        ``[B, S, F]``, a new tensor when masked.
+    """
+    if source_mask is None:
+        return source
+    return source.masked_fill(~source_mask.transpose(1, 2), 0.0)  # [B, S, 1] broadcast over F

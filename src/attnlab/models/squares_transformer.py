@@ -31,7 +31,7 @@ from torch import Tensor, nn
 
 from attnlab._validate import check_input_dtype, check_int
 from attnlab.attention import is_recording
-from attnlab.models.source_padding import check_source_mask, last_steps
+from attnlab.models.source_padding import check_source_mask, last_steps, zero_padding
 from attnlab.models.transformer import Transformer
 
 __all__ = ["EncoderDecoderTransformer", "squares_transformer"]
@@ -130,7 +130,8 @@ class EncoderDecoderTransformer(nn.Module):
                 raise TypeError(f"source must be a tensor [B, S, F], got {type(source).__name__}")
             if source.dim() != 3:
                 raise ValueError(f"source must have shape [B, S, F], got {list(source.shape)}")
-        return self._predict(source, check_source_mask(source_mask, source), use_cache=use_cache)
+        source_mask = check_source_mask(source_mask, source)
+        return self._predict(zero_padding(source, source_mask), source_mask, use_cache=use_cache)
 
     def _predict(self, source: Tensor, source_mask: Tensor | None, *, use_cache: bool | None) -> Tensor:
         """:meth:`predict` of a checked ``source [B, S, F]`` and mask."""
@@ -161,6 +162,7 @@ class EncoderDecoderTransformer(nn.Module):
         X = self._check(X)
         source = X[:, : self.input_len]  # [B, S, F]
         source_mask = check_source_mask(source_mask, source)
+        source = zero_padding(source, source_mask)  # [B, S, F]
         if not self.training:
             return self._predict(source, source_mask, use_cache=None)
         # The decoder's inputs: the target shifted right by one, starting from the last (real) source point.
