@@ -41,20 +41,27 @@ def console_sessions():
     return sessions
 
 
-@pytest.fixture(scope="module")
-def console_dir(tmp_path_factory):
-    """One folder for all console examples: later ones use the runs earlier ones made."""
-    return tmp_path_factory.mktemp("readme-console")
+def console_chains():
+    """The console sessions grouped by the run folder they use (``runs/NAME``), in README order.
+
+    A command that reads a run (``--run runs/demo``, ``--resume --out runs/demo``) needs
+    the one that made it: each chain runs in one test, in order, in a folder of its own,
+    so the tests can run in any order and on any xdist worker.
+    """
+    chains: dict[str, list[tuple[str, list[str]]]] = {}
+    for command, expected in console_sessions():
+        folder = re.search(r"runs/[\w.-]+", command)
+        chains.setdefault(folder.group(0) if folder else command, []).append((command, expected))
+    return list(chains.items())
 
 
-@pytest.mark.parametrize(
-    "command, expected", console_sessions(), ids=lambda v: v if isinstance(v, str) else ""
-)
-def test_console_examples_run_and_print_what_is_shown(command, expected, console_dir, monkeypatch, capsys):
-    monkeypatch.chdir(console_dir)
-    argv = shlex.split(command)
-    assert argv[0] == "attnlab"
-    assert main(argv[1:]) == 0
-    out = capsys.readouterr().out
-    if expected:
-        assert out.splitlines() == expected
+@pytest.mark.parametrize("key, chain", console_chains(), ids=[key for key, _ in console_chains()])
+def test_console_examples_run_and_print_what_is_shown(key, chain, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    for command, expected in chain:
+        argv = shlex.split(command)
+        assert argv[0] == "attnlab"
+        assert main(argv[1:]) == 0, command
+        out = capsys.readouterr().out
+        if expected:
+            assert out.splitlines() == expected, command
