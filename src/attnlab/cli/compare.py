@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,9 @@ __all__ = ["add_parser", "run"]
 EXAMPLES = ("examples:\n  attnlab compare --quick\n"
             "  attnlab compare --task reverse --encodings sinusoidal,rotary,alibi --test-lens 8,12,16,24\n"
             "  attnlab compare --task sort --seeds 1 --d-model 32 --n-layers 1 --out runs/sort\n"
-            "  attnlab compare --resume --out runs/sort")
+            "  attnlab compare --resume --out runs/sort\n"
+            "  attnlab compare --jobs 2\n"
+            "  attnlab compare --ray auto")
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -50,6 +53,12 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--out", type=folder_arg, default=None, help="output folder (default runs/compare-TASK-TIMESTAMP)")
     p.add_argument("--resume", action="store_true",
                    help="train only the models missing from --out (its saved settings), then write the results")
+    p.add_argument("--jobs", type=positive_int, default=1,
+                   help="train N models at once in N local worker processes, one core each (default 1); "
+                        "the records are the same as with 1")
+    p.add_argument("--ray", default=None, metavar="ADDRESS",
+                   help="train every model as a task on the Ray cluster at ADDRESS (auto, ray://host:port, or "
+                        "local for a private instance on this machine); needs pip install 'attnlab[ray]'")
     add_progress_option(p)
     p.set_defaults(func=run)
     return p
@@ -97,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
         folder = default_run_folder(f"compare-{config.task}")
     check_compare_folder(folder, resume=args.resume)  # a bad --out: one line on stderr, before anything runs
     n_models = len(config.runs())
+    _check_workers(args)
 
     def announce() -> None:  # called once the comparison is known to start: nothing on stdout before that
         print(f"comparing {len(config.encodings)} encodings x {config.n_seeds} seed(s) on {config.task}, "
@@ -104,8 +114,24 @@ def run(args: argparse.Namespace) -> int:
               flush=True)
 
     result = run_compare(config, folder, resume=args.resume, progress=None if args.progress else False,
-                         announce=announce)
+                         announce=announce, jobs=args.jobs, ray_address=args.ray)
     print(format_table(result))
     print(f"{n_models} models in {result.seconds:.0f} s; results: {Path(folder) / 'results.json'} "
           f"(open {Path(folder) / 'report.html'})")
     return 0
+
+
+def _check_workers(args: argparse.Namespace) -> None:
+    """``--jobs`` and ``--ray``: not both; Ray installed and its cluster reachable, before any training."""
+    from attnlab.labs.sweep import connect_ray, cpu_count
+
+    if args.ray is not None:
+        if args.jobs != 1:
+            raise UsageError(f"--jobs {args.jobs} and --ray {args.ray!r}: choose local workers or a Ray cluster")
+        try:
+            connect_ray(args.ray)
+        except ModuleNotFoundError as err:
+            raise UsageError(str(err)) from None
+    elif args.jobs > cpu_count():
+        print(f"attnlab compare: warning: --jobs {args.jobs} is more than the {cpu_count()} cores this process "
+              "may use; the workers will share them", file=sys.stderr)

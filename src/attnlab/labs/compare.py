@@ -1,8 +1,9 @@
 """The comparison: every ``(encoding, seed)`` model of the length-generalisation lab, in a run folder.
 
 :func:`run_compare` trains the models of a :class:`~attnlab.labs.lengths.CompareConfig`
-one after another (each through :func:`~attnlab.labs.lengths.train_one`) and keeps
-each as soon as it finishes. The run folder (the contract of
+(each through :func:`~attnlab.labs.lengths.train_one`; here, in local worker
+processes or on a Ray cluster: :mod:`attnlab.labs.sweep`) and keeps each as soon as
+it comes back, from this process alone. The run folder (the contract of
 :mod:`attnlab.labs.run_folder`)::
 
     attnlab-run.json     the folder's kind ("compare"), written first
@@ -23,18 +24,20 @@ import dataclasses
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from attnlab._io import atomic_write, read_text
-from attnlab.data.tasks import make_task_sets
-from attnlab.labs.lengths import CompareConfig, ModelResult, train_one
+from attnlab._validate import check_int
+from attnlab.labs import sweep
+from attnlab.labs.lengths import CompareConfig, ModelResult
 from attnlab.labs.run_folder import RunFolder, check_claim, claim
-from attnlab.training import StepProgress
+from attnlab.labs.sweep import connect_ray
 
 __all__ = ["CompareResult", "check_compare_folder", "resume_config", "run_compare"]
 
@@ -142,8 +145,15 @@ def run_compare(
     resume: bool = False,
     progress: bool | None = None,
     announce: Callable[[], None] | None = None,
+    jobs: int = 1,
+    ray_address: str | None = None,
 ) -> CompareResult:
     """Train one model per encoding and seed, score every test length, and write the folder.
+
+    Where the models train (:mod:`attnlab.labs.sweep`): in this process (``jobs=1``), in
+    ``jobs`` local worker processes, or as tasks on the Ray cluster at ``ray_address``.
+    The records are the same, bit for bit, wherever they train; results are saved by
+    this process alone, each as it comes back.
 
     Args:
         config: the settings.
@@ -154,20 +164,32 @@ def run_compare(
         progress: one bar over all the models' training steps (None: when stderr is a terminal).
         announce: called once everything is checked (the folder, the saved models), just
             before the first model trains; the command line says what it is doing there.
+        jobs: local worker processes (1: train here, one model after another).
+        ray_address: train on this Ray cluster instead (``ray.init``'s address: ``auto``,
+            ``ray://host:port``, or ``local`` for a private instance on this machine).
 
     Returns:
         The :class:`CompareResult`.
 
     Raises:
         ValueError: for a folder the contract refuses (checked before any training),
-            a comparison of other settings (``resume``) or a saved model that is unreadable.
+            a comparison of other settings (``resume``), a saved model that is unreadable,
+            ``jobs`` below 1, or both ``jobs > 1`` and ``ray_address``.
         TypeError: if ``progress`` is not None, True or False.
+        ModuleNotFoundError: for ``ray_address`` without Ray installed (naming the extra).
+        ConnectionError: if no Ray cluster answers at ``ray_address`` (before any training).
+        ChildProcessError: if a worker process died, or a Ray task failed after its retries
+            (the finished models are kept).
     """
     from attnlab.training.progress import check_progress
 
     check_progress(progress)
+    jobs = check_int("jobs", jobs, minimum=1)
+    if ray_address is not None and jobs > 1:
+        raise ValueError(f"jobs={jobs} and ray_address={ray_address!r}: choose local workers or a Ray cluster")
+    place = partial(_executor, jobs=jobs, ray_address=ray_address)
     if folder is None:
-        return _compare(config, None, progress, announce, {})
+        return _compare(config, None, progress, announce, {}, place)
     done: dict[tuple[str, int], dict[str, Any]] = {}
     if resume:
         resume_config(folder, config.to_dict())  # refuses other settings, naming the differences
@@ -180,13 +202,27 @@ def run_compare(
                 done[encoding, seed] = saved
     else:
         check_compare_folder(folder)
+    if ray_address is not None:
+        connect_ray(ray_address)  # an unreachable cluster is named before the folder is touched
     with claim(folder, kind="compare", resume=resume) as run:
         run.write_json("config.json", config.to_dict())
-        return _compare(config, run, progress, announce, done)
+        return _compare(config, run, progress, announce, done, place)
+
+
+def _executor(config: CompareConfig, todo: list[tuple[str, int]], bar: Any, *, jobs: int,
+              ray_address: str | None) -> Iterator[ModelResult]:
+    """The runs ``todo``, trained where the caller asked, in the order they finish."""
+    if ray_address is not None:
+        connect_ray(ray_address)
+        return sweep.ray_tasks(config, todo, bar, address=ray_address)
+    if jobs > 1:
+        return sweep.local_workers(config, todo, bar, jobs=jobs)
+    return sweep.in_process(config, todo, bar)
 
 
 def _compare(config: CompareConfig, run: RunFolder | None, progress: bool | None,
-             announce: Callable[[], None] | None, done: dict[tuple[str, int], dict[str, Any]]) -> CompareResult:
+             announce: Callable[[], None] | None, done: dict[tuple[str, int], dict[str, Any]],
+             place: Callable[..., Iterator[ModelResult]]) -> CompareResult:
     """Train the models not in ``done`` (the saved ones, by ``(encoding, seed)``) and write the outputs."""
     from tqdm import tqdm
 
@@ -195,16 +231,12 @@ def _compare(config: CompareConfig, run: RunFolder | None, progress: bool | None
 
     start = time.perf_counter()
     todo = [key for key in config.runs() if key not in done]
-    sets = make_task_sets(config.spec()) if todo else None
     if announce is not None:
         announce()
     with tqdm(total=config.steps_per_model() * len(todo), desc=f"compare {config.task}", unit="step",
               disable=not progress_enabled(progress), dynamic_ncols=True, leave=True) as bar:
-        for encoding, seed in todo:
-            assert sets is not None
-            label = f"{encoding}, seed {seed}"
-            bar.set_postfix_str(label, refresh=False)
-            result = train_one(config, sets, encoding, seed, callbacks=[StepProgress(bar, label)])
+        for result in place(config, todo, bar):
+            encoding, seed = result.encoding, result.seed
             if run is not None:
                 _save_model(run.path, result)
             done[encoding, seed] = {"records": result.records, "seconds": result.seconds,

@@ -25,7 +25,8 @@ import dataclasses
 import json
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -298,13 +299,27 @@ def evaluate(model: nn.Module, config: CompareConfig, sets: TaskSets, encoding: 
     return records
 
 
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """Run the block on one intra-op thread; torch's thread count comes back after."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 def train_one(config: CompareConfig, sets: TaskSets, encoding: str, seed: int, *,
               callbacks: Sequence[Callback] = ()) -> ModelResult:
     """Train and score the model of one ``(encoding, seed)``; it depends on nothing else.
 
     Its initial weights are drawn after ``torch.manual_seed(seed)`` and its batches
     shuffled by a generator seeded with ``seed``, on a copy of the global random
-    state: what ran before does not change it, and it changes nothing after.
+    state: what ran before does not change it, and it changes nothing after. It
+    computes on one thread (torch's thread count is restored after): a float sum's
+    order depends on how many threads split it, and the records must not depend on
+    how many runs share the machine (:mod:`attnlab.labs.sweep`).
 
     Args:
         config: the comparison's settings.
@@ -317,7 +332,7 @@ def train_one(config: CompareConfig, sets: TaskSets, encoding: str, seed: int, *
         A :class:`ModelResult`.
     """
     began = time.perf_counter()
-    with preserved_rng({}):  # torch's, CUDA's and Python's streams all come back as they were
+    with one_thread(), preserved_rng({}):  # torch's, CUDA's and Python's streams all come back as they were
         torch.manual_seed(seed)
         model = config.build_model(encoding)
         loader = task_loader(sets.train, config.batch_size, shuffle=True, seed=seed)

@@ -1,0 +1,281 @@
+"""Where a comparison's models train: in this process, in ``N`` local worker processes, or as Ray tasks.
+
+A comparison is a list of independent runs, one per ``(encoding, seed)``
+(:func:`~attnlab.labs.lengths.train_one`): each is seeded on its own and depends
+on nothing else, so they can run anywhere and in any order. This module only
+decides *where*; what to do with a finished run (save it in the run folder, as it
+returns, by this process alone) stays with :mod:`attnlab.labs.compare`. Each
+executor is a generator of :class:`~attnlab.labs.lengths.ModelResult` in the
+order the runs finish:
+
+* :func:`in_process`: one after another, here;
+* :func:`local_workers`: ``jobs`` processes of :mod:`concurrent.futures` (started
+  with ``spawn``: a fresh interpreter, safe with torch's threads and CUDA);
+* :func:`ray_tasks`: one Ray task per run on an existing cluster (``ray.init(address)``),
+  retried by Ray when the worker running it dies.
+
+The rule for threads: every run computes on one thread, wherever it runs
+(:func:`~attnlab.labs.lengths.train_one` sets it). A float sum's order depends on
+how many threads split it, so a run's records would otherwise depend on how
+many workers share the machine; and runs of these sizes gain nothing from a
+second thread (two quick models: 26.1 s on one thread, 26.8 s on two). So
+``--jobs N`` keeps ``N`` cores busy, one per worker, and its records are
+bit-identical to ``--jobs 1``'s.
+
+The workers rebuild the task's data themselves (it is generated from the seeds
+in the settings) instead of receiving it, and send back the weights as bytes.
+"""
+
+from __future__ import annotations
+
+import io
+import multiprocessing
+import os
+import queue
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from typing import Any
+
+import torch
+
+from attnlab.data.tasks import TaskSets, make_task_sets
+from attnlab.labs.lengths import CompareConfig, ModelResult, train_one
+from attnlab.training import StepProgress
+
+__all__ = ["connect_ray", "cpu_count", "in_process", "local_workers", "ray_tasks"]
+
+Run = tuple[str, int]  # (encoding, seed)
+#: how often (in training steps) a worker reports its progress to the driver's bar
+_REPORT_EVERY = 10
+
+
+def cpu_count() -> int:
+    """The cores this process may run on (its affinity, where the system tells it), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # macOS, Windows
+        return max(1, os.cpu_count() or 1)
+
+
+# -- in this process ---------------------------------------------------------------------
+
+
+def in_process(config: CompareConfig, todo: Sequence[Run], bar: Any) -> Iterator[ModelResult]:
+    """Train the runs ``todo`` one after another in this process; ``bar`` (a tqdm bar) advances by step."""
+    sets = make_task_sets(config.spec()) if todo else None
+    for encoding, seed in todo:
+        assert sets is not None
+        label = f"{encoding}, seed {seed}"
+        bar.set_postfix_str(label, refresh=False)
+        yield train_one(config, sets, encoding, seed, callbacks=[StepProgress(bar, label)])
+
+
+# -- what a worker does (local or Ray) ---------------------------------------------------------
+
+
+class _QueueBar:
+    """A bar for :class:`StepProgress` in a worker: it sends its steps to the driver's bar, now and then."""
+
+    def __init__(self, send: Callable[[int], None]) -> None:
+        self.n = 0
+        self._send = send
+        self._unsent = 0
+
+    def update(self, steps: int) -> None:
+        self.n += steps
+        self._unsent += steps
+        if self._unsent >= _REPORT_EVERY:
+            self.flush()
+
+    def set_postfix_str(self, text: str, refresh: bool = True) -> None:
+        del text, refresh  # the driver shows which runs are under way, not each worker's loss
+
+    def flush(self) -> None:
+        if self._unsent:
+            self._send(self._unsent)
+            self._unsent = 0
+
+
+_worker_sets: dict[str, TaskSets] = {}  # one task's data per worker process, built on its first run
+_worker_queue: Any = None  # the driver's progress queue (local workers)
+
+
+def _sets_for(config: CompareConfig) -> TaskSets:
+    key = repr(config.spec())
+    if key not in _worker_sets:
+        _worker_sets.clear()
+        _worker_sets[key] = make_task_sets(config.spec())
+    return _worker_sets[key]
+
+
+def _pack(result: ModelResult) -> dict[str, Any]:
+    """A finished run as plain data: its weights as ``torch.save`` bytes (no tensors shared between processes)."""
+    buffer = io.BytesIO()
+    torch.save(result.state_dict, buffer)
+    return {"encoding": result.encoding, "seed": result.seed, "records": result.records,
+            "weights": buffer.getvalue(), "seconds": result.seconds, "n_parameters": result.n_parameters}
+
+
+def _unpack(packed: dict[str, Any]) -> ModelResult:
+    state = torch.load(io.BytesIO(packed["weights"]), weights_only=True)
+    return ModelResult(packed["encoding"], packed["seed"], packed["records"], state, packed["seconds"],
+                       packed["n_parameters"])
+
+
+def _train_packed(
+    config_dict: dict[str, Any], encoding: str, seed: int, send: Callable[[int], None]
+) -> dict[str, Any]:
+    """Train one run in a worker: the settings as a dict in, the result as plain data out."""
+    config = CompareConfig.from_dict(config_dict)
+    bar = _QueueBar(send)
+    result = train_one(config, _sets_for(config), encoding, seed, callbacks=[StepProgress(bar, "")])
+    bar.flush()
+    return _pack(result)
+
+
+# -- local worker processes --------------------------------------------------------------------
+
+
+def _init_local_worker(progress: Any) -> None:
+    global _worker_queue
+    _worker_queue = progress
+
+
+def _send_to_queue(steps: int) -> None:
+    _worker_queue.put(steps)
+
+
+def _local_task(config_dict: dict[str, Any], encoding: str, seed: int) -> dict[str, Any]:
+    return _train_packed(config_dict, encoding, seed, _send_to_queue)
+
+
+def local_workers(config: CompareConfig, todo: Sequence[Run], bar: Any, *, jobs: int) -> Iterator[ModelResult]:
+    """Train the runs ``todo`` in ``jobs`` worker processes; yields each result as it comes back.
+
+    ``bar`` advances as the workers report their steps. When the caller stops
+    iterating (Ctrl-C, an error while saving a result) or a worker fails, the other
+    workers are stopped at once: nothing is left running in the background.
+
+    Raises:
+        ChildProcessError: naming the run, if a worker process died (killed, out of memory);
+            the runs that had finished were already handed out.
+    """
+    if not todo:
+        return
+    context = multiprocessing.get_context("spawn")
+    progress = context.Queue()
+    before = set(multiprocessing.active_children())
+    executor = ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=context,
+                                   initializer=_init_local_worker, initargs=(progress,))
+    names = {}
+    finished = False
+    try:
+        config_dict = config.to_dict()
+        pending: set[Future[dict[str, Any]]] = set()
+        for encoding, seed in todo:
+            future = executor.submit(_local_task, config_dict, encoding, seed)
+            names[future] = f"{encoding}, seed {seed}"
+            pending.add(future)
+        while pending:
+            done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+            _drain(progress, bar)
+            for future in done:
+                error = future.exception()
+                if error is not None:
+                    if type(error).__name__ == "BrokenProcessPool":
+                        raise ChildProcessError(f"a worker process died while training {names[future]} (killed, or out "
+                                           "of memory); the finished models are kept: run again with --resume") \
+                            from None
+                    raise error
+                bar.set_postfix_str(f"{names[future]} done", refresh=False)
+                yield _unpack(future.result())
+        finished = True
+    finally:
+        executor.shutdown(wait=finished, cancel_futures=True)
+        if not finished:  # stopped early: the runs under way are abandoned, their workers stopped now
+            for child in set(multiprocessing.active_children()) - before:
+                child.terminate()
+                child.join(timeout=5)
+        progress.close()
+
+
+def _drain(progress: Any, bar: Any) -> None:
+    """Move the steps the workers reported onto the bar."""
+    while True:
+        try:
+            bar.update(progress.get_nowait())
+        except queue.Empty:
+            return
+
+
+# -- Ray ---------------------------------------------------------------------------------------
+
+
+def _ray_task(config_dict: dict[str, Any], encoding: str, seed: int) -> dict[str, Any]:
+    return _train_packed(config_dict, encoding, seed, lambda steps: None)
+
+
+def ray_tasks(config: CompareConfig, todo: Sequence[Run], bar: Any, *, address: str,
+              max_retries: int = 3) -> Iterator[ModelResult]:
+    """Train the runs ``todo`` as Ray tasks on the cluster at ``address``; yields each result as it returns.
+
+    The cluster must be reachable (``connect_ray`` checks it before any training).
+    Each task needs one CPU and computes on one thread; a task whose worker dies is
+    run again by Ray, up to ``max_retries`` times. ``bar`` advances by a whole run's
+    steps when the run returns. Stopping early cancels the tasks still queued or running.
+
+    Raises:
+        ChildProcessError: naming the run, if a task failed ``max_retries + 1`` times.
+    """
+    import ray
+
+    if not todo:
+        return
+    remote = ray.remote(num_cpus=1, max_retries=max_retries)(_ray_task)
+    config_dict = config.to_dict()
+    config_ref = ray.put(config_dict)
+    names = {}
+    for encoding, seed in todo:
+        names[remote.remote(config_ref, encoding, seed)] = f"{encoding}, seed {seed}"
+    pending = list(names)
+    finished = False
+    try:
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1, timeout=None)
+            for ref in done:
+                try:
+                    packed = ray.get(ref)
+                except ray.exceptions.RayError as err:
+                    raise ChildProcessError(f"Ray could not train {names[ref]}: {str(err).splitlines()[0]}") from None
+                bar.update(config.steps_per_model())
+                bar.set_postfix_str(f"{names[ref]} done", refresh=False)
+                yield _unpack(packed)
+        finished = True
+    finally:
+        if not finished:
+            for ref in pending:
+                ray.cancel(ref, force=True)
+
+
+def connect_ray(address: str) -> Any:
+    """``ray.init(address)`` (``"local"``: a private instance on this machine); returns the ray module.
+
+    Raises:
+        ModuleNotFoundError: naming the extra to install, when Ray is missing.
+        ConnectionError: naming the address, when no cluster answers there.
+    """
+    try:
+        import ray
+    except ModuleNotFoundError:
+        raise ModuleNotFoundError("--ray needs Ray: pip install 'attnlab[ray]'") from None
+    if ray.is_initialized():
+        return ray
+    try:
+        if address == "local":
+            ray.init(num_cpus=cpu_count(), include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+        else:
+            ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+    except (ConnectionError, RuntimeError, ValueError) as err:
+        raise ConnectionError(f"--ray {address!r}: no Ray cluster answers there ({str(err).splitlines()[0]})") \
+            from None
+    return ray
