@@ -17,12 +17,13 @@ from torch import nn
 from attnlab.cli import main
 from attnlab.data.metrics import sequence_accuracy, token_accuracy
 from attnlab.data.tasks import BOS, EOS, PAD, Vocab, make_task_sets
-from attnlab.labs import compare, lengths
+from attnlab.labs import compare, lengths, sweep
 from attnlab.labs.compare import CompareResult, run_compare
 from attnlab.labs.lengths import CompareConfig
 from attnlab.labs.lengths_report import format_table, summarise
 from attnlab.models import DecoderOnlyTransformer, Transformer
 from attnlab.models.builders import ARCHITECTURES
+from attnlab.training import default_device
 
 TINY = dict(encodings=("rotary", "alibi"), n_seeds=1, epochs=1, n_train=64, n_test=16, d_model=16, n_heads=2,
             n_layers=1, train_len=4, test_lens=(4, 6))
@@ -64,6 +65,7 @@ def test_results_json_has_a_record_per_encoding_seed_and_length(tiny_run):
     result, folder, _, _ = tiny_run
     doc = json.loads((folder / "results.json").read_text())
     assert doc["metric"] == "sequence_accuracy"
+    assert doc["device"] == str(default_device())  # where the models trained: cuda if there is one
     keys = sorted((r["encoding"], r["seed"], r["length"]) for r in doc["records"])
     assert keys == sorted((e, 0, n) for e in ("rotary", "alibi") for n in (4, 6))
     for r in doc["records"]:
@@ -318,7 +320,8 @@ def test_odd_heads_are_refused_only_where_rotary_needs_them():
 
 
 def test_bad_folders_are_refused_before_any_training(tmp_path, monkeypatch):
-    monkeypatch.setattr(compare, "train_one", lambda *a: pytest.fail("trained before checking the folder"))
+    monkeypatch.setattr(lengths, "train_one", lambda *a, **k: pytest.fail("trained before checking the folder"))
+    monkeypatch.setattr(sweep, "train_one", lambda *a, **k: pytest.fail("trained before checking the folder"))
     a_file = tmp_path / "a_file"
     a_file.write_text("keep me")
     users = tmp_path / "users"
@@ -368,7 +371,7 @@ def test_cli_compare_prints_the_table_and_writes_the_folder(tmp_path, monkeypatc
 def test_cli_compare_default_test_lengths_follow_the_training_length(tmp_path, monkeypatch, capsys):
     seen = {}
 
-    def fake_run(config, folder, resume=False, progress=None, announce=None):
+    def fake_run(config, folder, resume=False, progress=None, announce=None, jobs=1, ray_address=None, device=None):
         seen["config"] = config
         raise ValueError("stop here")  # the settings are all this test wants
 
@@ -394,6 +397,12 @@ def test_cli_compare_default_test_lengths_follow_the_training_length(tmp_path, m
     (["--n-train", "many"], "'many'"),
     (["--task", "squares", "--train-len", "2"], "--train-len must be >= 3, got 2"),
     (["--out", "a_file"], "'a_file' is a file"),
+    (["--jobs", "0"], "--jobs"),
+    (["--ray", "127.0.0.1:1", "--out", "new"], "--ray '127.0.0.1:1': no Ray cluster answers there"),
+    (["--ray", "local", "--jobs", "2", "--out", "new"], "choose local workers or a Ray cluster"),
+    (["--device", "tpu", "--out", "new"], "--device 'tpu'"),
+    pytest.param(["--device", "cuda", "--out", "new"], "--device cuda: CUDA is not available",
+                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")),
     (["--out", "a_file/x"], "'a_file/x'"),
     ([], "'old' already holds a compare run"),  # another run's results are not overwritten
 ])
@@ -413,3 +422,20 @@ def test_cli_bad_input_is_one_line_and_exit_2(flags, words, tmp_path, monkeypatc
     assert (tmp_path / "a_file").read_text() == "keep me"
     assert [p.name for p in (tmp_path / "old").iterdir()] == ["results.json"]
     assert (tmp_path / "old" / "results.json").read_text() == "{}"
+
+
+def test_cli_more_jobs_than_cores_is_allowed_with_a_warning_line(tmp_path, monkeypatch, capsys):
+    seen = {}
+
+    def fake_run(config, folder, resume=False, progress=None, announce=None, jobs=1, ray_address=None, device=None):
+        seen.update(jobs=jobs, device=device)
+        raise ValueError("stop here")
+
+    monkeypatch.setattr(compare, "run_compare", fake_run)
+    monkeypatch.setattr(sweep, "cpu_count", lambda: 2)
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli(capsys, "compare", *TINY_FLAGS, "--jobs", "3", "--device", "cpu", "--out", "x")
+    lines = err.splitlines()
+    assert lines[0] == ("attnlab compare: warning: --jobs 3 is more than the 2 cores this process may use; "
+                        "the workers will share them")
+    assert seen == {"jobs": 3, "device": torch.device("cpu")} and code == 2 and "stop here" in lines[1]

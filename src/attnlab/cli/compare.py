@@ -9,11 +9,13 @@ from typing import Any
 
 from attnlab.cli._common import (
     UsageError,
+    add_device_option,
     add_progress_option,
     add_size_options,
     default_run_folder,
     folder_arg,
     int_list,
+    parse_device,
     positive_int,
     size_flags,
 )
@@ -59,6 +61,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--ray", default=None, metavar="ADDRESS",
                    help="train every model as a task on the Ray cluster at ADDRESS (auto, ray://host:port, or "
                         "local for a private instance on this machine); needs pip install 'attnlab[ray]'")
+    add_device_option(p)
     add_progress_option(p)
     p.set_defaults(func=run)
     return p
@@ -94,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
     from attnlab.labs.lengths import CompareConfig
     from attnlab.labs.lengths_report import format_table
 
+    device = parse_device(args.device)  # a device this machine lacks: one line, before anything else
     given = _given(args)
     if args.resume:
         if args.out is None:
@@ -114,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
               flush=True)
 
     result = run_compare(config, folder, resume=args.resume, progress=None if args.progress else False,
-                         announce=announce, jobs=args.jobs, ray_address=args.ray)
+                         announce=announce, jobs=args.jobs, ray_address=args.ray, device=device)
     print(format_table(result))
     print(f"{n_models} models in {result.seconds:.0f} s; results: {Path(folder) / 'results.json'} "
           f"(open {Path(folder) / 'report.html'})")

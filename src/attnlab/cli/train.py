@@ -1,17 +1,25 @@
-"""``attnlab train``: train a squares model and write (or resume) a run folder."""
+"""``attnlab train``: train a squares model and write (or resume) a run folder.
+
+Under ``torchrun --nproc_per_node N -m attnlab train ...`` the N processes train one
+model together (data-parallel, see :mod:`attnlab.training.distributed`): rank 0
+decides the settings and the folder and sends them to the others; only it writes
+the folder and prints.
+"""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from attnlab.cli._common import (
     UsageError,
+    add_device_option,
     add_progress_option,
     add_size_options,
     default_run_folder,
     folder_arg,
+    parse_device,
     positive_float,
     positive_int,
     probability,
@@ -19,6 +27,11 @@ from attnlab.cli._common import (
     size_flags,
 )
 from attnlab.models.builders import SQUARES_MODELS, squares_sizes
+
+if TYPE_CHECKING:
+    import torch
+
+    from attnlab.labs.squares_config import SquaresConfig
 
 __all__ = ["add_parser", "run"]
 
@@ -28,7 +41,9 @@ TEACHER_FORCED = ("gru", "gru-attn")
 EXAMPLES = ("examples:\n  attnlab train\n  attnlab train --model transformer --seed 3 --out runs/t3\n"
             "  attnlab train --model gru-attn --epochs 50 --out runs/gru\n"
             "  attnlab train --model transformer --variable-len --out runs/var\n"
-            "  attnlab train --out runs/gru --epochs 100 --resume")
+            "  attnlab train --out runs/gru --epochs 100 --resume\n"
+            "  attnlab train --device cpu --out runs/cpu\n"
+            "  torchrun --nproc_per_node 2 -m attnlab train --model transformer --out runs/ddp  # data-parallel")
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -62,6 +77,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--out", type=folder_arg, default=None, help="run folder (default runs/MODEL-TIMESTAMP)")
     p.add_argument("--resume", action="store_true",
                    help="continue the run in --out (its saved settings) up to --epochs")
+    add_device_option(p)
     add_progress_option(p)
     p.set_defaults(func=run)
     return p
@@ -74,12 +90,40 @@ def run(args: argparse.Namespace) -> int:
         UsageError, ValueError, TypeError, OSError: for bad input, reported by
             :func:`attnlab.cli.main` as one line and exit status 2.
     """
-    from attnlab.labs.squares import SquaresConfig, check_train_folder, resume_config, train_run
+    from attnlab.labs.squares import SquaresConfig, train_run
+    from attnlab.training.distributed import DistributedContext
+
+    device = parse_device(args.device)  # a device this machine lacks: one line, before anything else
+    with DistributedContext.from_env(device=device) as distributed:  # torchrun's processes join their group here
+        # Rank 0 alone checks the folder (probing its lock from every rank at once would collide)
+        # and picks the default folder's timestamp; the others take its settings and folder.
+        if distributed.is_main:
+            config, folder = _plan(args, device)
+            distributed.broadcast_object((config.to_dict(), str(folder)))
+        else:
+            settings, where = distributed.broadcast_object(None)
+            config, folder = SquaresConfig.from_dict(settings), Path(where)
+
+        def announce() -> None:  # called once the run is known to start: nothing on stdout before that
+            print(f"training {config.model} for {config.epochs} epochs -> {folder}", flush=True)
+
+        result = train_run(config, folder, resume=args.resume, progress=None if args.progress else False,
+                           announce=announce if distributed.is_main else None, distributed=distributed)
+    if distributed.is_main:
+        print(f"final train MSE {result.train_mse:.4f} | test MSE {result.test_mse:.4f} "
+              f"({result.epochs} epochs, {config.n_test} test squares)")
+        print(f"run folder: {folder} (open {Path(folder) / 'report.html'})")
+    return 0
+
+
+def _plan(args: argparse.Namespace, device: torch.device) -> tuple[SquaresConfig, Path]:
+    """The run's config and folder from the command line, checked (nothing written): ``(config, folder)``."""
+    from attnlab.labs.squares import SquaresConfig, check_train_folder, resume_config
 
     given = {"model": args.model, "epochs": args.epochs, "seed": args.seed, "train_seed": args.train_seed,
              "lr": args.lr, "batch_size": args.batch_size, "n_train": args.n_train,
              "teacher_forcing_prob": args.teacher_forcing, "test_draws_global": args.test_draws_global,
-             "variable_len": args.variable_len,
+             "variable_len": args.variable_len, "device": str(device),
              **{field: getattr(args, field) for field in size_flags.values()}}
     if args.resume:
         if args.out is None:
@@ -94,16 +138,7 @@ def run(args: argparse.Namespace) -> int:
         config = SquaresConfig(**{name: value for name, value in given.items() if value is not None})
     folder = args.out if args.out is not None else default_run_folder(config.model)
     check_train_folder(config, folder, resume=args.resume)  # a bad --out: one line on stderr, nothing printed
-
-    def announce() -> None:  # called once the run is known to start: nothing on stdout before that
-        print(f"training {config.model} for {config.epochs} epochs -> {folder}", flush=True)
-
-    result = train_run(config, folder, resume=args.resume, progress=None if args.progress else False,
-                       announce=announce)
-    print(f"final train MSE {result.train_mse:.4f} | test MSE {result.test_mse:.4f} "
-          f"({result.epochs} epochs, {config.n_test} test squares)")
-    print(f"run folder: {folder} (open {Path(folder) / 'report.html'})")
-    return 0
+    return config, Path(folder)
 
 
 def _check_size_flags(args: argparse.Namespace, model: str) -> None:

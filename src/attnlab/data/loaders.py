@@ -29,7 +29,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple, cast
 
 import torch
-from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, SequentialSampler
+from torch.utils.data import BatchSampler, DataLoader, Dataset, DistributedSampler, RandomSampler, SequentialSampler
 
 from attnlab._validate import check_bool, check_choice, check_int
 from attnlab.data.square_prefixes import SquarePrefixes
@@ -138,6 +138,7 @@ def make_loaders(
     eval_batch_size: int | None = None,
     test_draws_global: bool = False,
     variable_len: bool = False,
+    shard: tuple[int, int] | None = None,
 ) -> SquareLoaders:
     """The labs' loaders, with a test set that really is the seed-19 squares.
 
@@ -166,6 +167,15 @@ def make_loaders(
             and the two corners that follow them (:class:`attnlab.data.SquarePrefixes`):
             batches are then ``({"X": ..., "source_mask": [B, 1, 4]}, target [B, 2, 2])``,
             for ``model(**inputs)``. ``input_len`` must stay 2 (the given corners are drawn).
+        shard: ``(rank, world_size)`` of a data-parallel run (``torchrun``), or None.
+            The training loader then yields this rank's share of each global batch of
+            ``batch_size`` squares, ``batch_size / world_size`` of them: a
+            ``DistributedSampler(seed=shuffle_seed)`` draws one permutation per epoch
+            from ``shuffle_seed + epoch`` (the training loop calls its ``set_epoch``) and
+            rank ``r`` takes its positions ``r::world_size``, so the ranks' batches ``k``
+            together are batch ``k`` of the same sampler with one replica. When
+            ``world_size`` does not divide ``n_train`` the sampler repeats a few squares
+            so every rank gets as many (torch's rule). The test loader is not sharded.
 
     Returns:
         ``(train_loader, test_loader)`` as a :class:`SquareLoaders`; the test
@@ -174,8 +184,10 @@ def make_loaders(
 
     Raises:
         TypeError / ValueError: naming the argument, for counts or sizes below 1,
-            bad seeds, equal train and test seeds, or ``input_len`` outside 1 to 3
-            (or other than 2 with ``variable_len``).
+            bad seeds, equal train and test seeds, ``input_len`` outside 1 to 3
+            (or other than 2 with ``variable_len``), a ``shard`` that is not
+            ``(rank, world_size)`` with ``0 <= rank < world_size``, or a ``batch_size``
+            that ``world_size`` does not divide.
 
     Example:
         >>> train_loader, test_loader = make_loaders()
@@ -200,6 +212,11 @@ def make_loaders(
     if train_seed == test_seed:
         raise ValueError(f"test_seed ({test_seed}) must differ from train_seed ({train_seed}): "
                          "the test squares would be the training squares")
+    if shard is not None:
+        rank, world_size = _check_shard(shard)
+        if batch_size % world_size:
+            raise ValueError(f"batch_size {batch_size} is not divisible by the {world_size} processes training "
+                             "together: each takes an equal share of every batch")
 
     train: Dataset[tuple[Any, torch.Tensor]]
     test: Dataset[tuple[Any, torch.Tensor]]
@@ -213,10 +230,25 @@ def make_loaders(
     # the same batches, in the same order, as DataLoader(shuffle=True, generator=g), whose
     # random draws (the iterator's base seed, then the permutation) come from the same g.
     g = torch.Generator().manual_seed(shuffle_seed)
+    if shard is None:
+        order: Any = RandomSampler(train, generator=g)
+    else:
+        # g then only gives the iterator's base seed; the order comes from shuffle_seed + epoch, on every rank alike.
+        order = DistributedSampler(train, num_replicas=world_size, rank=rank, shuffle=True, seed=shuffle_seed)
+        batch_size //= world_size
     train_loader = DataLoader(train, batch_size=None, generator=g,
-                              sampler=BatchSampler(RandomSampler(train, generator=g), batch_size, drop_last=False))
+                              sampler=BatchSampler(order, batch_size, drop_last=False))
     # Unshuffled, but iterating it still draws a base seed: from this generator, or (as the labs') torch's global one.
     test_g = None if test_draws_global else torch.Generator().manual_seed(shuffle_seed)
     test_loader = DataLoader(test, batch_size=None, generator=test_g,
                              sampler=BatchSampler(SequentialSampler(test), eval_batch_size, drop_last=False))
     return SquareLoaders(train_loader, test_loader)
+
+
+def _check_shard(shard: Any) -> tuple[int, int]:
+    """``shard`` as ``(rank, world_size)``, checked."""
+    if not isinstance(shard, tuple) or len(shard) != 2:
+        raise TypeError(f"shard must be a (rank, world_size) pair, got {shard!r}")
+    world_size = check_int("shard world_size", shard[1], minimum=1)
+    rank = check_int("shard rank", shard[0], minimum=0, maximum=world_size - 1)
+    return rank, world_size

@@ -52,6 +52,7 @@ class CompareResult:
     folder: Path | None = None
     seconds_per_model: dict[str, float] = field(default_factory=dict)
     parameters_per_model: dict[str, int] = field(default_factory=dict)
+    device: str = "cpu"  # where the models trained (this call's; a resumed comparison's earlier ones may differ)
 
     @property
     def metric(self) -> str:
@@ -147,6 +148,7 @@ def run_compare(
     announce: Callable[[], None] | None = None,
     jobs: int = 1,
     ray_address: str | None = None,
+    device: torch.device | str | None = None,
 ) -> CompareResult:
     """Train one model per encoding and seed, score every test length, and write the folder.
 
@@ -167,6 +169,8 @@ def run_compare(
         jobs: local worker processes (1: train here, one model after another).
         ray_address: train on this Ray cluster instead (``ray.init``'s address: ``auto``,
             ``ray://host:port``, or ``local`` for a private instance on this machine).
+        device: where each model trains; None: cuda if available, else mps, else cpu.
+            Recorded in ``results.json``; not a setting (a comparison may resume elsewhere).
 
     Returns:
         The :class:`CompareResult`.
@@ -187,9 +191,12 @@ def run_compare(
     jobs = check_int("jobs", jobs, minimum=1)
     if ray_address is not None and jobs > 1:
         raise ValueError(f"jobs={jobs} and ray_address={ray_address!r}: choose local workers or a Ray cluster")
-    place = partial(_executor, jobs=jobs, ray_address=ray_address)
+    from attnlab.training import default_device
+
+    where = str(torch.device(device) if device is not None else default_device())
+    place = partial(_executor, jobs=jobs, ray_address=ray_address, device=where)
     if folder is None:
-        return _compare(config, None, progress, announce, {}, place)
+        return _compare(config, None, progress, announce, {}, place, where)
     done: dict[tuple[str, int], dict[str, Any]] = {}
     if resume:
         resume_config(folder, config.to_dict())  # refuses other settings, naming the differences
@@ -206,23 +213,23 @@ def run_compare(
         connect_ray(ray_address)  # an unreachable cluster is named before the folder is touched
     with claim(folder, kind="compare", resume=resume) as run:
         run.write_json("config.json", config.to_dict())
-        return _compare(config, run, progress, announce, done, place)
+        return _compare(config, run, progress, announce, done, place, where)
 
 
 def _executor(config: CompareConfig, todo: list[tuple[str, int]], bar: Any, *, jobs: int,
-              ray_address: str | None) -> Iterator[ModelResult]:
+              ray_address: str | None, device: str) -> Iterator[ModelResult]:
     """The runs ``todo``, trained where the caller asked, in the order they finish."""
     if ray_address is not None:
         connect_ray(ray_address)
-        return sweep.ray_tasks(config, todo, bar, address=ray_address)
+        return sweep.ray_tasks(config, todo, bar, address=ray_address, device=device)
     if jobs > 1:
-        return sweep.local_workers(config, todo, bar, jobs=jobs)
-    return sweep.in_process(config, todo, bar)
+        return sweep.local_workers(config, todo, bar, jobs=jobs, device=device)
+    return sweep.in_process(config, todo, bar, device=device)
 
 
 def _compare(config: CompareConfig, run: RunFolder | None, progress: bool | None,
              announce: Callable[[], None] | None, done: dict[tuple[str, int], dict[str, Any]],
-             place: Callable[..., Iterator[ModelResult]]) -> CompareResult:
+             place: Callable[..., Iterator[ModelResult]], device: str) -> CompareResult:
     """Train the models not in ``done`` (the saved ones, by ``(encoding, seed)``) and write the outputs."""
     from tqdm import tqdm
 
@@ -245,7 +252,7 @@ def _compare(config: CompareConfig, run: RunFolder | None, progress: bool | None
     timings = {f"{encoding}/{seed}": float(done[encoding, seed]["seconds"]) for encoding, seed in config.runs()}
     sizes = {f"{encoding}/{seed}": int(done[encoding, seed].get("n_parameters", 0)) for encoding, seed in config.runs()}
     compared = CompareResult(config, records, time.perf_counter() - start, None if run is None else run.path, timings,
-                             sizes)
+                             sizes, device)
     if run is not None:
         write_outputs(run, compared)
     return compared

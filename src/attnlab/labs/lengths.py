@@ -285,11 +285,12 @@ def _schedule(total_steps: int) -> Callable[[int], float]:
 
 def evaluate(model: nn.Module, config: CompareConfig, sets: TaskSets, encoding: str,
              seed: int) -> list[dict[str, Any]]:
-    """One record per test length: greedy decoding (cached) of the whole test set, scored."""
+    """One record per test length: greedy decoding (cached) of the whole test set, scored (on the CPU)."""
     model.eval()
+    device = next(model.parameters()).device
     records = []
     for length, batch in sorted(sets.tests.items()):
-        pred = _predict(model, batch, config)
+        pred = _predict(model, batch.to(device), config).cpu()
         if isinstance(batch, SquaresBatch):
             scores = {"mean_squared_error": mean_squared_error(pred, batch.target)}
         else:
@@ -311,7 +312,7 @@ def one_thread() -> Iterator[None]:
 
 
 def train_one(config: CompareConfig, sets: TaskSets, encoding: str, seed: int, *,
-              callbacks: Sequence[Callback] = ()) -> ModelResult:
+              callbacks: Sequence[Callback] = (), device: torch.device | str = "cpu") -> ModelResult:
     """Train and score the model of one ``(encoding, seed)``; it depends on nothing else.
 
     Its initial weights are drawn after ``torch.manual_seed(seed)`` and its batches
@@ -327,6 +328,8 @@ def train_one(config: CompareConfig, sets: TaskSets, encoding: str, seed: int, *
         encoding: one of ``config.encodings``.
         seed: the random seed.
         callbacks: passed to :func:`fit` (e.g. a progress bar).
+        device: where the model trains (the initial weights are drawn on the CPU, so they
+            are the same on every device); the data is moved there batch by batch.
 
     Returns:
         A :class:`ModelResult`.
@@ -334,7 +337,7 @@ def train_one(config: CompareConfig, sets: TaskSets, encoding: str, seed: int, *
     began = time.perf_counter()
     with one_thread(), preserved_rng({}):  # torch's, CUDA's and Python's streams all come back as they were
         torch.manual_seed(seed)
-        model = config.build_model(encoding)
+        model = config.build_model(encoding).to(device)
         loader = task_loader(sets.train, config.batch_size, shuffle=True, seed=seed)
         optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
         scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(config.epochs * len(loader)))

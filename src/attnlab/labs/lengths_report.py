@@ -73,7 +73,7 @@ def write_outputs(run: RunFolder, result: CompareResult) -> list[Path]:
 
     config = result.config
     run.write_json("results.json", {
-        "config": config.to_dict(), "metric": result.metric, "seconds": result.seconds,
+        "config": config.to_dict(), "device": result.device, "metric": result.metric, "seconds": result.seconds,
         "seconds_per_model": result.seconds_per_model, "parameters_per_model": result.parameters_per_model,
         "records": result.records,
         "summary": {enc: {str(n): v[0] for n, v in by_len.items()}

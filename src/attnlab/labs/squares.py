@@ -42,6 +42,7 @@ from attnlab.labs.run_folder import RunFolder, check_claim, claim
 from attnlab.labs.squares_config import DEFAULT_WEIGHT_SEED, LAB_WEIGHT_SEEDS, UNSEEDED_LOADER_SEED, SquaresConfig
 from attnlab.labs.squares_figures import SquaresTestSet, write_figures
 from attnlab.training import Checkpoint, MetricsFile, Trainer
+from attnlab.training.distributed import DistributedContext
 from attnlab.training.rng import preserved_rng
 
 __all__ = ["CHECKPOINT", "DEFAULT_WEIGHT_SEED", "LAB_WEIGHT_SEEDS", "UNSEEDED_LOADER_SEED", "RunResult",
@@ -79,14 +80,15 @@ def make_optimizer(model: nn.Module, config: SquaresConfig) -> torch.optim.Optim
     return torch.optim.Adam(model.parameters(), lr=config.lr, fused=True)
 
 
-def _data(config: SquaresConfig) -> Any:
+def _data(config: SquaresConfig, shard: tuple[int, int] | None = None) -> Any:
     from attnlab.data import make_loaders
 
     # The loaders shuffle with their own generator (seeded with train_seed), which the
     # checkpoint saves, so a resumed run sees the same batches as an unbroken one.
     return make_loaders(n_train=config.n_train, n_test=config.n_test, batch_size=config.batch_size,
                         eval_batch_size=config.eval_batch_size, shuffle_seed=config.train_seed,
-                        test_draws_global=config.test_draws_global, variable_len=config.variable_len)
+                        test_draws_global=config.test_draws_global, variable_len=config.variable_len,
+                        shard=shard)
 
 
 def _test_set(data: Any) -> SquaresTestSet:
@@ -125,7 +127,8 @@ def _read_config(folder: Path, flag: str) -> SquaresConfig | None:
 def resume_config(folder: str | os.PathLike[str], given: dict[str, Any]) -> SquaresConfig:
     """The config to resume the run in ``folder`` with: its saved settings, ``given`` ones on top.
 
-    Only ``epochs`` may differ from the saved settings (train until that many).
+    Only ``epochs`` (train until that many) and ``device`` (where this session trains)
+    may differ from the saved settings.
 
     Args:
         folder: the run folder.
@@ -140,7 +143,8 @@ def resume_config(folder: str | os.PathLike[str], given: dict[str, Any]) -> Squa
     if saved is None:  # killed before its config was written: the given settings are the run's
         return SquaresConfig(**given)
     config = dataclasses.replace(saved, **given)
-    diff = {k: (v, getattr(config, k)) for k, v in saved.to_dict().items() if k != "epochs" and getattr(config, k) != v}
+    diff = {k: (v, getattr(config, k)) for k, v in saved.to_dict().items()
+            if k not in ("epochs", "device") and getattr(config, k) != v}
     if diff:
         shown = ", ".join(f"{k}: saved {a!r}, given {b!r}" for k, (a, b) in diff.items())
         raise ValueError(f"--resume: the run in {str(folder)!r} was made with other settings ({shown})")
@@ -197,8 +201,14 @@ def train_run(
     resume: bool = False,
     progress: bool | None = None,
     announce: Callable[[], None] | None = None,
+    distributed: DistributedContext | None = None,
 ) -> RunResult:
     """Train ``config``'s model and write (or, with ``resume``, continue) the run folder.
+
+    Under torchrun (``distributed`` active) every rank calls this with the same
+    config and folder: each trains its share of every batch (``config.batch_size``
+    is the global batch), and only rank 0 checks, locks and writes the folder; the
+    other ranks write nothing and only read the checkpoint to resume.
 
     The run seeds and draws from torch's and Python's global random streams (as
     the labs' code does), on a copy of them: the caller's streams are as they
@@ -214,50 +224,71 @@ def train_run(
         progress: show a progress bar (None: only on a terminal).
         announce: called once everything is checked (the folder, the checkpoint, the
             metrics), just before training; the command line says what it is doing there.
+        distributed: this process's :class:`~attnlab.training.distributed.DistributedContext`
+            under torchrun; None: one process on ``config.device``.
 
     Returns:
-        A :class:`RunResult`.
+        A :class:`RunResult` (on ranks other than 0: the losses only, ``test_mse`` NaN, no files).
 
     Raises:
         ValueError: for a folder the contract refuses (naming it; another process
             writing it: naming its pid), a run of other settings, a checkpoint
             already past ``config.epochs``, or one that is unreadable or does not
-            fit the model (naming the file and the mismatched keys).
+            fit the model (naming the file and the mismatched keys); under torchrun,
+            a ``config.batch_size`` the number of processes does not divide.
     """
+    if distributed is None:
+        distributed = DistributedContext(device=torch.device(str(config.device)))
+    distributed.per_rank_batch(config.batch_size)  # refused before anything is written
+    if not distributed.is_main:
+        # Neither checked nor claimed here: probing the lock rank 0 holds would fail, and only rank 0 writes.
+        with preserved_rng({}):
+            return _train(config, RunFolder(Path(folder).expanduser().resolve(), "train", resume), progress=False,
+                          announce=None, distributed=distributed)
     check_train_folder(config, folder, resume=resume)
     with preserved_rng({}), claim(folder, kind="train", resume=resume) as run:
-        return _train(config, run, progress, announce)
+        return _train(config, run, progress=progress, announce=announce, distributed=distributed)
 
 
-def _train(config: SquaresConfig, run: RunFolder, progress: bool | None,
-           announce: Callable[[], None] | None) -> RunResult:
+def _train(config: SquaresConfig, run: RunFolder, *, progress: bool | None,
+           announce: Callable[[], None] | None, distributed: DistributedContext) -> RunResult:
+    """Train and (rank 0 only) write the folder; ``run`` is claimed on rank 0 and only read elsewhere."""
     folder = run.path
+    main = distributed.is_main
     checkpoint, metrics = folder / CHECKPOINT, folder / "metrics.jsonl"
-    data = _data(config)
-    model = build_model(config)
-    trainer = Trainer(model, nn.MSELoss(), make_optimizer(model, config), progress=progress)
+    data = _data(config, shard=distributed.shard)
+    model = build_model(config)  # the same weights on every rank: seeded
+    if distributed.active and config.model == "gru-attn":
+        # The attention lab's attention never uses its linear_value: DDP must be told to expect unused parameters.
+        distributed = dataclasses.replace(distributed, find_unused_parameters=True)
+    trainer = Trainer(model, nn.MSELoss(), make_optimizer(model, config), progress=progress,
+                      device=distributed.device, distributed=distributed if distributed.active else None)
     trainer.set_loaders(data.train, data.test)
+    # Every rank reads the checkpoint: rank 0's random streams, which are every rank's (they draw alike).
     resumed = run.resumed and checkpoint.exists()
     if resumed:
         trainer.load_checkpoint(checkpoint)
         if trainer.total_epochs > config.epochs:
             raise ValueError(
                 f"--epochs {config.epochs}: the run in {str(folder)!r} already has {trainer.total_epochs} epochs")
-    kept = _metric_lines(metrics, trainer.total_epochs) if resumed else []
-    if announce is not None:
-        announce()
-    atomic_write(metrics, lambda tmp: tmp.write_text("".join(line + "\n" for line in kept)))
-    run.write_json("config.json", config.to_dict())
-    (folder / "figures").mkdir(exist_ok=True)
+    if main:
+        kept = _metric_lines(metrics, trainer.total_epochs) if resumed else []
+        if announce is not None:
+            announce()
+        atomic_write(metrics, lambda tmp: tmp.write_text("".join(line + "\n" for line in kept)))
+        run.write_json("config.json", config.to_dict())
+        (folder / "figures").mkdir(exist_ok=True)
 
     remaining = config.epochs - trainer.total_epochs
     if remaining > 0:
         # The metrics line first, then the checkpoint: a kill between them leaves a line the
         # checkpoint does not know of, which the next resume drops.
-        trainer.train(remaining, seed=None if resumed else config.train_seed,
-                      callbacks=[MetricsFile(metrics), Checkpoint(checkpoint, trainer.state_dict)])
-    else:
+        writers = [MetricsFile(metrics), Checkpoint(checkpoint, trainer.state_dict)] if main else []
+        trainer.train(remaining, seed=None if resumed else config.train_seed, callbacks=writers)
+    elif main:
         trainer.save_checkpoint(checkpoint)
+    if not main:
+        return RunResult(folder, trainer.losses[-1], float("nan"), trainer.total_epochs, [])
 
     squares = _test_set(data)
     test_mse = _test_mse(model, squares)

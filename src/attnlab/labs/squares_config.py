@@ -38,6 +38,8 @@ UNSEEDED_LOADER_SEED = 67280421310721
 LAB_WEIGHT_SEEDS = {"selfattn-pe": 43, "gru-attn": 23}
 #: the initial-weights seed of the models no lab trains (gru, transformer)
 DEFAULT_WEIGHT_SEED = 43
+#: the kinds of device a squares run trains on
+DEVICE_TYPES = ("cpu", "cuda", "mps")
 #: memory one square takes while the data is made (numpy's float64 draws and the float32 tensors), rounded up
 _BYTES_PER_SQUARE = 256
 
@@ -55,12 +57,16 @@ class SquaresConfig:
     from torch's global generator at every validation pass, as the labs' does.
     The sizes (``d_model``, ``n_heads``, ``n_layers``, ``ff_units``) left None take the
     model's defaults (:func:`attnlab.models.builders.squares_sizes`) and are stored
-    resolved; a size the model does not have must stay None.
+    resolved; a size the model does not have must stay None. ``device`` None is
+    :func:`attnlab.training.default_device` (cuda, else mps, else cpu), stored as
+    its name; it records where the run trained, not where it must run: a resume
+    may train on another device, and ``predict``/``plot`` load the weights on CPU.
 
     Raises:
         TypeError / ValueError: naming the setting, for an unknown model, a count
             or size below 1, a size the model does not have, a non-positive ``lr`` or
-            a ``teacher_forcing_prob`` outside [0, 1].
+            a ``teacher_forcing_prob`` outside [0, 1], or a ``device`` that is not a
+            cpu, cuda or mps device name (whether this machine has it is not checked).
     """
 
     model: str = "selfattn-pe"  # one of SQUARES_MODELS
@@ -92,6 +98,8 @@ class SquaresConfig:
     n_heads: int | None = None
     n_layers: int | None = None
     ff_units: int | None = None
+    # Where the run trains ("cpu", "cuda", "cuda:1", "mps"); None: the default device, stored resolved.
+    device: str | None = None
 
     def __post_init__(self) -> None:
         defaults = squares_sizes(check_choice("model", self.model, SQUARES_MODELS))
@@ -103,6 +111,7 @@ class SquaresConfig:
                 has = ", ".join(defaults)
                 raise ValueError(f"{name}: the {self.model} model has no such size (its sizes: {has})")
         check_int("epochs", self.epochs, minimum=1)
+        object.__setattr__(self, "device", _device_name(self.device))
         if self.seed is None:
             object.__setattr__(self, "seed", LAB_WEIGHT_SEEDS.get(self.model, DEFAULT_WEIGHT_SEED))
         check_seed("seed", self.seed)
@@ -155,3 +164,20 @@ class SquaresConfig:
                 raise ValueError(f"config has {name!r} null, but the {config.model} model has that size "
                                  "(a run's config holds its sizes resolved)")
         return config
+
+
+def _device_name(device: Any) -> str:
+    """``device`` as a device's name (``"cpu"``, ``"cuda:1"``); None: the default device's."""
+    if device is None:
+        from attnlab.training import default_device  # here: the config module stays light to import
+
+        return str(default_device())
+    if not isinstance(device, str):
+        raise TypeError(f"device must be a device name such as 'cpu' or 'cuda', got {type(device).__name__}")
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise ValueError(f"device {device!r} is not a device name (cpu, cuda, cuda:N or mps)") from None
+    if parsed.type not in DEVICE_TYPES:
+        raise ValueError(f"device {device!r}: squares runs train on {', '.join(DEVICE_TYPES)}, not {parsed.type}")
+    return "cpu" if parsed.type == "cpu" else str(parsed)

@@ -29,9 +29,11 @@ in the settings) instead of receiving it, and send back the weights as bytes.
 from __future__ import annotations
 
 import io
+import logging
 import multiprocessing
 import os
 import queue
+import socket
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any
@@ -60,14 +62,15 @@ def cpu_count() -> int:
 # -- in this process ---------------------------------------------------------------------
 
 
-def in_process(config: CompareConfig, todo: Sequence[Run], bar: Any) -> Iterator[ModelResult]:
-    """Train the runs ``todo`` one after another in this process; ``bar`` (a tqdm bar) advances by step."""
+def in_process(config: CompareConfig, todo: Sequence[Run], bar: Any, *, device: str = "cpu") -> Iterator[ModelResult]:
+    """Train the runs ``todo`` one after another in this process, on ``device``; ``bar`` (a tqdm bar) advances
+    by step."""
     sets = make_task_sets(config.spec()) if todo else None
     for encoding, seed in todo:
         assert sets is not None
         label = f"{encoding}, seed {seed}"
         bar.set_postfix_str(label, refresh=False)
-        yield train_one(config, sets, encoding, seed, callbacks=[StepProgress(bar, label)])
+        yield train_one(config, sets, encoding, seed, callbacks=[StepProgress(bar, label)], device=device)
 
 
 # -- what a worker does (local or Ray) ---------------------------------------------------------
@@ -123,12 +126,12 @@ def _unpack(packed: dict[str, Any]) -> ModelResult:
 
 
 def _train_packed(
-    config_dict: dict[str, Any], encoding: str, seed: int, send: Callable[[int], None]
+    config_dict: dict[str, Any], encoding: str, seed: int, device: str, send: Callable[[int], None]
 ) -> dict[str, Any]:
     """Train one run in a worker: the settings as a dict in, the result as plain data out."""
     config = CompareConfig.from_dict(config_dict)
     bar = _QueueBar(send)
-    result = train_one(config, _sets_for(config), encoding, seed, callbacks=[StepProgress(bar, "")])
+    result = train_one(config, _sets_for(config), encoding, seed, callbacks=[StepProgress(bar, "")], device=device)
     bar.flush()
     return _pack(result)
 
@@ -145,12 +148,13 @@ def _send_to_queue(steps: int) -> None:
     _worker_queue.put(steps)
 
 
-def _local_task(config_dict: dict[str, Any], encoding: str, seed: int) -> dict[str, Any]:
-    return _train_packed(config_dict, encoding, seed, _send_to_queue)
+def _local_task(config_dict: dict[str, Any], encoding: str, seed: int, device: str) -> dict[str, Any]:
+    return _train_packed(config_dict, encoding, seed, device, _send_to_queue)
 
 
-def local_workers(config: CompareConfig, todo: Sequence[Run], bar: Any, *, jobs: int) -> Iterator[ModelResult]:
-    """Train the runs ``todo`` in ``jobs`` worker processes; yields each result as it comes back.
+def local_workers(config: CompareConfig, todo: Sequence[Run], bar: Any, *, jobs: int,
+                  device: str = "cpu") -> Iterator[ModelResult]:
+    """Train the runs ``todo`` in ``jobs`` worker processes, on ``device``; yields each result as it comes back.
 
     ``bar`` advances as the workers report their steps. When the caller stops
     iterating (Ctrl-C, an error while saving a result) or a worker fails, the other
@@ -173,7 +177,7 @@ def local_workers(config: CompareConfig, todo: Sequence[Run], bar: Any, *, jobs:
         config_dict = config.to_dict()
         pending: set[Future[dict[str, Any]]] = set()
         for encoding, seed in todo:
-            future = executor.submit(_local_task, config_dict, encoding, seed)
+            future = executor.submit(_local_task, config_dict, encoding, seed, device)
             names[future] = f"{encoding}, seed {seed}"
             pending.add(future)
         while pending:
@@ -211,16 +215,17 @@ def _drain(progress: Any, bar: Any) -> None:
 # -- Ray ---------------------------------------------------------------------------------------
 
 
-def _ray_task(config_dict: dict[str, Any], encoding: str, seed: int) -> dict[str, Any]:
-    return _train_packed(config_dict, encoding, seed, lambda steps: None)
+def _ray_task(config_dict: dict[str, Any], encoding: str, seed: int, device: str) -> dict[str, Any]:
+    return _train_packed(config_dict, encoding, seed, device, lambda steps: None)
 
 
-def ray_tasks(config: CompareConfig, todo: Sequence[Run], bar: Any, *, address: str,
+def ray_tasks(config: CompareConfig, todo: Sequence[Run], bar: Any, *, address: str, device: str = "cpu",
               max_retries: int = 3) -> Iterator[ModelResult]:
     """Train the runs ``todo`` as Ray tasks on the cluster at ``address``; yields each result as it returns.
 
     The cluster must be reachable (``connect_ray`` checks it before any training).
-    Each task needs one CPU and computes on one thread; a task whose worker dies is
+    Each task needs one CPU (and, for a CUDA ``device``, one GPU of its own: Ray makes it
+    the task's ``cuda``) and computes on one thread; a task whose worker dies is
     run again by Ray, up to ``max_retries`` times. ``bar`` advances by a whole run's
     steps when the run returns. Stopping early cancels the tasks still queued or running.
 
@@ -231,12 +236,14 @@ def ray_tasks(config: CompareConfig, todo: Sequence[Run], bar: Any, *, address: 
 
     if not todo:
         return
-    remote = ray.remote(num_cpus=1, max_retries=max_retries)(_ray_task)
+    gpu = torch.device(device).type == "cuda"
+    remote = ray.remote(num_cpus=1, num_gpus=1 if gpu else 0, max_retries=max_retries)(_ray_task)
+    device = "cuda" if gpu else device  # the GPU Ray gives the task is its only visible one
     config_dict = config.to_dict()
     config_ref = ray.put(config_dict)
     names = {}
     for encoding, seed in todo:
-        names[remote.remote(config_ref, encoding, seed)] = f"{encoding}, seed {seed}"
+        names[remote.remote(config_ref, encoding, seed, device)] = f"{encoding}, seed {seed}"
     pending = list(names)
     finished = False
     try:
@@ -270,12 +277,32 @@ def connect_ray(address: str) -> Any:
         raise ModuleNotFoundError("--ray needs Ray: pip install 'attnlab[ray]'") from None
     if ray.is_initialized():
         return ray
+    _check_reachable(address)
     try:
         if address == "local":
-            ray.init(num_cpus=cpu_count(), include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+            ray.init(num_cpus=cpu_count(), include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False)
         else:
-            ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+            ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
     except (ConnectionError, RuntimeError, ValueError) as err:
         raise ConnectionError(f"--ray {address!r}: no Ray cluster answers there ({str(err).splitlines()[0]})") \
             from None
     return ray
+
+
+def _check_reachable(address: str, timeout: float = 5.0) -> None:
+    """A ``host:port`` (or ``ray://host:port``) address must accept a connection within ``timeout`` seconds:
+    ``ray.init`` itself would retry an unreachable one for minutes.
+
+    Raises:
+        ConnectionError: naming the address.
+    """
+    if address in ("local", "auto"):
+        return  # nothing to connect to yet: "auto" finds a running cluster on this machine, or says there is none
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit():
+        raise ConnectionError(f"--ray {address!r}: expected auto, local, host:port or ray://host:port")
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout):
+            pass
+    except OSError as err:
+        raise ConnectionError(f"--ray {address!r}: no Ray cluster answers there ({err.strerror or err})") from None

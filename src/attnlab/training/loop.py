@@ -21,7 +21,14 @@ the device as they are (tuples, lists, dicts and named tuples are walked).
 
 ``fit`` never seeds and never draws a random number itself: the model (dropout),
 the loaders (shuffling) and the caller's seeding decide what is random, so a
-caller that saves and restores those streams resumes exactly.
+caller that saves and restores those streams resumes exactly. A
+``DistributedSampler`` in the training loader is told the epoch (``set_epoch``,
+the number of epochs done) before each training pass, so a resumed run shuffles on.
+
+Data-parallel training (``torchrun``) is one more argument, ``distributed`` (a
+:class:`~attnlab.training.distributed.DistributedContext`): the model is the
+wrapped one, each rank's training loader yields its share of the batches, and the
+epoch's training loss is summed over the ranks; see :mod:`.distributed`.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from attnlab._validate import check_choice, check_finite_float, check_int
 from attnlab.training import schedulers as sched
 from attnlab.training.batches import count_samples, preserved_modes, to_device, unpack_batch
 from attnlab.training.clipping import GradientClipping
+from attnlab.training.distributed import DistributedContext, set_sampler_epoch, unwrap
 
 __all__ = ["BatchLoss", "Callback", "EpochRecord", "History", "Loop", "fit", "supervised"]
 
@@ -129,7 +137,7 @@ class Loop:
 
     Attributes:
         model, optimizer, loss, train_loader, val_loader, scheduler, clipping, device,
-            history, callbacks, min_delta: as given to :func:`fit`.
+            history, callbacks, min_delta, distributed: as given to :func:`fit`.
         batch_scheduler: whether the scheduler steps after every batch.
         planned_epochs: how many epochs the current :meth:`run` was asked for.
         should_stop: set by a callback to end training after the current epoch.
@@ -138,7 +146,8 @@ class Loop:
         TypeError / ValueError: naming the argument, for a part of the wrong type, no
             ``train_loader``, a scheduler on another optimizer, ``ReduceLROnPlateau``
             without a ``val_loader``, a per-batch scheduler over a loader without a
-            length, or a negative ``min_delta``.
+            length, a negative ``min_delta``, or (with an active ``distributed``) a model
+            that is not wrapped in ``DistributedDataParallel``.
     """
 
     def __init__(
@@ -156,6 +165,7 @@ class Loop:
         history: History | None = None,
         callbacks: Sequence[Callback] = (),
         min_delta: float = 0.0,
+        distributed: DistributedContext | None = None,
     ) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
@@ -184,6 +194,12 @@ class Loop:
         self.min_delta = check_finite_float("min_delta", min_delta)
         if self.min_delta < 0:
             raise ValueError(f"min_delta must be >= 0, got {min_delta}")
+        if distributed is not None and not isinstance(distributed, DistributedContext):
+            raise TypeError(f"distributed must be a DistributedContext, got {type(distributed).__name__}")
+        if distributed is not None and distributed.active and unwrap(model) is model:
+            # Unwrapped, each rank would step on its own gradients and the copies of the model drift apart.
+            raise ValueError(f"model: with {distributed.world_size} processes the model must be wrapped by "
+                             "distributed.wrap(model), so that its gradients are averaged over them")
         self.model = model
         self.optimizer = optimizer
         self.loss = loss
@@ -194,6 +210,7 @@ class Loop:
         self.device = _model_device(model) if device is None else torch.device(device)
         self.history = history if history is not None else History()
         self.callbacks = list(callbacks)
+        self.distributed = distributed
         self.should_stop = False
         self.planned_epochs = 0
 
@@ -220,6 +237,10 @@ class Loop:
         """One pass over the train (or validation) loader; the mean loss over samples.
 
         Batch means are weighted by batch size, so a short last batch counts less.
+        With ``distributed``, a training pass's sums and counts are added over the
+        ranks (the mean over every rank's samples); validation runs on the unwrapped
+        model over the whole val_loader on every rank, so it needs no communication
+        and every rank gets the same number.
 
         Raises:
             ValueError: if the loader yields no batches, or the loss is not a scalar.
@@ -228,6 +249,10 @@ class Loop:
         if loader is None:
             raise ValueError("there is no val_loader to validate on")
         n_batches = len(loader) if training and self.batch_scheduler else 0  # type: ignore[arg-type]
+        if training:
+            set_sampler_epoch(loader, self.history.epochs)
+        # Validation skips DDP's wrapper: no collective step, so ranks may validate on their own.
+        model = self.model if training else unwrap(self.model)
         self.model.train(training)
         batch_losses: list[Tensor] = []
         sizes: list[int] = []
@@ -242,7 +267,7 @@ class Loop:
                     for callback in self.callbacks:
                         callback.on_batch_end(self, loss)
                 else:
-                    loss = self.loss(self.model, batch)
+                    loss = self.loss(model, batch)
                 batch_losses.append(loss)
                 sizes.append(count_samples(batch))
         if training:
@@ -252,7 +277,10 @@ class Loop:
         # One device-to-host copy per epoch, summed in float64.
         values = torch.stack(batch_losses).cpu().double()
         weights = torch.tensor(sizes, dtype=torch.float64)
-        return float((values * weights).sum() / weights.sum())
+        totals = torch.stack([(values * weights).sum(), weights.sum()])  # [2]: weighted sum, samples
+        if training and self.distributed is not None:
+            totals = self.distributed.all_reduce_sum(totals)
+        return float(totals[0] / totals[1])
 
     # -- epochs -----------------------------------------------------------------------------
 
@@ -328,6 +356,7 @@ def fit(
     history: History | None = None,
     callbacks: Sequence[Callback] = (),
     min_delta: float = 0.0,
+    distributed: DistributedContext | None = None,
 ) -> History:
     """Train ``model`` for ``epochs`` epochs: the one loop every attnlab experiment runs.
 
@@ -348,6 +377,9 @@ def fit(
         callbacks: :class:`Callback` objects, called in order.
         min_delta: how far below the best a validation loss must be to count as the
             new best (``record["best"]``, early stopping, keep-best).
+        distributed: under torchrun, this process's
+            :class:`~attnlab.training.distributed.DistributedContext` (``model`` then
+            being ``distributed.wrap(model)``); None in a single process.
 
     Returns:
         The :class:`History`, with this call's epochs appended.
@@ -372,7 +404,7 @@ def fit(
     """
     loop = Loop(model, optimizer, train_loader, loss=loss, val_loader=val_loader, scheduler=scheduler,
                 scheduler_interval=scheduler_interval, clipping=clipping, device=device, history=history,
-                callbacks=callbacks, min_delta=min_delta)
+                callbacks=callbacks, min_delta=min_delta, distributed=distributed)
     return loop.run(epochs)
 
 

@@ -68,6 +68,7 @@ from attnlab.training import schedulers as sched
 from attnlab.training.batches import unpack_batch
 from attnlab.training.callbacks import EarlyStopping, EpochProgress, KeepBest, OnEpochEnd, TensorBoard
 from attnlab.training.clipping import GradientClipping
+from attnlab.training.distributed import DistributedContext
 from attnlab.training.hooks import GradientRecorder, OutputRecorder, ParameterRecorder, resolve_layers
 from attnlab.training.loop import Callback, History, Loop, supervised
 from attnlab.training.lr_finder import lr_range_test
@@ -120,6 +121,13 @@ class Trainer:
         device: where to train; None picks :func:`default_device`.
         progress: progress bar during ``train``: None (automatic: only when stderr
             is a terminal), True or False.
+        distributed: under torchrun, this process's
+            :class:`~attnlab.training.distributed.DistributedContext`: the model is
+            trained wrapped in ``DistributedDataParallel`` (wrapped once, here; do not
+            move it afterwards), on ``distributed.device`` unless ``device`` is given,
+            and only rank 0 shows a progress bar, writes ``keep_best`` checkpoints and
+            logs to TensorBoard. :attr:`model` stays the unwrapped model, so
+            checkpoints and ``predict`` are those of a single process.
 
     Attributes:
         history: the :class:`~attnlab.training.loop.History` of the run; the book's
@@ -134,12 +142,13 @@ class Trainer:
         visualization, handles: layer outputs captured by :meth:`attach_hooks`, and all hook handles.
 
     Raises:
-        TypeError: if ``model``, ``loss_fn``, ``optimizer`` or ``progress`` has the wrong type.
+        TypeError: if ``model``, ``loss_fn``, ``optimizer``, ``progress`` or ``distributed`` has the wrong type.
         ValueError: if ``device`` is not a device.
     """
 
     def __init__(self, model: nn.Module, loss_fn: Callable[[Any, Any], torch.Tensor], optimizer: Optimizer,
-                 *, device: torch.device | str | None = None, progress: bool | None = None) -> None:
+                 *, device: torch.device | str | None = None, progress: bool | None = None,
+                 distributed: DistributedContext | None = None) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
         if not callable(loss_fn):
@@ -150,8 +159,15 @@ class Trainer:
         self.loss_fn = loss_fn
         self.optimizer = optimizer
         self.progress = check_progress(progress)
+        if distributed is not None and not isinstance(distributed, DistributedContext):
+            raise TypeError(f"distributed must be a DistributedContext, got {type(distributed).__name__}")
+        self.distributed = distributed
         self.device = default_device()
+        if device is None and distributed is not None:
+            device = distributed.device
         self.to(self.device if device is None else device)
+        # What the loop trains: the model itself, or (torchrun) the DDP wrapper sharing its parameters.
+        self._trained = self.model if distributed is None else distributed.wrap(self.model)
         self.train_loader: Iterable[Any] | None = None
         self.val_loader: Iterable[Any] | None = None
         self.writer: Any = None
@@ -313,11 +329,11 @@ class Trainer:
         """The trainer's parts as a :class:`~attnlab.training.loop.Loop` (the one training loop)."""
         if self.train_loader is None:
             raise ValueError("no training data: call set_loaders(train_loader, val_loader) before train()")
-        return Loop(self.model, self.optimizer, self.train_loader, loss=supervised(self.loss_fn),
+        return Loop(self._trained, self.optimizer, self.train_loader, loss=supervised(self.loss_fn),
                     val_loader=self.val_loader, scheduler=self.scheduler,
                     scheduler_interval="batch" if self.is_batch_lr_scheduler else "epoch",
                     clipping=self._clipping, device=self.device, history=self.history, callbacks=callbacks,
-                    min_delta=min_delta)
+                    min_delta=min_delta, distributed=self.distributed)
 
     def _check_train_args(self, n_epochs: Any, seed: Any, early_stopping: Any, min_delta: Any,
                           keep_best: Any, on_epoch_end: Any) -> int:
@@ -390,12 +406,13 @@ class Trainer:
                 (training diverged); the epoch is not recorded.
         """
         n_epochs = self._check_train_args(n_epochs, seed, early_stopping, min_delta, keep_best, on_epoch_end)
+        main = self.distributed is None or self.distributed.is_main  # the other ranks write and show nothing
         composed: list[Callback] = []
-        if keep_best is not None:
+        if keep_best is not None and main:
             composed.append(KeepBest(keep_best, self.state_dict))
-        if self.writer is not None:
+        if self.writer is not None and main:
             composed.append(TensorBoard(self.writer))
-        composed.append(EpochProgress(enabled=progress_enabled(self.progress)))
+        composed.append(EpochProgress(enabled=main and progress_enabled(self.progress)))
         if on_epoch_end is not None:
             composed.append(OnEpochEnd(partial(on_epoch_end, self)))
         composed.extend(callbacks)

@@ -1,0 +1,135 @@
+"""``attnlab compare --jobs N``: the same records as one process, workers that stop with the driver.
+
+Real worker processes throughout (``spawn``ed by :mod:`concurrent.futures`), and a real
+``attnlab compare`` process interrupted with a real SIGINT to its process group, as a
+terminal's Ctrl-C sends it.
+"""
+
+import json
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from attnlab.labs import sweep
+from attnlab.labs.compare import run_compare
+from attnlab.labs.lengths import CompareConfig
+
+TINY = dict(encodings=("rotary", "alibi"), n_seeds=2, epochs=1, n_train=64, n_test=16, d_model=16, n_heads=2,
+            n_layers=1, train_len=4, test_lens=(4, 6))
+# Long enough per model (a few seconds) that a test can act while the sweep is under way.
+SLOW_FLAGS = ["--encodings", "rotary,none", "--seeds", "2", "--epochs", "4", "--n-train", "256",
+              "--d-model", "16", "--n-heads", "2", "--n-layers", "1", "--train-len", "4", "--test-lens", "4,6",
+              "--no-progress"]
+
+
+class CountingBar:
+    """Stands in for the tqdm bar: adds up what it is told."""
+
+    def __init__(self):
+        self.n = 0
+
+    def update(self, steps):
+        self.n += steps
+
+    def set_postfix_str(self, text, refresh=True):
+        pass
+
+
+def test_two_workers_give_the_records_and_weights_of_one_process_and_report_every_step():
+    config = CompareConfig(**TINY)
+    here = {(r.encoding, r.seed): r for r in sweep.in_process(config, config.runs(), CountingBar())}
+    bar = CountingBar()
+    there = {(r.encoding, r.seed): r for r in sweep.local_workers(config, config.runs(), bar, jobs=2)}
+    assert sorted(there) == sorted(here) == sorted(config.runs())
+    for key, result in here.items():
+        assert there[key].records == result.records, key
+        assert there[key].state_dict.keys() == result.state_dict.keys()
+        assert all(torch.equal(there[key].state_dict[k], v) for k, v in result.state_dict.items()), key
+    assert bar.n == config.steps_per_model() * len(config.runs())
+
+
+def test_stopping_early_stops_the_workers():
+    config = CompareConfig(**TINY)
+    before = set(multiprocessing.active_children())
+    runs = sweep.local_workers(config, config.runs(), CountingBar(), jobs=2)
+    next(runs)  # one result back; the other worker is busy or idle
+    runs.close()  # the caller stops (an error while saving, Ctrl-C): the workers must not outlive it
+    assert [p for p in multiprocessing.active_children() if p not in before] == []
+
+
+def _start_slow_compare(folder, *flags):
+    """An ``attnlab compare --jobs 2`` in its own process group; returns it once a first model is saved."""
+    proc = subprocess.Popen([sys.executable, "-m", "attnlab", "compare", *SLOW_FLAGS, "--jobs", "2",
+                             "--out", str(folder), *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not list(Path(folder).glob("models/*/record.json")):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "no model finished in 2 minutes"
+        time.sleep(0.1)
+    return proc
+
+
+def _workers(pid):
+    """The pids of ``pid``'s worker processes (children started by ``spawn_main``), from /proc."""
+    workers = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                command = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if int(fields[1]) == pid and b"spawn_main" in command:
+                workers.append(int(entry.name))
+    return workers
+
+
+def _alive(pid):
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads the worker processes from /proc (Linux)")
+def test_ctrl_c_stops_the_workers_keeps_the_finished_models_and_resume_completes_them(tmp_path):
+    folder = tmp_path / "sweep"
+    proc = _start_slow_compare(folder)
+    workers = _workers(proc.pid)
+    assert len(workers) == 2
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole foreground group
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "attnlab compare: interrupted" in err, err
+    deadline = time.monotonic() + 10
+    while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(w) for w in workers), "a worker outlived the interrupted sweep"
+    kept = sorted(p.parent.name for p in folder.glob("models/*/record.json"))
+    assert 1 <= len(kept) < 4 and not (folder / "results.json").exists()
+
+    # Resumed here, in this process: the records are those of an unbroken sweep, wherever each model trained.
+    config = CompareConfig.from_dict(json.loads((folder / "config.json").read_text()))
+    resumed = run_compare(config, folder, resume=True, progress=False)
+    assert resumed.records == run_compare(config, progress=False).records
+
+
+@pytest.mark.bad_input("messages and streams")
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads the worker processes from /proc (Linux)")
+def test_a_killed_worker_is_one_line_and_the_finished_models_are_kept(tmp_path):
+    folder = tmp_path / "sweep"
+    proc = _start_slow_compare(folder)
+    victim = _workers(proc.pid)[0]
+    os.kill(victim, signal.SIGKILL)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and err.strip().count("\n") == 0, err
+    assert "a worker process died" in err and "--resume" in err
+    assert list(folder.glob("models/*/record.json"))
