@@ -28,7 +28,7 @@ from attnlab.training import default_device
 TINY = dict(encodings=("rotary", "alibi"), n_seeds=1, epochs=1, n_train=64, n_test=16, d_model=16, n_heads=2,
             n_layers=1, train_len=4, test_lens=(4, 6))
 TINY_FLAGS = ["--encodings", "rotary,alibi", "--seeds", "1", "--epochs", "1", "--n-train", "64",
-              "--train-len", "4", "--test-lens", "4,6", "--no-progress"]
+              "--train-len", "4", "--test-lens", "4,6", "--no-progress", "--jobs", "1"]  # here: no workers to start
 PNG = b"\x89PNG\r\n\x1a\n"
 
 

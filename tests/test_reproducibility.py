@@ -65,7 +65,8 @@ from attnlab.models.builders import SQUARES_MODELS
 from attnlab.training import Trainer, read_checkpoint
 
 TINY_COMPARE = ["--encodings", "rotary,alibi", "--seeds", "1", "--epochs", "1", "--n-train", "64",
-                "--train-len", "4", "--test-lens", "4,6", "--no-progress"]  # tests/test_compare.py's TINY
+                "--train-len", "4", "--test-lens", "4,6", "--no-progress",
+                "--jobs", "1"]  # tests/test_compare.py's TINY, in-process
 
 # -- 1. the same bits in two processes ---------------------------------------------------------
 

@@ -11,8 +11,12 @@ cache it can reclaim).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
-__all__ = ["available_memory", "check_memory", "format_bytes"]
+import torch
+from torch import nn
+
+__all__ = ["available_memory", "check_memory", "count_parameters", "format_bytes"]
 
 #: sizes below this always fit (no need to read /proc on every small model or table)
 ALWAYS_FITS = 256 * 2**20
@@ -64,3 +68,23 @@ def check_memory(what: str, n_bytes: int) -> None:
     if n_bytes > available:
         raise ValueError(f"{what} would need {format_bytes(n_bytes)}, more than the {format_bytes(available)} "
                          "this machine has available")
+
+
+#: a model that cannot have more parameters than this is built for real to be counted (a few milliseconds)
+_BUILD_FOR_REAL = 4_000_000
+
+
+def count_parameters(build: Callable[[], nn.Module], *, bound: int) -> int:
+    """How many parameters the model ``build()`` makes, without building one that could not fit.
+
+    ``bound`` is an upper estimate of its parameters from its sizes. Below
+    4,000,000 the model is built for real, on a copy of torch's random state, so no
+    stream moves; above, on the meta device, which allocates nothing. The meta
+    device is not used for every model because its first use in a process imports
+    a second's worth of torch (TorchDynamo), on every ``attnlab train``.
+    """
+    if bound <= _BUILD_FOR_REAL:
+        with torch.random.fork_rng(devices=[]):
+            return sum(p.numel() for p in build().parameters())
+    with torch.device("meta"):
+        return sum(p.numel() for p in build().parameters())

@@ -105,7 +105,7 @@ def test_every_lab_and_the_trainer_run_their_epochs_in_the_one_loop(tmp_path, mo
     calls.clear()
     assert main(["compare", "--encodings", "none,alibi", "--seeds", "1", "--epochs", "1", "--n-train", "32",
                  "--train-len", "4", "--test-lens", "4", "--d-model", "16", "--n-heads", "2", "--n-layers", "1",
-                 "--out", str(tmp_path / "c"), "--no-progress"]) == 0
+                 "--out", str(tmp_path / "c"), "--no-progress", "--jobs", "1"]) == 0  # in this process, to count
     assert calls == ["DecoderOnlyTransformer"] * 2
     calls.clear()
     model = nn.Linear(3, 1)

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 TINY_COMPARE = ["--encodings", "rotary,alibi,none", "--seeds", "1", "--epochs", "2", "--n-train", "256",
                 "--train-len", "4", "--test-lens", "4,6", "--d-model", "16", "--n-heads", "2", "--n-layers", "1",
-                "--no-progress"]
+                "--jobs", "1", "--no-progress"]  # in-process: this file tests the folder, not the workers
 ENV = dict(os.environ, MPLBACKEND="Agg", OMP_NUM_THREADS="1")
 
 

@@ -55,9 +55,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--out", type=folder_arg, default=None, help="output folder (default runs/compare-TASK-TIMESTAMP)")
     p.add_argument("--resume", action="store_true",
                    help="train only the models missing from --out (its saved settings), then write the results")
-    p.add_argument("--jobs", type=positive_int, default=1,
-                   help="train N models at once in N local worker processes, one core each (default 1); "
-                        "the records are the same as with 1")
+    p.add_argument("--jobs", type=positive_int, default=None,
+                   help="train N models at once in N local worker processes, one core each (default: the "
+                        "cores this process may use; 1 trains them here, one after another); the records are "
+                        "the same whatever N")
     p.add_argument("--ray", default=None, metavar="ADDRESS",
                    help="train every model as a task on the Ray cluster at ADDRESS (auto, ray://host:port, or "
                         "local for a private instance on this machine); needs pip install 'attnlab[ray]'")
@@ -118,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
               flush=True)
 
     result = run_compare(config, folder, resume=args.resume, progress=None if args.progress else False,
-                         announce=announce, jobs=args.jobs, ray_address=args.ray, device=device)
+                         announce=announce, jobs=_jobs(args, n_models), ray_address=args.ray, device=device)
     print(format_table(result))
     print(f"{n_models} models in {result.seconds:.0f} s; results: {Path(folder) / 'results.json'} "
           f"(open {Path(folder) / 'report.html'})")
@@ -130,12 +131,21 @@ def _check_workers(args: argparse.Namespace) -> None:
     from attnlab.labs.sweep import connect_ray, cpu_count
 
     if args.ray is not None:
-        if args.jobs != 1:
+        if args.jobs not in (None, 1):
             raise UsageError(f"--jobs {args.jobs} and --ray {args.ray!r}: choose local workers or a Ray cluster")
         try:
             connect_ray(args.ray)
         except ModuleNotFoundError as err:
             raise UsageError(str(err)) from None
-    elif args.jobs > cpu_count():
+    elif args.jobs is not None and args.jobs > cpu_count():
         print(f"attnlab compare: warning: --jobs {args.jobs} is more than the {cpu_count()} cores this process "
               "may use; the workers will share them", file=sys.stderr)
+
+
+def _jobs(args: argparse.Namespace, n_models: int) -> int:
+    """``--jobs``, or by default one worker per core (never more workers than models; 1 with ``--ray``)."""
+    from attnlab.labs.sweep import cpu_count
+
+    if args.ray is not None:
+        return 1
+    return args.jobs if args.jobs is not None else max(1, min(cpu_count(), n_models))

@@ -222,7 +222,7 @@ def _executor(config: CompareConfig, todo: list[tuple[str, int]], bar: Any, *, j
     if ray_address is not None:
         connect_ray(ray_address)
         return sweep.ray_tasks(config, todo, bar, address=ray_address, device=device)
-    if jobs > 1:
+    if jobs > 1 and len(todo) > 1:  # one model left: no worker to start
         return sweep.local_workers(config, todo, bar, jobs=jobs, device=device)
     return sweep.in_process(config, todo, bar, device=device)
 

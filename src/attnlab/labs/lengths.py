@@ -28,13 +28,14 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnlab._limits import check_memory
+from attnlab._limits import check_memory, count_parameters
 from attnlab._validate import check_choice, check_float32, check_int, check_keys
 from attnlab.data.metrics import mean_squared_error, sequence_accuracy, token_accuracy
 from attnlab.data.tasks import (
@@ -138,11 +139,15 @@ class CompareConfig:
                             f"{err}") from None
         # The data's own checks (e.g. squares needs lengths >= 3) and the models' (their sizes,
         # checked by the layers that use them) run now, before any training: each model is
-        # built once on the meta device, which allocates nothing and draws no random number.
+        # built once (for real when small, else on the meta device), allocating nothing that
+        # could not fit and moving no random stream (attnlab._limits.count_parameters).
         self.spec()
-        with torch.device("meta"):
-            n_parameters = max(sum(p.numel() for p in self.build_model(encoding).parameters())
-                               for encoding in self.encodings)
+        D, L, F = self.d_model, self.n_layers, self.ff_units or 4 * self.d_model
+        # Attentions, feed-forward networks, and tables up to the longest test length (with room for
+        # the vocabulary and the decoder-only layout's doubled sequence): a bound from the sizes alone.
+        bound = 2 * L * (12 * D * D + 2 * D * F + 16 * D) + D * (4 * max(self.test_lens) + 256)
+        n_parameters = max(count_parameters(partial(self.build_model, encoding), bound=bound)
+                           for encoding in self.encodings)
         sizes = ", ".join(f"{name} {getattr(self, name)}" for name in ("d_model", "n_heads", "n_layers", "ff_units")
                           if getattr(self, name) is not None)
         check_memory(f"{sizes}: the model's {n_parameters:,} parameters, with their gradients and Adam's state",

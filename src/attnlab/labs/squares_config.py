@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from attnlab._limits import check_memory
+from attnlab._limits import check_memory, count_parameters
 from attnlab._validate import (
     check_bool,
     check_choice,
@@ -127,10 +127,14 @@ class SquaresConfig:
         p = check_finite_float("teacher_forcing_prob", self.teacher_forcing_prob)
         if not 0.0 <= p <= 1.0:
             raise ValueError(f"teacher_forcing_prob must be in [0, 1], got {p}")
-        # The sizes are checked by the model that uses them, so build it now, on the meta
-        # device (no memory, no random numbers): a bad size fails here, before any training.
-        with torch.device("meta"):
-            n_parameters = sum(p.numel() for p in self.build_model().parameters())
+        # The sizes are checked by the model that uses them, so build it now (for real when small,
+        # else on the meta device; no random stream moves): a bad size fails here, before any training.
+        D, H, L = self.d_model or 2, self.n_heads or 1, self.n_layers or 1
+        F = self.ff_units or 4 * D
+        # Every model here has at most an encoder and a decoder layer per layer, each at most three
+        # attentions of H heads up to D wide and a feed-forward network: a bound from the sizes alone.
+        bound = 2 * L * (12 * H * D * D + 2 * D * F + 16 * D) + 1024
+        n_parameters = count_parameters(self.build_model, bound=bound)
         sizes = ", ".join(f"{name} {getattr(self, name)}" for name in SIZE_NAMES if getattr(self, name) is not None)
         check_memory(f"{sizes}: the model's {n_parameters:,} parameters, with their gradients and Adam's state",
                      n_parameters * 4 * 4)

@@ -16,11 +16,11 @@ order the runs finish:
 
 The rule for threads: every run computes on one thread, wherever it runs
 (:func:`~attnlab.labs.lengths.train_one` sets it). A float sum's order depends on
-how many threads split it, so a run's records would otherwise depend on how
-many workers share the machine; and runs of these sizes gain nothing from a
-second thread (two quick models: 26.1 s on one thread, 26.8 s on two). So
-``--jobs N`` keeps ``N`` cores busy, one per worker, and its records are
-bit-identical to ``--jobs 1``'s.
+how many threads split it, so a run's records would otherwise depend on how many
+runs share the machine, and ``--jobs N`` could not give ``--jobs 1``'s records bit
+for bit. The cores are used by training as many models at once as there are
+cores instead: ``attnlab compare`` starts one worker per core by default. A sweep
+of fewer models than cores leaves cores idle (one model alone trains on one core).
 
 The workers rebuild the task's data themselves (it is generated from the seeds
 in the settings) instead of receiving it, and send back the weights as bytes.
@@ -197,10 +197,17 @@ def local_workers(config: CompareConfig, todo: Sequence[Run], bar: Any, *, jobs:
     finally:
         executor.shutdown(wait=finished, cancel_futures=True)
         if not finished:  # stopped early: the runs under way are abandoned, their workers stopped now
-            for child in set(multiprocessing.active_children()) - before:
-                child.terminate()
-                child.join(timeout=5)
+            _terminate(set(multiprocessing.active_children()) - before)
+            executor.shutdown(wait=True)  # the executor's own thread is done: it starts no worker any more
+            _terminate(set(multiprocessing.active_children()) - before)
         progress.close()
+
+
+def _terminate(children: set[Any]) -> None:
+    for child in children:
+        child.terminate()
+    for child in children:
+        child.join(timeout=5)
 
 
 def _drain(progress: Any, bar: Any) -> None:
