@@ -231,7 +231,7 @@ def test_a_killed_comparison_keeps_its_models_and_resumes_to_the_unbroken_record
     code, _, err = cli(capsys, "compare", *TINY_COMPARE, "--out", killed)
     assert code == 2 and "already holds a compare run; add --resume" in err
     before = {name: (killed / "models" / name / "record.json").read_bytes() for name in kept}
-    code, _, err = cli(capsys, "compare", "--resume", "--out", killed, "--no-progress")
+    code, _, err = cli(capsys, "compare", "--resume", "--out", killed, "--jobs", "1", "--no-progress")
     assert code == 0, err
     assert {name: (killed / "models" / name / "record.json").read_bytes() for name in kept} == before
     assert _records(killed) == _records(tmp_path / "unbroken")  # bit for bit
@@ -246,7 +246,7 @@ def test_the_outputs_of_a_comparison_can_always_be_written_again(tmp_path, capsy
     records = _records(folder)
     for name in ("results.json", "report.html", "accuracy.png", "tokens.png"):
         (folder / name).unlink()  # e.g. a full disk while they were written
-    code, _, err = cli(capsys, "compare", "--resume", "--out", folder, "--no-progress")
+    code, _, err = cli(capsys, "compare", "--resume", "--out", folder, "--jobs", "1", "--no-progress")
     assert code == 0, err
     assert _records(folder) == records
     assert all((folder / name).exists() for name in ("report.html", "accuracy.png", "tokens.png"))

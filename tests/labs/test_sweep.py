@@ -24,7 +24,7 @@ from attnlab.labs.lengths import CompareConfig
 TINY = dict(encodings=("rotary", "alibi"), n_seeds=2, epochs=1, n_train=64, n_test=16, d_model=16, n_heads=2,
             n_layers=1, train_len=4, test_lens=(4, 6))
 # Long enough per model (a few seconds) that a test can act while the sweep is under way.
-SLOW_FLAGS = ["--encodings", "rotary,none", "--seeds", "2", "--epochs", "4", "--n-train", "256",
+SLOW_FLAGS = ["--encodings", "rotary,alibi,none", "--seeds", "1", "--epochs", "4", "--n-train", "256",
               "--d-model", "16", "--n-heads", "2", "--n-layers", "1", "--train-len", "4", "--test-lens", "4,6",
               "--no-progress"]
 
@@ -120,7 +120,7 @@ def test_ctrl_c_stops_the_workers_keeps_the_finished_models_and_resume_completes
         time.sleep(0.1)
     assert not any(_alive(w) for w in workers), "a worker outlived the interrupted sweep"
     kept = sorted(p.parent.name for p in folder.glob("models/*/record.json"))
-    assert 1 <= len(kept) < 4 and not (folder / "results.json").exists()
+    assert 1 <= len(kept) < 3 and not (folder / "results.json").exists()
 
     # Resumed here, in this process: the records are those of an unbroken sweep, wherever each model trained.
     config = CompareConfig.from_dict(json.loads((folder / "config.json").read_text()))
