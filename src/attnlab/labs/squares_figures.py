@@ -51,6 +51,16 @@ class SquaresTestSet(NamedTuple):
     directions: Tensor
     source_mask: Tensor | None = None
 
+    def head(self, n: int) -> SquaresTestSet:
+        """The first ``n`` squares (all of them if there are fewer).
+
+        Raises:
+            TypeError / ValueError: if ``n`` is not an int of at least 1.
+        """
+        n = check_int("n", n, minimum=1)
+        mask = None if self.source_mask is None else self.source_mask[:n]  # [n, 1, S]
+        return SquaresTestSet(self.source[:n], self.target[:n], self.directions[:n], mask)
+
     @property
     def lengths(self) -> Tensor:
         """How many corners each square gives, int64 ``[N]``."""
@@ -68,10 +78,10 @@ class SquaresTestSet(NamedTuple):
         return given, predicted
 
 
-def _describe(squares: SquaresTestSet, n: int, *, short: bool) -> list[str]:
+def _describe(squares: SquaresTestSet, *, short: bool) -> list[str]:
     """A label per square: its direction, where it starts and (variable lengths) how many corners it gives."""
     labels = []
-    for i in range(n):
+    for i in range(squares.source.shape[0]):
         direction = "Clockwise" if int(squares.directions[i]) else "Counter-Clockwise"
         x, y = squares.source[i, 0].tolist()
         given = "" if squares.source_mask is None else f", {int(squares.lengths[i])} given"
@@ -128,13 +138,13 @@ def attention_figures(model: nn.Module, squares: SquaresTestSet, n: int = 2) -> 
     """
     from attnlab.plotting import plot_attention
 
-    n = min(check_int("n", n, minimum=1), squares.source.shape[0])
-    inputs = squares.source[:n]  # [n, S, 2]
-    mask = None if squares.source_mask is None else squares.source_mask[:n]  # [n, 1, S]
+    squares = squares.head(n)
+    inputs, mask = squares.source, squares.source_mask  # [n, S, 2], [n, 1, S] or None
     given, predicted = squares.labels()
+    labels = _describe(squares, short=True)
     figures = {}
     for name in attention_weights(model, inputs, mask):
-        fig = plot_attention(model, inputs, _describe(squares, n, short=True), list(given), list(predicted),
+        fig = plot_attention(model, inputs, labels, list(given), list(predicted),
                              decoder="decoder" in name, self_attn="self_attn" in name, layer=name, source_mask=mask)
         fig.suptitle(layer_title(name))
         figures[name] = fig
@@ -160,9 +170,8 @@ def attention_viewer_data(model: nn.Module, squares: SquaresTestSet, n: int = 8)
     Raises:
         TypeError / ValueError: if ``n`` is not an int of at least 1.
     """
-    n = min(check_int("n", n, minimum=1), squares.source.shape[0])
-    inputs = squares.source[:n]  # [n, S, 2]
-    mask = None if squares.source_mask is None else squares.source_mask[:n]  # [n, 1, S]
+    squares = squares.head(n)
+    inputs, mask = squares.source, squares.source_mask  # [n, S, 2], [n, 1, S] or None
     given, predicted = squares.labels()
     last_given = given[-1] if squares.source_mask is None else "Last given"
     keys = {"encoder.self": given, "decoder.cross": given, "decoder.self": (last_given, *predicted[:-1])}
@@ -177,7 +186,7 @@ def attention_viewer_data(model: nn.Module, squares: SquaresTestSet, n: int = 8)
         key, title = (kind, _TITLES[kind]) if single else (f"{kind}.{seen[kind]}", f"{_TITLES[kind]} {seen[kind]}")
         layers.append(ViewerLayer(key=key, name=name, title=title, queries=queries[kind], keys=keys[kind],
                                   weights=weights[name].detach().cpu()))
-    return ViewerData(sequences=_describe(squares, n, short=False), layers=layers)
+    return ViewerData(sequences=_describe(squares, short=False), layers=layers)
 
 
 def predictions_figure(model: nn.Module, squares: SquaresTestSet) -> Any:
@@ -187,12 +196,12 @@ def predictions_figure(model: nn.Module, squares: SquaresTestSet) -> Any:
 
     if squares.source_mask is None:
         return sequence_pred(model, torch.cat([squares.source, squares.target], dim=1), squares.directions)
-    n = min(10, squares.source.shape[0])
+    squares = squares.head(10)
+    assert squares.source_mask is not None
     param = next(model.parameters(), None)
     device = None if param is None else param.device
-    predicted = run_eval(model, squares.source[:n].to(device), source_mask=squares.source_mask[:n].to(device))
-    return prefix_pred(predicted.cpu(), squares.source[:n], squares.lengths[:n], squares.target[:n],
-                       squares.directions[:n])
+    predicted = run_eval(model, squares.source.to(device), source_mask=squares.source_mask.to(device))
+    return prefix_pred(predicted.cpu(), squares.source, squares.lengths, squares.target, squares.directions)
 
 
 def write_figures(
