@@ -300,7 +300,10 @@ class MultiHeadAttention(nn.Module):
         bias = None
         value_term = False
         if position is not None:
-            bias = position.bias(q, keys.shape[2], q_offset=past, k_offset=0)  # [B|1, H|1, T, S] or None
+            if getattr(position, "needs_keys", False):  # CoPE: positions counted from q . k
+                bias = position.bias(q, keys.shape[2], q_offset=past, k_offset=0, k=keys)  # type: ignore[call-arg]
+            else:
+                bias = position.bias(q, keys.shape[2], q_offset=past, k_offset=0)  # [B|1, H|1, T, S] or None
             value_term = bool(getattr(position, "needs_weights", False))
         out, weights = attend_unchecked(
             q, keys, values, mask=mask, bias=bias, scale=None,

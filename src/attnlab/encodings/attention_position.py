@@ -30,7 +30,7 @@ from torch import Tensor, nn
 
 from attnlab._validate import check_int
 
-__all__ = ["AttentionPosition", "NoPosition", "bias_dtype", "relative_positions"]
+__all__ = ["AttentionPosition", "NoPosition", "PositionScheme", "bias_dtype", "positions", "relative_positions"]
 
 
 def bias_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -126,10 +126,19 @@ class AttentionPosition(nn.Module):
             for any length (every scheme here; a learned absolute table sets it).
         needs_weights: True when :meth:`value_term` is used: attention must then
             take its explicit path that materialises the weights, not a fused kernel.
+        needs_keys: True when :meth:`bias` reads the keys as well as the queries
+            (CoPE counts positions with gates ``sigmoid(q . k)``); attention then
+            passes them as ``bias(q, S, ..., k=keys)``, the keys already rotated.
+        caches: True when cached decoding gives the full pass's numbers (a scheme
+            honest about offsets). False for schemes that draw new positions on
+            every call (the randomized ones): a model then decodes without a cache,
+            re-running the whole sequence at each step.
     """
 
     max_len: int | None = None
     needs_weights: bool = False
+    needs_keys: bool = False
+    caches: bool = True
 
     def rotate(self, q: Tensor, k: Tensor, *, q_offset: int = 0, k_offset: int = 0) -> tuple[Tensor, Tensor]:
         """Turn queries and keys by their positions (default: return them unchanged).
@@ -198,3 +207,72 @@ class NoPosition(AttentionPosition):
         >>> NoPosition().rotate(q, q)[0] is q, NoPosition().bias(q, 3)
         (True, None)
     """
+
+
+def positions(start: int, length: int, device: torch.device | str | None = None) -> Tensor:
+    """The integer positions ``start .. start + length - 1`` of a call's queries or keys, int64 ``[length]``.
+
+    Raises:
+        TypeError: if an argument is not an integer.
+        ValueError: if ``length`` is negative.
+
+    Example:
+        >>> positions(3, 4)
+        tensor([3, 4, 5, 6])
+    """
+    start = check_int("start", start)
+    length = check_int("length", length, minimum=0)
+    return torch.arange(start, start + length, device=device)  # [length]
+
+
+class PositionScheme(AttentionPosition):
+    r"""A scheme that is a function of the tokens' positions, given as tensors.
+
+    The protocol's offsets say "query ``i`` sits at ``q_offset + i``". A scheme
+    that subclasses this one is written instead for any increasing positions,
+    ``q_pos [T]`` and ``k_pos [S]`` (int64): :meth:`rotate`, :meth:`bias` and
+    :meth:`value_term` turn the offsets into ``arange``\ s and call
+    :meth:`rotate_at`, :meth:`bias_at` and :meth:`value_term_at`. That is what
+    lets one formula serve both the ordinary positions and the randomized ones
+    of Ruoss et al. 2023 (:class:`attnlab.encodings.RandomizedPositions` draws a
+    sorted subset of ``[0, L_max)`` and hands it to the same ``*_at`` methods).
+
+    Subclasses override any of the three ``*_at`` methods (each default does
+    nothing); the positions are on the device of ``q`` (or ``weights``).
+    """
+
+    def rotate(self, q: Tensor, k: Tensor, *, q_offset: int = 0, k_offset: int = 0) -> tuple[Tensor, Tensor]:
+        """:meth:`rotate_at` at positions ``q_offset + arange(T)`` and ``k_offset + arange(S)``."""
+        return self.rotate_at(q, k, q_pos=positions(q_offset, q.shape[-2], q.device),
+                              k_pos=positions(k_offset, k.shape[-2], k.device))
+
+    def bias(self, q: Tensor, n_keys: int, *, q_offset: int = 0, k_offset: int = 0,
+             k: Tensor | None = None) -> Tensor | None:
+        """:meth:`bias_at` at positions ``q_offset + arange(T)`` and ``k_offset + arange(n_keys)``.
+
+        ``k`` (the keys ``[B, H, S, Dh]``) is passed on to schemes that set ``needs_keys``.
+        """
+        n_keys = check_int("n_keys", n_keys, minimum=0)
+        return self.bias_at(q, q_pos=positions(q_offset, q.shape[-2], q.device),
+                            k_pos=positions(k_offset, n_keys, q.device), k=k)
+
+    def value_term(self, weights: Tensor, *, q_offset: int = 0, k_offset: int = 0) -> Tensor | None:
+        """:meth:`value_term_at` at positions ``q_offset + arange(T)`` and ``k_offset + arange(S)``."""
+        return self.value_term_at(weights, q_pos=positions(q_offset, weights.shape[-2], weights.device),
+                                  k_pos=positions(k_offset, weights.shape[-1], weights.device))
+
+    def rotate_at(self, q: Tensor, k: Tensor, *, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
+        """Turn ``q [B, H, T, Dh]`` and ``k [B, H, S, Dh]`` by ``q_pos [T]`` and ``k_pos [S]`` (default: unchanged)."""
+        return q, k
+
+    def bias_at(self, q: Tensor, *, q_pos: Tensor, k_pos: Tensor, k: Tensor | None = None) -> Tensor | None:
+        """The score term for queries at ``q_pos [T]`` and keys at ``k_pos [S]`` (default: None).
+
+        Returns what :meth:`AttentionPosition.bias` returns: None or a tensor
+        broadcastable to ``[B, H, T, S]`` in :func:`bias_dtype` of ``q.dtype``.
+        """
+        return None
+
+    def value_term_at(self, weights: Tensor, *, q_pos: Tensor, k_pos: Tensor) -> Tensor | None:
+        """The output term from ``weights [B, H, T, S]`` at positions ``q_pos``, ``k_pos`` (default: None)."""
+        return None

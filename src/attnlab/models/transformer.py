@@ -265,6 +265,10 @@ class SequenceModel(nn.Module):
         ``[B, steps, F]`` values.
         """
         outputs = []
+        # Randomized positions are drawn anew at every call: cached keys would hold other draws
+        # than the new step's, so such a model re-runs the whole sequence at each step.
+        if use_cache and not all(getattr(m, "caches", True) for m in self.modules()):
+            use_cache = False
         if use_cache:
             cache = DecodingCache(capacity=first.shape[1] + steps)
             step = first
