@@ -242,7 +242,7 @@ class PositionScheme(AttentionPosition):
     """
 
     def rotate(self, q: Tensor, k: Tensor, *, q_offset: int = 0, k_offset: int = 0) -> tuple[Tensor, Tensor]:
-        """:meth:`rotate_at` at positions ``q_offset + arange(T)`` and ``k_offset + arange(S)``."""
+        """:meth:`rotate_at` of ``q [B, H, T, Dh]``, ``k [B, H, S, Dh]`` at ``q_offset + arange(T)``, ``k_offset + arange(S)``."""
         return self.rotate_at(q, k, q_pos=positions(q_offset, q.shape[-2], q.device),
                               k_pos=positions(k_offset, k.shape[-2], k.device))
 
@@ -257,7 +257,7 @@ class PositionScheme(AttentionPosition):
                             k_pos=positions(k_offset, n_keys, q.device), k=k)
 
     def value_term(self, weights: Tensor, *, q_offset: int = 0, k_offset: int = 0) -> Tensor | None:
-        """:meth:`value_term_at` at positions ``q_offset + arange(T)`` and ``k_offset + arange(S)``."""
+        """:meth:`value_term_at` of ``weights [B, H, T, S]`` at ``q_offset + arange(T)``, ``k_offset + arange(S)``."""
         return self.value_term_at(weights, q_pos=positions(q_offset, weights.shape[-2], weights.device),
                                   k_pos=positions(k_offset, weights.shape[-1], weights.device))
 
