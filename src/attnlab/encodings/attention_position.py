@@ -242,7 +242,7 @@ class PositionScheme(AttentionPosition):
     """
 
     def rotate(self, q: Tensor, k: Tensor, *, q_offset: int = 0, k_offset: int = 0) -> tuple[Tensor, Tensor]:
-        """:meth:`rotate_at` of ``q [B, H, T, Dh]``, ``k [B, H, S, Dh]`` at ``q_offset + arange(T)``, ``k_offset + arange(S)``."""
+        """:meth:`rotate_at` of ``q [B, H, T, Dh]`` and ``k [B, H, S, Dh]`` at the offsets' positions."""
         return self.rotate_at(q, k, q_pos=positions(q_offset, q.shape[-2], q.device),
                               k_pos=positions(k_offset, k.shape[-2], k.device))
 
