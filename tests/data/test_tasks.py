@@ -22,12 +22,12 @@ from attnlab.data.tasks import (
     TaskSets,
     TaskSpec,
     Vocab,
-    decoder_only_batch,
     make_task_batch,
     make_task_sets,
     squares_task,
     task_loader,
 )
+from attnlab.data.layouts import decoder_only_batch
 
 
 def real_tokens(batch, i):
@@ -266,7 +266,7 @@ def test_task_sets_squares():
 
 
 @pytest.mark.parametrize(("kwargs", "error", "match"), [
-    ({"task": "foo"}, ValueError, "task 'foo' is not one of copy, reverse, sort, squares"),
+    ({"task": "foo"}, ValueError, "task 'foo' is not one of copy, reverse, duplicate, sort, squares"),
     ({"train_len": 0}, ValueError, "train_len must be positive, got 0"),
     ({"task": "squares", "train_len": 2, "test_lens": (4,)}, ValueError, "train_len must be >= 3, got 2"),
     ({"test_lens": ()}, ValueError, r"test_lens must be a non-empty .* got \[\]"),
@@ -354,8 +354,8 @@ def test_loader_bad_arguments(kwargs, error, match):
 
 
 @pytest.mark.parametrize(("args", "kwargs", "error", "match"), [
-    (("foo", 4, 3), {}, ValueError, "task 'foo' is not one of copy, reverse, sort$"),
-    (("squares", 4, 3), {}, ValueError, "task 'squares' is not one of copy, reverse, sort .*use squares_task"),
+    (("foo", 4, 3), {}, ValueError, "task 'foo' is not one of copy, reverse, duplicate, sort$"),
+    (("squares", 4, 3), {}, ValueError, "task 'squares' is not one of copy, reverse, duplicate, sort .*use squares_task"),
     (("copy", 0, 3), {}, ValueError, "n must be positive, got 0"),
     (("copy", 4, 0), {}, ValueError, "length must be positive, got 0"),
     (("copy", 4, 3.0), {}, TypeError, "length must be an integer, got 3.0"),

@@ -16,15 +16,23 @@ from attnlab.cli._common import (
     folder_arg,
     int_list,
     parse_device,
+    parse_int,
+    positive_float,
     positive_int,
     size_flags,
 )
 from attnlab.data.tasks import TASKS
-from attnlab.encodings.registry import ENCODINGS
+from attnlab.encodings.registry import DEFAULT_ENCODINGS, ENCODINGS
+from attnlab.labs.presets import PRESETS
+
+PRESET_NAMES = tuple(PRESETS)
 
 __all__ = ["add_parser", "run"]
 
 EXAMPLES = ("examples:\n  attnlab compare --quick\n"
+            "  attnlab compare --preset ruoss2023 --quick\n"
+            "  attnlab compare --preset ruoss2023 --task duplicate --out runs/ruoss-duplicate\n"
+            "  attnlab compare --preset kazemnejad2023 --task reverse --seeds 5\n"
             "  attnlab compare --task reverse --encodings sinusoidal,rotary,alibi --test-lens 8,12,16,24\n"
             "  attnlab compare --task sort --seeds 1 --d-model 32 --n-layers 1 --out runs/sort\n"
             "  attnlab compare --resume --out runs/sort\n"
@@ -37,11 +45,22 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     what = "train one Transformer per positional encoding and measure accuracy on longer sequences"
     p: argparse.ArgumentParser = sub.add_parser("compare", help=what, description=what, epilog=EXAMPLES,
                                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--preset", default=None, choices=None, metavar="NAME",
+                   help=f"start from a paper's setup, scaled to this machine: {', '.join(PRESET_NAMES)}; every "
+                        "other flag overrides it, and the report checks the paper's claims")
     p.add_argument("--task", default=None, help=f"one of {', '.join(TASKS)} (default reverse)")
     p.add_argument("--architecture", default=None,
                    help="decoder-only (default: one causal stack over source, BOS and target, where every "
-                        "encoding sits in the only attention) or encoder-decoder")
-    p.add_argument("--encodings", default=None, help=f"comma-separated, from {','.join(ENCODINGS)} (default: all)")
+                        "encoding sits in the only attention), encoder-only (the target written into empty "
+                        "slots after the source, in one pass) or encoder-decoder")
+    p.add_argument("--encodings", default=None,
+                   help=f"comma-separated, from {','.join(ENCODINGS)}, or 'all' (default: "
+                        f"{','.join(DEFAULT_ENCODINGS)})")
+    p.add_argument("--symbols", dest="n_symbols", type=_symbols, default=None,
+                   help="alphabet size of the token tasks, at least 2 (2: binary strings; default 10)")
+    p.add_argument("--l-max", dest="l_max", type=positive_int, default=None,
+                   help="the randomized encodings draw positions from [0, L_MAX) (default 4 x the longest "
+                        "sequence a model reads); at least that sequence")
     p.add_argument("--train-len", type=positive_int, default=None,
                    help="longest training sequence (default 8; trains on lengths 1..8)")
     p.add_argument("--test-lens", type=int_list, default=None,
@@ -50,8 +69,15 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="models per encoding, at random seeds 0..N-1 (default 3)")
     p.add_argument("--epochs", type=positive_int, default=None, help="passes over the training set (default 12)")
     p.add_argument("--n-train", type=positive_int, default=None, help="training sequences (default 4096)")
+    p.add_argument("--min-train-len", type=positive_int, default=None,
+                   help="shortest training sequence (default 1: lengths 1..--train-len)")
+    p.add_argument("--n-test", type=positive_int, default=None, help="sequences per test length (default 256)")
+    p.add_argument("--batch-size", type=positive_int, default=None, help="sequences per step (default 32)")
+    p.add_argument("--lr", type=positive_float, default=None, help="Adam's peak learning rate (default 0.003)")
     add_size_options(p, defaults="default 64; heads 4, layers 2, feed-forward 4 x width")
-    p.add_argument("--quick", action="store_true", help="one seed, less data: under a minute")
+    p.add_argument("--quick", action="store_true",
+                   help="one seed, less data: under a minute (with --preset, the preset's own small version: "
+                        "under 5 minutes)")
     p.add_argument("--out", type=folder_arg, default=None, help="output folder (default runs/compare-TASK-TIMESTAMP)")
     p.add_argument("--resume", action="store_true",
                    help="train only the models missing from --out (its saved settings), then write the results")
@@ -68,19 +94,43 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     return p
 
 
-def _given(args: argparse.Namespace) -> dict[str, Any]:
-    """The settings given on the command line (None: not given)."""
-    from attnlab.labs.lengths import QUICK
+def _symbols(text: str) -> int:
+    """``--symbols``: an integer of at least 2 (with one symbol, copy, reverse and sort are one task)."""
+    value = parse_int(text)
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"must be at least 2 (a binary alphabet is 2; with {value} every string "
+                                         "is the same), got {text!r}".replace("{text!r}", repr(text)))
+    return value
 
-    given: dict[str, Any] = {"task": args.task, "architecture": args.architecture, "train_len": args.train_len,
-                             "n_seeds": args.n_seeds, "epochs": args.epochs, "n_train": args.n_train,
-                             "test_lens": args.test_lens,
-                             **{field: getattr(args, field) for field in size_flags.values()}}
-    if args.quick:
-        given.update({k: v if given.get(k) is None else given[k] for k, v in QUICK.items()})
+
+def _given(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings given on the command line (None: not given), over the preset's and ``--quick``'s.
+
+    Order, each overriding the one before: the defaults, the preset, ``--quick`` (the
+    preset's own quick version, or :data:`attnlab.labs.lengths.QUICK`), the flags.
+    """
+    from attnlab.labs.lengths import QUICK
+    from attnlab.labs.presets import preset
+
+    flags: dict[str, Any] = {
+        name: getattr(args, name)
+        for name in ("task", "architecture", "train_len", "n_seeds", "epochs", "n_train", "test_lens", "n_symbols",
+                     "l_max", "min_train_len", "n_test", "batch_size", "lr")}
+    flags.update({field: getattr(args, field) for field in size_flags.values()})
     if args.encodings is not None:
-        given["encodings"] = tuple(name.strip() for name in args.encodings.split(",") if name.strip())
-    if args.test_lens is None and args.train_len is not None and args.train_len != 8 and not args.resume:
+        names = tuple(name.strip() for name in args.encodings.split(",") if name.strip())
+        flags["encodings"] = ENCODINGS if names == ("all",) else names
+    given: dict[str, Any] = {}
+    if args.preset is not None:
+        chosen = preset(args.preset)  # an unknown name: ValueError listing the known ones
+        given.update(chosen.settings, preset=chosen.name)
+        if args.quick:
+            given.update(chosen.quick)
+    elif args.quick:
+        given.update(QUICK)
+    given.update({k: v for k, v in flags.items() if v is not None})
+    if (args.test_lens is None and args.train_len is not None and not args.resume
+            and (args.preset is not None or args.train_len != 8)):
         # The default test lengths are 1, 1.5, 2 and 3 times the training length.
         n = args.train_len
         given["test_lens"] = tuple(sorted({n, (3 * n) // 2, 2 * n, 3 * n}))
@@ -105,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError("--resume needs --out FOLDER, the comparison to continue")
         config = resume_config(args.out, given)  # every value checked here, before any training
     else:
-        config = CompareConfig(**{name: value for name, value in given.items() if value is not None})
+        config = CompareConfig(**given)
     folder = args.out
     if folder is None:
         folder = default_run_folder(f"compare-{config.task}")

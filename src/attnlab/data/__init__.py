@@ -17,6 +17,7 @@ This package never imports :mod:`attnlab.models`: a model is told its sizes
 (``n_features=2``, ``input_len``, ``target_len``) by its caller.
 """
 
+from attnlab.data.layouts import EMPTY, decoder_only_batch, encoder_only_batch
 from attnlab.data.loaders import SquareLoaders, SquareSequences, make_loaders
 from attnlab.data.metrics import mean_squared_error, sequence_accuracy, token_accuracy
 from attnlab.data.padding import PaddedBatch, collate_padded, pad_sequences
@@ -35,16 +36,17 @@ from attnlab.data.tasks import (
     TaskSets,
     TaskSpec,
     Vocab,
-    decoder_only_batch,
     make_task_batch,
     make_task_sets,
     squares_task,
+    target_length,
     task_loader,
 )
 
 __all__ = [
     "BOS",
     "CORNERS",
+    "EMPTY",
     "EOS",
     "FIRST_SYMBOL",
     "PAD",
@@ -66,6 +68,7 @@ __all__ = [
     "generate_sequences",
     "make_loaders",
     "decoder_only_batch",
+    "encoder_only_batch",
     "make_task_batch",
     "make_task_sets",
     "mean_squared_error",
@@ -73,6 +76,7 @@ __all__ = [
     "sequence_accuracy",
     "squares_task",
     "squares_tensor",
+    "target_length",
     "task_loader",
     "token_accuracy",
 ]

@@ -1,17 +1,20 @@
-"""Synthetic tasks for length generalisation: copy, reverse and sort tokens, and the noisy squares walked further.
+"""Synthetic tasks for length generalisation: copy, reverse, duplicate and sort tokens, and the squares walked on.
 
 A length-generalisation lab trains a model at one length and tests it at longer
 ones. Every task here draws its data at any length, from a generator of its own:
 
-* ``copy``, ``reverse``, ``sort``: sequence-to-sequence token tasks. The source
-  is ``L`` content tokens drawn uniformly (with replacement) from ``n_symbols``
-  symbols; the target is the source itself, the source backwards, or the source
-  in ascending order (duplicates allowed, so it is a sorted multiset, not a
-  permutation of distinct items). Example with ``L = 4``, ids as in :class:`Vocab`::
+* ``copy``, ``reverse``, ``duplicate``, ``sort``: sequence-to-sequence token
+  tasks. The source is ``L`` content tokens drawn uniformly (with replacement)
+  from ``n_symbols`` symbols (2 for the binary strings of Ruoss et al. 2023); the
+  target is the source itself, the source backwards, the source twice (``ww``,
+  length ``2L``: Ruoss et al.'s "duplicate string"), or the source in ascending
+  order (duplicates allowed, so it is a sorted multiset, not a permutation of
+  distinct items). Example with ``L = 4``, ids as in :class:`Vocab`::
 
       source      [ 7,  3,  9,  7]
       copy        [ 7,  3,  9,  7]     target_in  [BOS, 7, 3, 9, 7]
       reverse     [ 7,  9,  3,  7]     target_out [7, 3, 9, 7, EOS]   (copy)
+      duplicate   [ 7,  3,  9,  7,  7,  3,  9,  7]
       sort        [ 3,  7,  7,  9]
 
   The decoder is teacher-forced with ``target_in = BOS + target`` and learns
@@ -26,8 +29,11 @@ ones. Every task here draws its data at any length, from a generator of its own:
 per test length, from different seeds; :func:`task_loader` batches any of them.
 Nothing here reads or changes a global random state.
 
+How a task becomes the input of each architecture (one causal sequence, or the
+input followed by empty output slots) is :mod:`attnlab.data.layouts`.
+
 Shape notation: ``N`` sequences (``B`` in a batch), ``S`` source length, ``T``
-target length (``S + 1`` for the token tasks), ``F = 2`` coordinates.
+target length (``S + 1`` for the token tasks, ``2S + 1`` for ``duplicate``), ``F = 2`` coordinates.
 """
 
 from __future__ import annotations
@@ -45,12 +51,12 @@ from attnlab.data.squares import _NOISE_STD, CORNERS, check_seed, walk_corners
 __all__ = [
     "BOS", "EOS", "FIRST_SYMBOL", "PAD", "TASKS", "TOKEN_TASKS",
     "SquaresBatch", "TaskBatch", "TaskDataset", "TaskSets", "TaskSpec", "Vocab",
-    "decoder_only_batch", "make_task_batch", "make_task_sets", "squares_task", "task_loader",
+    "make_task_batch", "make_task_sets", "squares_task", "target_length", "task_loader",
 ]
 
 PAD, BOS, EOS = 0, 1, 2
 FIRST_SYMBOL = 3  # content tokens are FIRST_SYMBOL .. FIRST_SYMBOL + n_symbols - 1
-TOKEN_TASKS = ("copy", "reverse", "sort")
+TOKEN_TASKS = ("copy", "reverse", "duplicate", "sort")
 TASKS = (*TOKEN_TASKS, "squares")
 
 
@@ -95,7 +101,7 @@ class TaskBatch(NamedTuple):
 
     Attributes:
         source: int64 ``[N, S]``, the content tokens (no BOS/EOS), ``PAD`` after each length.
-        target_in: int64 ``[N, T]``, ``T = S + 1``: ``BOS`` then the target (decoder input).
+        target_in: int64 ``[N, T]``, ``T = S + 1`` (``2S + 1`` for duplicate): ``BOS`` then the target.
         target_out: int64 ``[N, T]``: the target then ``EOS`` (what the decoder must predict).
         source_mask: bool ``[N, 1, S]``, True on real tokens: the models' source mask.
         target_mask: bool ``[N, 1, T]``, True on the real positions of both ``target_in``
@@ -136,6 +142,15 @@ class SquaresBatch(NamedTuple):
         return SquaresBatch(*(t.to(device) for t in self))
 
 
+def target_length(task: str, length: int) -> int:
+    """The target's length for a source of ``length`` tokens (EOS not counted): ``2 * length`` for duplicate.
+
+    Raises:
+        ValueError: for an unknown token task.
+    """
+    return 2 * length if _check_task(task, TOKEN_TASKS) == "duplicate" else length
+
+
 def _check_task(task: Any, known: tuple[str, ...] = TASKS) -> str:
     if not isinstance(task, str) or task not in known:
         hint = ""
@@ -165,7 +180,9 @@ def make_task_batch(
     min_len: int | None = None,
     generator: torch.Generator | int,
 ) -> TaskBatch:
-    """``n`` sequences of a token task: source ``[N, S]``, decoder input and output ``[N, S + 1]``.
+    """``n`` sequences of a token task: source ``[N, S]``, decoder input and output ``[N, T]``, ``T = S + 1``.
+
+    (``T = 2S + 1`` for ``duplicate``, whose target is the source twice.)
 
     Every sequence has ``length`` tokens, or, with ``min_len``, a length drawn
     uniformly from ``min_len`` to ``length`` (training on mixed lengths makes a
@@ -175,7 +192,7 @@ def make_task_batch(
     generator state gives the same tokens with or without ``min_len``.
 
     Args:
-        task: ``"copy"``, ``"reverse"`` or ``"sort"`` (ascending, duplicates kept).
+        task: ``"copy"``, ``"reverse"``, ``"duplicate"`` (``ww``) or ``"sort"`` (ascending, duplicates kept).
         n: how many sequences, ``N >= 1``.
         length: ``S``, the (longest) source length, at least 1.
         n_symbols: content tokens, ids ``3 .. 2 + n_symbols`` (see :class:`Vocab`).
@@ -216,25 +233,32 @@ def make_task_batch(
         lengths = torch.full((n,), length, dtype=torch.int64, device=g.device)  # [N]
     else:
         lengths = torch.randint(min_len, length + 1, (n,), generator=g, device=g.device)  # [N]
-    steps = torch.arange(length + 1, device=g.device)  # [S + 1]
-    real = steps[:length] < lengths[:, None]  # [N, S]
+    steps = torch.arange(length, device=g.device)  # [S]
+    real = steps < lengths[:, None]  # [N, S]
     source = tokens.masked_fill(~real, PAD)  # [N, S]
 
     if task == "copy":
         target = source.clone()
     elif task == "reverse":
         # Position j of a sequence of length L_i takes source position L_i - 1 - j; padding stays put.
-        back = (lengths[:, None] - 1 - steps[:length]).clamp(min=0)  # [N, S]
+        back = (lengths[:, None] - 1 - steps).clamp(min=0)  # [N, S]
         target = source.gather(1, back).masked_fill(~real, PAD)  # [N, S]
+    elif task == "duplicate":
+        # Position j < 2 L_i of row i takes source position j mod L_i: the string, then the string again.
+        wide = torch.arange(2 * length, device=g.device)  # [2S]
+        twice = wide[None, :] < 2 * lengths[:, None]  # [N, 2S]
+        target = source.gather(1, wide[None, :] % lengths[:, None]).masked_fill(~twice, PAD)  # [N, 2S]
     else:
         # Padding sorts last (past every symbol), then is written back as PAD.
         target = source.masked_fill(~real, FIRST_SYMBOL + n_symbols).sort(dim=1).values.masked_fill(~real, PAD)
 
+    target_lengths = 2 * lengths if task == "duplicate" else lengths  # [N]
     pad_col = torch.full((n, 1), PAD, dtype=torch.int64, device=g.device)  # [N, 1]
     bos_col = torch.full((n, 1), BOS, dtype=torch.int64, device=g.device)  # [N, 1]
-    target_out = torch.cat([target, pad_col], dim=1).scatter(1, lengths[:, None], EOS)  # [N, T]
+    target_out = torch.cat([target, pad_col], dim=1).scatter(1, target_lengths[:, None], EOS)  # [N, T]
     target_in = torch.cat([bos_col, target], dim=1)  # [N, T]
-    target_real = steps[None, :] <= lengths[:, None]  # [N, T]: L_i tokens and EOS (or BOS and L_i tokens)
+    target_steps = torch.arange(target_in.shape[1], device=g.device)  # [T]
+    target_real = target_steps[None, :] <= target_lengths[:, None]  # [N, T]: the target and EOS (or BOS and it)
     return TaskBatch(source, target_in, target_out, real.unsqueeze(1), target_real.unsqueeze(1), lengths)
 
 
@@ -410,48 +434,6 @@ def make_task_sets(spec: TaskSpec) -> TaskSets:
             tests[length] = make_task_batch(spec.task, spec.n_test, length, n_symbols=spec.n_symbols,
                                             generator=_test_generator(spec.test_seed, length))
     return TaskSets(train, tests, spec)
-
-
-def decoder_only_batch(batch: TaskBatch) -> tuple[torch.Tensor, torch.Tensor]:
-    """A token task as one sequence per row, for a decoder-only model: ``source + [BOS] + target``.
-
-    Row ``i`` of length ``L_i`` becomes, right-padded with ``PAD`` to ``2S + 1``::
-
-        inputs  [s_0 .. s_{L-1}, BOS, t_0 .. t_{L-1}, PAD ...]
-        labels  [PAD ..    PAD,  t_0, t_1 .. t_{L-1}, EOS, PAD ...]
-
-    ``labels[j]`` is what the model must predict after reading ``inputs[:j + 1]``:
-    nothing (``PAD``, to be ignored by the loss) while it reads the source, then
-    the target and ``EOS``. At test time the prompt is ``inputs[:, :S + 1]`` (all
-    rows of a test set have one length) and the model generates ``S + 1`` tokens,
-    compared with ``target_out``.
-
-    Args:
-        batch: a :class:`TaskBatch` (``source [N, S]``, ``target_in`` / ``target_out [N, S + 1]``).
-
-    Returns:
-        ``(inputs, labels)``, int64 ``[N, 2S + 1]`` each.
-
-    Raises:
-        TypeError: if ``batch`` is not a :class:`TaskBatch`.
-
-    Example:
-        >>> b = make_task_batch("reverse", 1, 3, generator=0)
-        >>> x, y = decoder_only_batch(b)
-        >>> Vocab().format(x[0]), Vocab().format(y[0])  # doctest: +SKIP
-        ('7 12 3 <bos> 3 12 7', '<pad> <pad> <pad> 3 12 7 <eos>')
-    """
-    if not isinstance(batch, TaskBatch):
-        raise TypeError(f"batch must be a TaskBatch (a token task), got {type(batch).__name__}")
-    n, S = batch.source.shape
-    width = 2 * S + 1
-    inputs = torch.full((n, width), PAD, dtype=torch.int64, device=batch.source.device)  # [N, 2S + 1]
-    inputs[:, :S] = batch.source
-    # BOS + target (and target + EOS) start right after each row's own source: column L_i + j.
-    columns = batch.lengths[:, None] + torch.arange(S + 1, device=batch.source.device)  # [N, S + 1]
-    inputs.scatter_(1, columns, batch.target_in)  # overwrites the source's padding with the target
-    labels = torch.full_like(inputs, PAD).scatter_(1, columns, batch.target_out)  # [N, 2S + 1]
-    return inputs, labels
 
 
 class TaskDataset(Dataset[TaskBatch | SquaresBatch]):

@@ -23,7 +23,7 @@ from attnlab.encodings.relative import ShawRelative
 from attnlab.encodings.rotary import Rotary
 from attnlab.encodings.t5 import T5RelativeBias
 
-__all__ = ["ADDED_TO_INPUT", "ENCODINGS", "INSIDE_ATTENTION", "attention_position"]
+__all__ = ["ADDED_TO_INPUT", "DEFAULT_ENCODINGS", "ENCODINGS", "INSIDE_ATTENTION", "RANDOMIZED", "attention_position"]
 
 #: the absolute encodings, added to the embeddings.
 ADDED_TO_INPUT = ("sinusoidal", "learned")
@@ -31,6 +31,10 @@ ADDED_TO_INPUT = ("sinusoidal", "learned")
 INSIDE_ATTENTION = ("relative", "t5", "rotary", "alibi", "none")
 #: every encoding a model can take by name.
 ENCODINGS = ADDED_TO_INPUT + INSIDE_ATTENTION
+#: the randomized schemes (Ruoss et al. 2023): positions drawn from [0, max_len) at every call.
+RANDOMIZED: tuple[str, ...] = ()
+#: what ``attnlab compare`` compares unless told: the classic seven.
+DEFAULT_ENCODINGS = ("sinusoidal", "learned", "relative", "t5", "rotary", "alibi", "none")
 
 
 def attention_position(

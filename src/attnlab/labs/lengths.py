@@ -5,8 +5,10 @@ random seed it trains the same small model on sequences up to ``train_len``
 long, then decodes greedily the test sets at each of ``test_lens`` and scores
 token and sequence accuracy (MSE for the squares). The model is a
 :class:`~attnlab.models.DecoderOnlyTransformer` over ``source + BOS + target``
-(``architecture="decoder-only"``, the default, as in the length-generalisation
-literature) or the encoder-decoder :class:`~attnlab.models.Transformer`.
+(``architecture="decoder-only"``, the default, as Kazemnejad et al. 2023), an
+:class:`~attnlab.models.EncoderOnlyTransformer` that writes the target into empty
+slots after the source in one pass (``"encoder-only"``, as Ruoss et al. 2023), or
+the encoder-decoder :class:`~attnlab.models.Transformer`.
 
 This module holds the settings (:class:`CompareConfig`) and one model's
 experiment (:func:`train_one`: build, train through :func:`attnlab.training.fit`,
@@ -16,7 +18,9 @@ run folder, and :mod:`attnlab.labs.lengths_report` shows the results.
 Fairness: every encoding gets the same model size, data, steps, optimiser and
 seeds; only the positional scheme changes. The learned table is given rows for
 the longest test length (otherwise it could not be asked at all); rows past the
-training length are never trained, and the lab measures what that costs.
+training length are never trained, and the lab measures what that costs. The
+randomized schemes (``random-*``, Ruoss et al. 2023) draw their positions from
+``[0, l_max)`` in training and at test time alike, as the paper's code does.
 """
 
 from __future__ import annotations
@@ -37,22 +41,24 @@ from torch import nn
 
 from attnlab._limits import check_memory, count_parameters
 from attnlab._validate import check_choice, check_float32, check_int, check_keys
+from attnlab.data.layouts import decoder_only_batch, encoder_only_batch
 from attnlab.data.metrics import mean_squared_error, sequence_accuracy, token_accuracy
 from attnlab.data.tasks import (
     BOS,
     PAD,
     TASKS,
+    TOKEN_TASKS,
     SquaresBatch,
     TaskBatch,
     TaskSets,
     TaskSpec,
     Vocab,
-    decoder_only_batch,
+    target_length,
     task_loader,
 )
-from attnlab.encodings.registry import ENCODINGS
+from attnlab.encodings.registry import DEFAULT_ENCODINGS, ENCODINGS, RANDOMIZED
 from attnlab.models import DecoderOnlyTransformer, Transformer
-from attnlab.models.builders import sequence_model_class
+from attnlab.models.builders import ARCHITECTURES, sequence_model_class
 from attnlab.training import Callback, fit
 from attnlab.training.clipping import GradientClipping
 from attnlab.training.rng import preserved_rng
@@ -79,11 +85,13 @@ class CompareConfig:
             empty ``test_lens``, a count or size below 1, a non-positive ``lr``,
             ``min_train_len > train_len``, sizes the model refuses (``d_model`` not
             divisible by ``n_heads``, an odd head size with rotary), ``extras`` that is
-            not a JSON-serialisable dict, or lengths the task's data refuses.
+            not a JSON-serialisable dict, lengths the task's data refuses, the squares
+            with the encoder-only architecture, or an ``l_max`` below the longest
+            sequence a randomized scheme must place.
     """
 
     task: str = "reverse"
-    encodings: tuple[str, ...] = ENCODINGS
+    encodings: tuple[str, ...] = DEFAULT_ENCODINGS
     architecture: str = "decoder-only"
     train_len: int = 8
     test_lens: tuple[int, ...] = (8, 12, 16, 24)
@@ -100,10 +108,22 @@ class CompareConfig:
     n_symbols: int = 10
     min_train_len: int = 1
     max_relative_position: int = 8  # Shaw's k: offsets up to it are all seen in training
+    # The randomized schemes draw positions from [0, l_max); None: 4 x the longest sequence a model reads
+    # (Ruoss et al. use 2048 for tests up to 500). Recorded resolved, so results say what was used.
+    l_max: int | None = None
+    preset: str | None = None  # the published setup these settings start from (attnlab.labs.presets), if any
     extras: dict[str, Any] = field(default_factory=dict)  # free-form notes kept with the results
 
     def __post_init__(self) -> None:
         check_choice("task", self.task, TASKS)
+        check_choice("architecture", self.architecture, ARCHITECTURES)
+        if self.preset is not None:
+            from attnlab.labs.presets import preset
+
+            preset(self.preset)  # an unknown name: ValueError listing the known ones
+        if self.architecture == "encoder-only" and self.task == "squares":
+            raise ValueError("architecture 'encoder-only' takes the token tasks "
+                             f"({', '.join(TOKEN_TASKS)}): the squares are decoded corner by corner")
         for name in ("encodings", "test_lens"):
             value = getattr(self, name)
             # A bare string would be read letter by letter ("unknown encoding 'r'").
@@ -124,6 +144,7 @@ class CompareConfig:
         for length in self.test_lens:
             check_int("test_lens", length, minimum=1)
         check_float32("lr", self.lr, positive=True)  # the parameters it updates are float32
+        self._resolve_l_max()
         n_models = len(self.encodings) * self.n_seeds
         if n_models > MAX_MODELS:
             raise ValueError(f"n_seeds {self.n_seeds}: {len(self.encodings)} encodings x {self.n_seeds} seeds "
@@ -145,7 +166,8 @@ class CompareConfig:
         D, L, F = self.d_model, self.n_layers, self.ff_units or 4 * self.d_model
         # Attentions, feed-forward networks, and tables up to the longest test length (with room for
         # the vocabulary and the decoder-only layout's doubled sequence): a bound from the sizes alone.
-        bound = 2 * L * (12 * D * D + 2 * D * F + 16 * D) + D * (4 * max(self.test_lens) + 256)
+        rows = max(4 * max(self.test_lens), self.l_max or 0)  # a learned table's rows (l_max for random-learned)
+        bound = 2 * L * (12 * D * D + 2 * D * F + 16 * D) + D * (rows + 256)
         n_parameters = max(count_parameters(partial(self.build_model, encoding), bound=bound)
                            for encoding in self.encodings)
         sizes = ", ".join(f"{name} {getattr(self, name)}" for name in ("d_model", "n_heads", "n_layers", "ff_units")
@@ -156,12 +178,11 @@ class CompareConfig:
 
     def _check_memory(self) -> None:
         """Refuse data and evaluations that cannot fit, from the sizes alone (estimates rounded up)."""
-        tokens = 2 if self.architecture == "decoder-only" else 1  # source, BOS and target in one sequence
         row = 8 * 4  # int64 tokens, a few copies of each while the sets are made
         check_memory(f"n_train {self.n_train} x train_len {self.train_len}: the training set",
-                     self.n_train * (tokens * self.train_len + 2) * row)
+                     self.n_train * (self.sequence_length(self.train_len) + 2) * row)
         longest = max(self.test_lens)
-        S = tokens * (longest + 1) + 1  # the longest sequence a test decodes over
+        S = self.sequence_length(longest) + 1  # the longest sequence a test decodes over
         # One test set is decoded at once: its scores [n_test, H, S, S] on the first step, then a cache.
         check_memory(f"test_lens {longest} (n_test {self.n_test}): decoding the longest test set",
                      self.n_test * (self.n_heads * S * S * 4 * 2 + self.n_layers * 2 * S * self.d_model * 4)
@@ -174,11 +195,41 @@ class CompareConfig:
                         n_train=self.n_train, n_test=self.n_test, n_symbols=self.n_symbols,
                         min_train_len=None if squares or self.min_train_len == self.train_len else self.min_train_len)
 
+    def sequence_length(self, length: int) -> int:
+        """The longest sequence a model reads for a source of ``length`` (corners, for the squares).
+
+        Decoder-only: source, BOS, target and EOS in one sequence; encoder-only: the
+        source and one slot per target token; encoder-decoder: the longer of source
+        and target + EOS.
+        """
+        if self.task == "squares":
+            return length
+        target = target_length(self.task, length)
+        if self.architecture == "decoder-only":
+            return length + target + 1
+        if self.architecture == "encoder-only":
+            return length + target
+        return max(length, target + 1)
+
+    def _resolve_l_max(self) -> None:
+        """``l_max`` as given, or 4 x the longest sequence; at least that sequence when a scheme draws from it."""
+        longest = self.sequence_length(max(self.train_len, *self.test_lens))
+        if self.l_max is None:
+            object.__setattr__(self, "l_max", 4 * longest)
+            return
+        check_int("l_max", self.l_max, minimum=1)
+        randomized = [name for name in self.encodings if name in RANDOMIZED]
+        if randomized and self.l_max < longest:
+            raise ValueError(f"l_max {self.l_max} is below the longest sequence the models read ({longest} tokens "
+                             f"at test length {max(self.test_lens)}): {', '.join(randomized)} draw that many "
+                             f"distinct positions from [0, l_max); give l_max >= {longest}")
+
     def build_model(self, encoding: str) -> DecoderOnlyTransformer | Transformer:
         """The model for one encoding, its weights drawn from torch's global generator (see :func:`train_one`)."""
-        longest = max(self.train_len, *self.test_lens) + 1  # source length, or target + EOS
-        if self.architecture == "decoder-only":
-            longest = 2 * longest  # source, BOS and target in one sequence
+        longest = self.sequence_length(max(self.train_len, *self.test_lens)) + 1
+        if encoding in RANDOMIZED:
+            assert self.l_max is not None  # resolved in __post_init__
+            longest = self.l_max  # the positions are drawn from [0, l_max)
         squares = self.task == "squares"
         model_class = sequence_model_class(self.architecture)
         model = model_class(vocab_size=None if squares else Vocab(self.n_symbols).size,
@@ -238,17 +289,22 @@ class ModelResult:
 
 
 def _loss(config: CompareConfig) -> Callable[[nn.Module, Any], torch.Tensor]:
-    """The batch loss :func:`fit` calls: next-element prediction (decoder-only) or teacher forcing."""
+    """The batch loss :func:`fit` calls: next-element prediction (decoder-only), the slots (encoder-only)
+    or teacher forcing (encoder-decoder)."""
 
     def loss(model: nn.Module, batch: TaskBatch | SquaresBatch) -> torch.Tensor:
+        if config.architecture == "encoder-only":
+            inputs, labels = encoder_only_batch(cast(TaskBatch, batch))  # [B, S + M] each
+            logits = model(inputs)  # [B, S + M, V]: scored on the slots only (labels PAD elsewhere)
+            return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=PAD)
         if config.architecture == "decoder-only":
             if isinstance(batch, SquaresBatch):
                 # The walk continues itself; the loss is on the corners after the given ones.
                 n_given = batch.source.shape[1]
                 pred = model(batch.full[:, :-1])[:, n_given - 1:]  # [B, T, 2]
                 return F.mse_loss(pred, batch.target)
-            inputs, labels = decoder_only_batch(batch)  # [B, 2S + 1] each
-            logits = model(inputs)  # [B, 2S + 1, V]
+            inputs, labels = decoder_only_batch(batch)  # [B, S + T] each
+            logits = model(inputs)  # [B, S + T, V]
             return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=PAD)
         if isinstance(batch, SquaresBatch):
             # Decoder inputs: the target shifted right, starting from the last given corner.
@@ -261,8 +317,16 @@ def _loss(config: CompareConfig) -> Callable[[nn.Module, Any], torch.Tensor]:
 
 
 def _predict(model: nn.Module, batch: TaskBatch | SquaresBatch, config: CompareConfig) -> torch.Tensor:
-    """Greedy (cached) predictions for a test set of one length: ``[N, T]`` tokens or ``[N, T, 2]`` corners."""
+    """Predictions for a test set of one length: ``[N, T]`` tokens or ``[N, T, 2]`` corners.
+
+    Greedy decoding (cached where the scheme allows), or the slots of one pass
+    (encoder-only: ``[N, M]``, the target without EOS).
+    """
     # The architecture, not the model's class, decides how to call it (the tests pass stand-ins).
+    if config.architecture == "encoder-only":
+        inputs = encoder_only_batch(cast(TaskBatch, batch))[0]  # [N, S + M]
+        S = batch.source.shape[1]  # every row of a test set has this length, so the slots line up
+        return model(inputs)[:, S:].argmax(-1)  # [N, M]
     if config.architecture == "decoder-only":
         gpt = cast(DecoderOnlyTransformer, model)
         if isinstance(batch, SquaresBatch):
@@ -290,7 +354,7 @@ def _schedule(total_steps: int) -> Callable[[int], float]:
 
 def evaluate(model: nn.Module, config: CompareConfig, sets: TaskSets, encoding: str,
              seed: int) -> list[dict[str, Any]]:
-    """One record per test length: greedy decoding (cached) of the whole test set, scored (on the CPU)."""
+    """One record per test length: the whole test set predicted (:func:`_predict`) and scored on the CPU."""
     model.eval()
     device = next(model.parameters()).device
     records = []
@@ -299,8 +363,11 @@ def evaluate(model: nn.Module, config: CompareConfig, sets: TaskSets, encoding: 
         if isinstance(batch, SquaresBatch):
             scores = {"mean_squared_error": mean_squared_error(pred, batch.target)}
         else:
-            scores = {"token_accuracy": token_accuracy(pred, batch.target_out, pad=PAD),
-                      "sequence_accuracy": sequence_accuracy(pred, batch.target_out, pad=PAD)}
+            target = batch.target_out
+            if config.architecture == "encoder-only":  # no EOS: the slots hold the target only
+                target = encoder_only_batch(batch)[1][:, batch.source.shape[1]:]  # [N, M]
+            scores = {"token_accuracy": token_accuracy(pred, target, pad=PAD),
+                      "sequence_accuracy": sequence_accuracy(pred, target, pad=PAD)}
         records.append({"encoding": encoding, "seed": seed, "length": int(length), **scores})
     return records
 

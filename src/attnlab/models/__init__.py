@@ -7,9 +7,10 @@
   :class:`DecoderSelfAttn`, :class:`EncoderPe`, :class:`DecoderPe`,
   :class:`EncoderDecoderSelfAttn`: self-attention and positional encoding,
   causal-masked training and greedy prediction.
-* :mod:`attnlab.models.transformer` and :mod:`attnlab.models.decoder_only`: the
-  length-generalisation lab's :class:`Transformer` (encoder-decoder) and
-  :class:`DecoderOnlyTransformer`, taking any of :data:`ENCODINGS`.
+* :mod:`attnlab.models.transformer`, :mod:`attnlab.models.decoder_only` and
+  :mod:`attnlab.models.encoder_only`: the length-generalisation lab's
+  :class:`Transformer` (encoder-decoder), :class:`DecoderOnlyTransformer` and
+  :class:`EncoderOnlyTransformer`, taking any of :data:`ENCODINGS`.
 * :mod:`attnlab.models.squares_transformer`: :class:`EncoderDecoderTransformer`, the
   squares models' interface on a :class:`Transformer` (the book's fix for the
   positional-encoding lab's model: residuals, layer norm, features projected up).
@@ -32,6 +33,7 @@ one caller at a time.
 """
 
 from attnlab.models.decoder_only import DecoderOnlyTransformer
+from attnlab.models.encoder_only import EncoderOnlyTransformer
 from attnlab.models.rnn_seq2seq import Decoder, DecoderAttn, Encoder, EncoderDecoder, EncoderDecoderAttn
 from attnlab.models.selfattn_seq2seq import (
     DecoderPe,
@@ -47,6 +49,7 @@ __all__ = [
     "Decoder",
     "DecoderAttn",
     "DecoderOnlyTransformer",
+    "EncoderOnlyTransformer",
     "DecoderPe",
     "DecoderSelfAttn",
     "ENCODINGS",

@@ -23,6 +23,7 @@ from torch import nn
 
 from attnlab._validate import check_choice
 from attnlab.models.decoder_only import DecoderOnlyTransformer
+from attnlab.models.encoder_only import EncoderOnlyTransformer
 from attnlab.models.rnn_seq2seq import Decoder, DecoderAttn, Encoder, EncoderDecoder, EncoderDecoderAttn
 from attnlab.models.selfattn_seq2seq import DecoderPe, EncoderDecoderSelfAttn, EncoderPe
 from attnlab.models.squares_transformer import squares_transformer
@@ -31,10 +32,12 @@ from attnlab.models.transformer import SequenceModel, Transformer
 __all__ = ["ARCHITECTURES", "SIZE_NAMES", "SQUARES_MODELS", "sequence_model_class", "squares_model", "squares_sizes"]
 
 #: the models of the length-generalisation lab: a causal stack over ``source + BOS + target``
-#: (as in the length-generalisation literature) or the encoder-decoder.
-ARCHITECTURES = ("decoder-only", "encoder-decoder")
+#: (Kazemnejad et al. 2023), the encoder-decoder, or a non-causal stack that writes the target
+#: into empty slots after the source in one pass (Ruoss et al. 2023).
+ARCHITECTURES = ("decoder-only", "encoder-decoder", "encoder-only")
 _ARCHITECTURE_CLASSES: dict[str, type[SequenceModel]] = {"decoder-only": DecoderOnlyTransformer,
-                                                          "encoder-decoder": Transformer}
+                                                          "encoder-decoder": Transformer,
+                                                          "encoder-only": EncoderOnlyTransformer}
 
 #: the models of the squares lab.
 SQUARES_MODELS = ("selfattn-pe", "gru", "gru-attn", "transformer")
@@ -133,7 +136,8 @@ def sequence_model_class(architecture: str) -> type[SequenceModel]:
     """The model class of one of :data:`ARCHITECTURES`; its constructor takes the sizes (keyword-only).
 
     ``"decoder-only"`` is :class:`~attnlab.models.DecoderOnlyTransformer`, ``"encoder-decoder"``
-    :class:`~attnlab.models.Transformer`; both take the arguments of
+    :class:`~attnlab.models.Transformer`, ``"encoder-only"``
+    :class:`~attnlab.models.EncoderOnlyTransformer`; all take the arguments of
     :class:`~attnlab.models.transformer.SequenceModel` (``vocab_size`` or ``n_features``,
     ``d_model``, ``n_heads``, ``n_layers``, ``ff_units``, ``dropout``, ``encoding``,
     ``max_len``, ``max_relative_position``, ``pad_id``) and check them.
