@@ -145,7 +145,7 @@ LIBRARY = [
     ("make_loaders: batch_size 0", lambda: make_loaders(batch_size=0), ValueError,
      r"batch_size must be positive, got 0"),
     ("make_task_batch: unknown task", lambda: make_task_batch("add", 4, 4, generator=0), ValueError,
-     r"task 'add' is not one of copy, reverse, sort"),
+     r"task 'add' is not one of copy, reverse, duplicate, sort"),
     ("make_task_batch: zero sequences", lambda: make_task_batch("copy", 0, 4, generator=0), ValueError,
      r"n must be positive, got 0"),
     ("TaskSpec: train_len 0", lambda: TaskSpec(train_len=0), ValueError, r"train_len must be positive, got 0"),

@@ -21,7 +21,7 @@ from attnlab.labs import compare, lengths, sweep
 from attnlab.labs.compare import CompareResult, run_compare
 from attnlab.labs.lengths import CompareConfig
 from attnlab.labs.lengths_report import format_table, summarise
-from attnlab.models import DecoderOnlyTransformer, Transformer
+from attnlab.models import DecoderOnlyTransformer, EncoderOnlyTransformer, Transformer
 from attnlab.models.builders import ARCHITECTURES
 from attnlab.training import default_device
 
@@ -151,21 +151,28 @@ def test_records_equal_the_metrics_of_the_model_the_seed_builds(architecture):
                           pad_id=PAD, max_relative_position=config.max_relative_position)
             if architecture == "decoder-only":
                 model = DecoderOnlyTransformer(max_len=16, **kwargs).eval()
+            elif architecture == "encoder-only":
+                model = EncoderOnlyTransformer(max_len=14, **kwargs).eval()  # source and slots, no EOS
             else:
                 model = Transformer(max_len=8, **kwargs).eval()
             for length in (4, 7):
                 batch = sets.tests[length]
+                target = batch.target_out
                 if architecture == "decoder-only":
                     prompt = torch.cat([batch.source, torch.full_like(batch.source[:, :1], BOS)], dim=1)
                     pred = model.generate(prompt, length + 1, use_cache=False)
+                elif architecture == "encoder-only":
+                    # the source, then one empty slot (BOS) per target token; scored on the slots, no EOS
+                    inputs = torch.cat([batch.source, torch.full_like(batch.source, BOS)], dim=1)
+                    pred = model.predict(inputs)[:, length:]
+                    target = batch.target_out[:, :length]
                 else:
                     pred = model.generate(batch.source, length + 1, start=BOS, use_cache=False)
                 preds[encoding, seed, length] = pred
                 [rec] = [r for r in result.records
                          if (r["encoding"], r["seed"], r["length"]) == (encoding, seed, length)]
-                assert rec["token_accuracy"] == pytest.approx(token_accuracy(pred, batch.target_out), abs=1e-12)
-                assert rec["sequence_accuracy"] == pytest.approx(sequence_accuracy(pred, batch.target_out),
-                                                                 abs=1e-12)
+                assert rec["token_accuracy"] == pytest.approx(token_accuracy(pred, target), abs=1e-12)
+                assert rec["sequence_accuracy"] == pytest.approx(sequence_accuracy(pred, target), abs=1e-12)
     # and the two seeds really are two different models
     assert not torch.equal(preds["rotary", 0, 7], preds["rotary", 1, 7])
     assert not torch.equal(preds["learned", 0, 7], preds["learned", 1, 7])
@@ -204,7 +211,7 @@ class _Stub(nn.Module):
         return pred
 
 
-@pytest.mark.parametrize("architecture", ARCHITECTURES)
+@pytest.mark.parametrize("architecture", ["decoder-only", "encoder-decoder"])
 @pytest.mark.parametrize("wrong, token, sequence", [
     ("nothing", lambda n: 1.0, 1.0),
     ("everything but EOS", lambda n: 1 / (n + 1), 0.0),
@@ -214,6 +221,44 @@ class _Stub(nn.Module):
 def test_records_of_models_known_to_be_right_or_wrong(wrong, token, sequence, architecture, monkeypatch):
     monkeypatch.setattr(CompareConfig, "build_model", lambda self, encoding: _Stub(wrong))
     config = CompareConfig(**{**TINY, "task": "copy", "test_lens": (4, 6, 9), "architecture": architecture})
+    result = run_compare(config, progress=False)
+    assert len(result.records) == 6
+    for r in result.records:
+        assert r["token_accuracy"] == pytest.approx(token(r["length"]), abs=1e-12), r
+        assert r["sequence_accuracy"] == pytest.approx(sequence, abs=1e-12), r
+
+
+class _SlotStub(nn.Module):
+    """An encoder-only 'model' that writes the duplicate task's answer into the slots, ``wrong`` ones changed."""
+
+    def __init__(self, wrong: str) -> None:
+        super().__init__()
+        self.wrong = wrong
+        self.weight = nn.Parameter(torch.zeros(()))
+
+    def forward(self, x):
+        tokens = x.clone()  # [N, L]: training batches get their own tokens back (the loss needs only a shape)
+        n = x.shape[1] // 3
+        if x.shape[1] == 3 * n and (x[:, n:] == BOS).all():  # a test set: n tokens, then 2n empty slots
+            answer = torch.cat([x[:, :n], x[:, :n]], dim=1)  # [N, 2n]: ww
+            if self.wrong == "the last token":
+                answer[:, -1] = torch.where(answer[:, -1] == 3, 4, 3)
+            elif self.wrong == "half the sequences":
+                answer[::2, 0] = torch.where(answer[::2, 0] == 3, 4, 3)
+            tokens[:, n:] = answer
+        return nn.functional.one_hot(tokens, Vocab(2).size).float() + self.weight  # [N, L, V]
+
+
+@pytest.mark.parametrize("wrong, token, sequence", [
+    ("nothing", lambda n: 1.0, 1.0),
+    ("the last token", lambda n: (2 * n - 1) / (2 * n), 0.0),
+    ("half the sequences", lambda n: 1 - 8 / (16 * 2 * n), 0.5),  # 8 of 16 rows lose one of 2n tokens
+])
+def test_encoder_only_records_of_models_known_to_be_right_or_wrong(wrong, token, sequence, monkeypatch):
+    # The slots hold the target and nothing else: no EOS is scored (Ruoss et al.'s masked accuracy).
+    monkeypatch.setattr(CompareConfig, "build_model", lambda self, encoding: _SlotStub(wrong))
+    config = CompareConfig(**{**TINY, "task": "duplicate", "n_symbols": 2, "test_lens": (4, 6, 9),
+                              "architecture": "encoder-only"})
     result = run_compare(config, progress=False)
     assert len(result.records) == 6
     for r in result.records:
@@ -262,13 +307,16 @@ def test_summarise_gives_mean_min_and_max_over_seeds():
 def test_format_table_shows_the_means_in_percent():
     config = CompareConfig(encodings=("rotary", "alibi"), n_seeds=2, train_len=4, test_lens=(8, 4))
     lines = format_table(CompareResult(config, HAND[::-1], seconds=1.0)).splitlines()
-    assert lines[0] == ("reverse: sequence / token accuracy, % (mean over seeds); "
-                        "trained on lengths up to 4")
-    assert lines[1].split() == ["encoding", "L=4", "(train)", "L=8"]  # lengths sorted, training one marked
-    assert lines[2].split() == ["rotary", "75.0", "/", "95", "12.5", "/", "40"]
-    assert lines[3].split() == ["alibi", "100.0", "/", "100", "60.0", "/", "85"]
-    assert len(lines) == 4
-    assert len({len(line) for line in lines[1:]}) == 1  # columns line up
+    assert lines[0] == "reverse, decoder-only: trained on lengths up to 4"
+    assert lines[1] == "cells: sequence accuracy % mean [min-max over 2 seeds] / token accuracy % mean"
+    assert lines[2].startswith("*: the best encoding at that length")
+    assert lines[4].split() == ["encoding", "L=4", "(train)", "L=8"]  # lengths sorted, training one marked
+    # sequence mean [min-max] / token mean; alibi is best at both lengths
+    assert lines[5].split() == ["rotary", "75.0", "[50-100]", "/", "95", "12.5", "[0-25]", "/", "40"]
+    assert lines[6].split() == ["alibi", "100.0", "[100-100]", "/", "100*", "60.0", "[50-70]", "/", "85*"]
+    assert lines[7].split() == ["chance", "~0", "/", "10", "~0", "/", "10"]  # 10 symbols: 0.1**4, 0.1**8; 0.1
+    assert len(lines) == 8
+    assert len({len(line) for line in lines[4:]}) == 1  # columns line up
 
 
 def test_format_table_of_the_squares_shows_mse():
@@ -276,15 +324,17 @@ def test_format_table_of_the_squares_shows_mse():
     records = [{"encoding": "t5", "seed": s, "length": n, "mean_squared_error": v}
                for s, n, v in [(0, 3, 0.5), (1, 3, 0.25), (0, 6, 2.0), (1, 6, 1.0)]]
     lines = format_table(CompareResult(config, records, seconds=1.0)).splitlines()
-    assert lines[0] == "squares: test MSE (mean over seeds); trained on lengths up to 3"
-    assert lines[2].split() == ["t5", "0.3750", "1.5000"]
+    assert lines[:2] == ["squares: trained on lengths up to 3", "cells: test MSE mean [min-max over 2 seeds]"]
+    assert lines[4].split() == ["t5", "0.375", "[0.25-0.5]", "1.5", "[1-2]"]  # one encoding: no mark, no chance
+    assert len(lines) == 5
 
 
 # -- CompareConfig refuses bad settings, naming them -------------------------------------
 
 
 @pytest.mark.parametrize("kwargs, error, match", [
-    ({"task": "addition"}, ValueError, r"unknown task 'addition'; known: 'copy', 'reverse', 'sort', 'squares'"),
+    ({"task": "addition"}, ValueError,
+     r"unknown task 'addition'; known: 'copy', 'reverse', 'duplicate', 'sort', 'squares'"),
     ({"encodings": ("rotary", "wavelet")}, ValueError,
      r"unknown encoding 'wavelet'; known: 'sinusoidal', 'learned', 'relative', 't5', 'rotary', 'alibi', 'none'"),
     ({"encodings": ("alibi", "rotary", "alibi")}, ValueError, r"encodings has repeats: \['alibi', 'rotary', 'alibi'\]"),

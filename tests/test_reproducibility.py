@@ -40,6 +40,7 @@ from attnlab.analysis import audit, audit_position
 from attnlab.attention import MultiHeadAttention, attend
 from attnlab.data import generate_sequences, make_loaders, squares_tensor
 from attnlab.encodings import PositionalEncoding, Rotary, angle_rates, fixed_base, shift_matrix, sinusoidal
+from attnlab.encodings.registry import CAUSAL_ONLY
 from attnlab.labs import squares as runs
 from attnlab.labs.squares import SquaresConfig, build_model, load_run, predict_corners
 from attnlab.labs.squares_figures import attention_figures
@@ -55,6 +56,7 @@ from attnlab.models import (
     EncoderDecoderAttn,
     EncoderDecoderSelfAttn,
     EncoderDecoderTransformer,
+    EncoderOnlyTransformer,
     EncoderPe,
     EncoderSelfAttn,
     Transformer,
@@ -389,7 +391,10 @@ MODEL_BUILDERS = {
     "TransformerDecoderLayer": lambda: TransformerDecoderLayer(8, 2, 16, dropout=0.1),
     **{f"Transformer-{enc}": (lambda enc=enc: Transformer(vocab_size=12, d_model=8, n_heads=2, n_layers=1,
                                                             dropout=0.1, encoding=enc, max_len=16))
-       for enc in ENCODINGS},
+       for enc in ENCODINGS if enc not in CAUSAL_ONLY},
+    **{f"EncoderOnlyTransformer-{enc}": (lambda enc=enc: EncoderOnlyTransformer(
+        vocab_size=12, d_model=8, n_heads=2, n_layers=1, dropout=0.1, encoding=enc, max_len=16))
+       for enc in ("rotary", "fire", "kerple", "random-learned", "random-alibi")},
     **{f"DecoderOnlyTransformer-{enc}": (lambda enc=enc: DecoderOnlyTransformer(
         vocab_size=12, d_model=8, n_heads=2, n_layers=1, dropout=0.1, encoding=enc, max_len=16))
        for enc in ENCODINGS},

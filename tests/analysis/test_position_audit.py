@@ -8,9 +8,11 @@ import torch
 from attnlab.analysis.position_audit import audit_position
 from attnlab.encodings.alibi import ALiBi
 from attnlab.encodings.attention_position import AttentionPosition, NoPosition, bias_dtype
+from attnlab.encodings.cope import CoPE
 from attnlab.encodings.relative import ShawRelative
 from attnlab.encodings.rotary import Rotary
 from attnlab.encodings.t5 import T5RelativeBias
+from attnlab.encodings.xpos import XPos
 
 CHECKS = ["offset_only", "norm_preserved", "shift_invariant", "offsets_consistent"]
 
@@ -55,6 +57,23 @@ class LimitedScheme(ALiBi):
     def bias(self, q, n_keys, *, q_offset=0, k_offset=0):
         assert q_offset + q.shape[2] <= 40 and k_offset + n_keys <= 40, (q_offset, q.shape, k_offset, n_keys)
         return super().bias(q, n_keys, q_offset=q_offset, k_offset=k_offset)
+
+
+class KeyCheckingRotary(Rotary):
+    """Reads the keys (needs_keys, as CoPE): checks that bias gets the rotated queries and keys, as in attention."""
+
+    needs_keys = True
+    calls = 0
+
+    def rotate(self, q, k, *, q_offset=0, k_offset=0):
+        self.turned = super().rotate(q, k, q_offset=q_offset, k_offset=k_offset)
+        return self.turned
+
+    def bias(self, q, n_keys, *, q_offset=0, k_offset=0, k=None):
+        assert k is not None, "a scheme with needs_keys must be given the keys"
+        assert q is self.turned[0] and k is self.turned[1] and k.shape[2] == n_keys
+        self.calls += 1
+        return None
 
 
 def verdicts(report):
@@ -151,3 +170,24 @@ def test_sizes_come_from_the_scheme():
 def test_bad_arguments(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+def test_schemes_that_need_keys_get_the_rotated_keys():
+    scheme = KeyCheckingRotary(8)
+    report = audit_position(scheme, max_positions=32)
+    assert scheme.calls > 10  # every score the audit computed asked for the bias, with the keys
+    assert verdicts(report) == dict.fromkeys(CHECKS, "pass")
+
+
+def test_xpos_scales_so_its_norms_fail_and_cope_counts_by_order_only():
+    # xPos: scores depend on n - m only (rotation and decay), but the decay scales q and k.
+    assert verdicts(audit_position(XPos(8), max_positions=64)) == {
+        "offset_only": "pass", "norm_preserved": "fail", "shift_invariant": "pass", "offsets_consistent": "pass"}
+    # CoPE (given keys by the audit): with one repeated query and key, the counted distance is (i - j + 1) g.
+    cope = CoPE(8, npos_max=6)
+    with torch.no_grad():
+        cope.pos_emb.normal_(generator=torch.Generator().manual_seed(0))
+    report = audit_position(cope, max_positions=64)
+    assert verdicts(report) == {"offset_only": "pass", "norm_preserved": "n/a", "shift_invariant": "pass",
+                                "offsets_consistent": "pass"}
+    assert report["offset_only"].extra["uses"] == ["bias"]

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from attnlab.data import generate_sequences, squares_tensor
+from attnlab.data.layouts import decoder_only_batch
 from attnlab.data.tasks import (
     BOS,
     EOS,
@@ -27,7 +28,6 @@ from attnlab.data.tasks import (
     squares_task,
     task_loader,
 )
-from attnlab.data.layouts import decoder_only_batch
 
 
 def real_tokens(batch, i):
@@ -355,7 +355,8 @@ def test_loader_bad_arguments(kwargs, error, match):
 
 @pytest.mark.parametrize(("args", "kwargs", "error", "match"), [
     (("foo", 4, 3), {}, ValueError, "task 'foo' is not one of copy, reverse, duplicate, sort$"),
-    (("squares", 4, 3), {}, ValueError, "task 'squares' is not one of copy, reverse, duplicate, sort .*use squares_task"),
+    (("squares", 4, 3), {}, ValueError,
+     "task 'squares' is not one of copy, reverse, duplicate, sort .*use squares_task"),
     (("copy", 0, 3), {}, ValueError, "n must be positive, got 0"),
     (("copy", 4, 0), {}, ValueError, "length must be positive, got 0"),
     (("copy", 4, 3.0), {}, TypeError, "length must be an integer, got 3.0"),

@@ -1,8 +1,9 @@
-"""plot_length_generalisation: a line and a min..max band per encoding, the train length marked."""
+"""plot_length_generalisation: a line and a min..max band per encoding, the train length and chance marked."""
 
 import matplotlib
 import numpy as np
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.collections import PolyCollection
 from matplotlib.figure import Figure
 
@@ -25,8 +26,8 @@ def make_results(encodings=("sinusoidal", "learned", "rotary"), seeds=(0, 1, 2))
 
 
 def data_lines(ax):
-    """The labelled lines that are not the train-length marker."""
-    return [line for line in ax.get_lines() if not line.get_label().startswith(("_", "train length"))]
+    """The labelled lines that are not the train-length or chance markers."""
+    return [line for line in ax.get_lines() if not line.get_label().startswith(("_", "train length", "chance"))]
 
 
 def test_one_line_and_one_band_per_encoding(save_png):
@@ -95,6 +96,53 @@ def test_draws_into_given_axes(save_png):
     save_png(fig, "length_generalisation_in_axes")
 
 
+def test_chance_line():
+    ax = plot_length_generalisation(make_results(), metric="token_accuracy", train_len=8, chance=0.1).axes[0]
+    (line,) = [line for line in ax.get_lines() if line.get_label() == "chance (10.0%)"]
+    assert line.get_linestyle() == ":" and list(line.get_ydata()) == [0.1, 0.1]
+    assert "chance (10.0%)" in [t.get_text() for t in ax.get_legend().get_texts()]
+    # a whole sequence guessed: 10**-8, essentially nothing
+    ax = plot_length_generalisation(make_results(), chance=1e-8).axes[0]
+    assert [line.get_label() for line in ax.get_lines() if line.get_label().startswith("chance")] == ["chance (~0%)"]
+    results = [{"encoding": "t5", "seed": 0, "length": n, "mean_squared_error": 0.1 * n} for n in (4, 6)]
+    ax = plot_length_generalisation(results, metric="mean_squared_error", chance=0.25).axes[0]
+    assert any(line.get_label() == "chance (0.25)" for line in ax.get_lines())
+    ax = plot_length_generalisation(make_results()).axes[0]
+    assert not any(line.get_label().startswith("chance") for line in ax.get_lines())
+
+
+def test_a_randomized_scheme_is_dashed_in_its_baseline_s_colour(save_png):
+    results = make_results(encodings=("random-rotary", "alibi", "rotary", "random-t5"), seeds=(0,))
+    ax = plot_length_generalisation(results, train_len=8).axes[0]
+    lines = {line.get_label(): line for line in data_lines(ax)}
+    # random-X follows X (legend order); without its baseline it keeps its own colour, dashed
+    assert list(lines) == ["alibi", "rotary", "random-rotary", "random-t5"]
+    assert lines["random-rotary"].get_color() == lines["rotary"].get_color()
+    assert lines["random-rotary"].get_linestyle() == "--" and lines["rotary"].get_linestyle() == "-"
+    assert lines["random-t5"].get_linestyle() == "--"
+    colours = [matplotlib.colors.to_hex(lines[name].get_color()) for name in ("alibi", "rotary", "random-t5")]
+    assert len(set(colours)) == 3  # the shared colour did not use up one of the cycle's
+    save_png(ax.figure, "length_generalisation_randomized")
+
+
+def test_many_encodings_put_the_legend_beside_the_axes(save_png):
+    bases = ("none", "sinusoidal", "learned", "relative", "t5", "rotary", "alibi", "fire", "xpos", "cope", "kerple")
+    names = bases + tuple(f"random-{b}" for b in ("sinusoidal", "learned", "relative", "rotary", "alibi", "t5", "fire"))
+    fig = plot_length_generalisation(make_results(encodings=names, seeds=(0, 1)), train_len=8, chance=0.1)
+    ax = fig.axes[0]
+    renderer = FigureCanvasAgg(fig).get_renderer()  # laid out as when saved
+    fig.draw(renderer)
+    legend = ax.get_legend()
+    assert legend.get_window_extent(renderer).x0 >= ax.get_window_extent(renderer).x1  # it hides no line
+    assert len(legend.get_texts()) == 18 + 3
+    assert len({round(t.get_window_extent(renderer).x0) for t in legend.get_texts()}) == 2  # in two columns
+    lines = {line.get_label().split()[0]: line for line in data_lines(ax)}
+    # the 11th baseline repeats the first's colour (10 in the cycle) with another marker
+    assert lines["kerple"].get_color() == lines["none"].get_color()
+    assert lines["kerple"].get_marker() != lines["none"].get_marker()
+    save_png(fig, "length_generalisation_18_encodings")
+
+
 @pytest.mark.parametrize(("results", "kwargs", "error", "match"), [
     ([], {}, ValueError, "results is empty"),
     ({"encoding": "x"}, {}, TypeError, "results must be a list of dicts.*got dict"),
@@ -126,6 +174,12 @@ def test_draws_into_given_axes(save_png):
      "metric must be a str .*got None"),
     ([{"encoding": "x", "seed": 0, "length": 4, "sequence_accuracy": 0.5}], {"ax": "left"}, TypeError,
      "ax must be a matplotlib Axes or None, got str"),
+    ([{"encoding": "x", "seed": 0, "length": 4, "sequence_accuracy": 0.5}], {"chance": 1.5}, ValueError,
+     r"chance is an accuracy and must be in \[0, 1\], got 1.5"),
+    ([{"encoding": "x", "seed": 0, "length": 4, "sequence_accuracy": 0.5}], {"chance": float("nan")}, ValueError,
+     "chance must be finite, got nan"),
+    ([{"encoding": "x", "seed": 0, "length": 4, "sequence_accuracy": 0.5}], {"chance": "10%"}, TypeError,
+     "chance must be a number, got '10%'"),
 ])
 def test_bad_inputs(results, kwargs, error, match):
     with pytest.raises(error, match=match):

@@ -1,12 +1,13 @@
-"""The audit for positional schemes that act inside attention (rotary, ALiBi, T5, Shaw, NoPE).
+"""The audit of positional schemes that act inside attention (rotary, xPos, ALiBi, T5, Shaw, CoPE, NoPE).
 
 :func:`~attnlab.analysis.properties.audit` measures a table of vectors. A scheme
 like rotary or ALiBi has no table: it changes the attention scores. So this
 audit measures scores, the way attention uses the scheme (see
 :class:`~attnlab.encodings.attention_position.AttentionPosition`)::
 
-    score(i, j) = rotate(q)_i . rotate(k)_j / sqrt(Dh) + bias(q)[i, j]
+    score(i, j) = rotate(q)_i . rotate(k)_j / sqrt(Dh) + bias(rotate(q))[i, j]
 
+(a scheme that sets ``needs_keys``, CoPE, also gets ``k=rotate(k)`` in ``bias``)
 with random queries and keys drawn from a private ``torch.Generator`` (the
 global RNG is not touched), in float64. Four checks:
 
@@ -14,7 +15,10 @@ global RNG is not touched), in float64. Four checks:
   vector at every position, the score depends on the positions only through
   ``j - i`` (Su et al. 2021 for rotary; by construction for relative biases): for
   each offset ``d`` in ``0, +-offsets``, the spread (max - min) over ``i`` of
-  ``score(i, i + d)``.
+  ``score(i, i + d)``. Repeating one vector hides content: a contextual scheme
+  (CoPE, whose positions count gates on ``q . k``) passes when its count of
+  identical tokens is ``i - j + 1`` times one gate, though with varied tokens
+  its scores are not a function of ``j - i``.
 * ``norm_preserved``: a rotation keeps ``|rotate(x)_i| == |x_i|`` (worst relative
   change); "n/a" for a scheme that does not rotate.
 * ``shift_invariant``: moving every query and key by the same ``a``
@@ -80,18 +84,26 @@ def _check_offsets(offsets: Any) -> list[int]:
 
 def _scores(scheme: AttentionPosition, q: Tensor, k: Tensor, q_offset: int, k_offset: int) -> tuple[Tensor, float]:
     """Positional scores as attention computes them, float64 ``[B, H, T, S]``, and their scale."""
-    rq, rk = scheme.rotate(q, k, q_offset=q_offset, k_offset=k_offset)
+    turned_q, turned_k = scheme.rotate(q, k, q_offset=q_offset, k_offset=k_offset)
     # contiguous: a matmul of stride-0 (expanded) operands takes a slow path.
-    rq, rk = rq.to(torch.float64).contiguous(), rk.to(torch.float64).contiguous()
+    rq, rk = turned_q.to(torch.float64).contiguous(), turned_k.to(torch.float64).contiguous()
     scores = rq @ rk.transpose(-1, -2) / math.sqrt(q.shape[-1])  # [B, H, T, Dh] x [B, H, Dh, S] -> [B, H, T, S]
     # |q_i| |k_j| / sqrt(Dh) bounds the content part of every score.
     scale = (q.norm(dim=-1).max() * k.norm(dim=-1).max()).item() / math.sqrt(q.shape[-1])
-    bias = scheme.bias(q, k.shape[2], q_offset=q_offset, k_offset=k_offset)
+    # As attention calls it: the rotated queries (and keys, for a scheme that reads them).
+    bias = _bias(scheme, turned_q, turned_k, q_offset=q_offset, k_offset=k_offset)
     if bias is not None:
         bias = bias.to(torch.float64)
         scores = scores + bias  # broadcast to [B, H, T, S]
         scale += bias.abs().max().item() if bias.numel() else 0.0
     return scores, scale
+
+
+def _bias(scheme: AttentionPosition, q: Tensor, k: Tensor, *, q_offset: int = 0, k_offset: int = 0) -> Tensor | None:
+    """``scheme.bias`` as attention calls it: with the (rotated) keys ``k [B, H, S, Dh]`` when it ``needs_keys``."""
+    if getattr(scheme, "needs_keys", False):  # CoPE counts positions with gates on q . k
+        return scheme.bias(q, k.shape[2], q_offset=q_offset, k_offset=k_offset, k=k)  # type: ignore[call-arg]
+    return scheme.bias(q, k.shape[2], q_offset=q_offset, k_offset=k_offset)
 
 
 def _tolerance(scale: float, largest_position: int) -> float:
@@ -105,7 +117,7 @@ def _uses(scheme: AttentionPosition, q: Tensor, w: Tensor) -> list[str]:
     rq, rk = scheme.rotate(q, q)
     if rq is not q or rk is not q:
         used.append("rotate")
-    if scheme.bias(q, q.shape[2]) is not None:
+    if _bias(scheme, rq, rk) is not None:
         used.append("bias")
     if scheme.value_term(w) is not None:
         used.append("value_term")

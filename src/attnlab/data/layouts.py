@@ -108,7 +108,7 @@ def encoder_only_batch(batch: TaskBatch) -> tuple[torch.Tensor, torch.Tensor]:
         >>> b = make_task_batch("duplicate", 1, 2, n_symbols=2, generator=0)
         >>> x, y = encoder_only_batch(b)
         >>> Vocab(2).format(b.source[0]), Vocab(2).format(x[0]), Vocab(2).format(y[0])
-        ('3 3', '3 3 <bos> <bos> <bos> <bos>', '<pad> <pad> 3 3 3 3')
+        ('3 4', '3 4 <bos> <bos> <bos> <bos>', '<pad> <pad> 3 4 3 4')
     """
     batch = _check_batch(batch)
     n, S = batch.source.shape

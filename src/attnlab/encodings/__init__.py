@@ -7,37 +7,55 @@ these are added to the inputs.
 
 Schemes that act inside attention (:class:`AttentionPosition`, passed to
 ``MultiHeadAttention(position=...)``): ``Rotary`` (RoFormer), ``ALiBi``,
-``T5RelativeBias``, ``ShawRelative`` (Shaw et al. 2018) and ``NoPosition``.
+``T5RelativeBias``, ``ShawRelative`` (Shaw et al. 2018), ``FIRE`` (Li et al. 2023),
+``KERPLE`` (Chi et al. 2022), ``XPos`` (Sun et al. 2022), ``CoPE`` (Golovneva et al.
+2024) and ``NoPosition``. Those written at any positions (:class:`PositionScheme`)
+also come randomized (Ruoss et al. 2023): ``RandomizedPositions`` around a scheme,
+``RandomizedSinusoidal`` and ``RandomizedLearned`` for the tables.
 
 By name (:mod:`.registry`): ``ENCODINGS`` and ``attention_position(name, ...)``, what a
 model's ``encoding=`` argument builds.
 """
 
 from attnlab.encodings.alibi import ALiBi, alibi_slopes
-from attnlab.encodings.attention_position import AttentionPosition, NoPosition, relative_positions
+from attnlab.encodings.attention_position import AttentionPosition, NoPosition, PositionScheme, relative_positions
+from attnlab.encodings.cope import CoPE
+from attnlab.encodings.fire import FIRE
 from attnlab.encodings.fixed_base import fixed_base
+from attnlab.encodings.kerple import KERPLE
 from attnlab.encodings.learned import LearnedPositionalEncoding
 from attnlab.encodings.positional import PositionalEncoding
+from attnlab.encodings.randomized import RandomizedPositions, sample_positions
+from attnlab.encodings.randomized_tables import RandomizedLearned, RandomizedSinusoidal
 from attnlab.encodings.registry import ENCODINGS, attention_position
 from attnlab.encodings.relative import ShawRelative
 from attnlab.encodings.rotary import CONVENTIONS as ROTARY_CONVENTIONS
 from attnlab.encodings.rotary import Rotary, apply_rotary, interleaved_to_half_permutation
 from attnlab.encodings.sinusoidal import LAYOUTS, RATES, angle_rates, shift_matrix, sinusoidal
 from attnlab.encodings.t5 import T5RelativeBias, t5_bucket
+from attnlab.encodings.xpos import XPos, xpos_zeta
 
 __all__ = [
     "ALiBi",
     "AttentionPosition",
+    "CoPE",
     "ENCODINGS",
+    "FIRE",
+    "KERPLE",
     "LAYOUTS",
     "LearnedPositionalEncoding",
     "NoPosition",
+    "PositionScheme",
     "PositionalEncoding",
     "RATES",
+    "RandomizedLearned",
+    "RandomizedPositions",
+    "RandomizedSinusoidal",
     "ROTARY_CONVENTIONS",
     "Rotary",
     "ShawRelative",
     "T5RelativeBias",
+    "XPos",
     "alibi_slopes",
     "angle_rates",
     "apply_rotary",
@@ -45,7 +63,9 @@ __all__ = [
     "fixed_base",
     "interleaved_to_half_permutation",
     "relative_positions",
+    "sample_positions",
     "shift_matrix",
     "sinusoidal",
     "t5_bucket",
+    "xpos_zeta",
 ]

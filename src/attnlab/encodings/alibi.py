@@ -17,7 +17,19 @@ scores (``j <= i``). This module adds the symmetric ``-m * |j - i|`` everywhere
 (x-transformers' form): on the visible half of a causal mask the two are equal,
 and the masked half is the mask's job, not the bias's. Without a causal mask the
 symmetric bias is a usable bidirectional variant, but it is not what the paper
-validated (it trained causal LMs only).
+validated (it trained causal LMs only), and it cannot tell a key ``k`` steps to
+the left from one ``k`` steps to the right. ``left_offset`` breaks that tie: keys
+before the query get ``-m * (|j - i| - left_offset)``. Ruoss et al. 2023
+("Randomized Positional Encodings Boost Length Generalization of Transformers",
+ACL, arXiv:2305.16843) use ``left_offset = 0.5`` in their bidirectional encoder
+(google-deepmind/randomized_positional_encodings, ``models/positional_encodings.py``,
+``compute_alibi_encodings_biases``: "add a constant factor of 0.5 to the lower
+triangle, to (arbitrarily) break the symmetry").
+
+Positions. :class:`ALiBi` is a :class:`PositionScheme`: the same formula serves
+the offsets of ordinary and cached attention (:meth:`ALiBi.bias`), any
+positions (:meth:`ALiBi.bias_at`) and any matrix of signed distances
+(:meth:`ALiBi.bias_rel`, which Ruoss et al.'s randomized ALiBi draws).
 
 Shape notation: ``B`` batch, ``H`` heads, ``T`` queries, ``S`` keys, ``Dh`` head dim.
 """
@@ -27,8 +39,15 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from attnlab._validate import check_int
-from attnlab.encodings.attention_position import AttentionPosition, _check_heads, bias_dtype, relative_positions
+from attnlab._validate import check_finite_float, check_int
+from attnlab.encodings.attention_position import (
+    PositionScheme,
+    _check_heads,
+    bias_dtype,
+    check_positions,
+    check_rel,
+    relative_positions,
+)
 
 __all__ = ["ALiBi", "alibi_slopes"]
 
@@ -71,24 +90,30 @@ def alibi_slopes(n_heads: int) -> Tensor:
     return torch.pow(2.0, -exponents).to(torch.float32)
 
 
-class ALiBi(AttentionPosition):
+class ALiBi(PositionScheme):
     """ALiBi (Press et al. 2022) as an attention position scheme: bias ``-m_h * |j - i|``.
 
     ``bias(q, S)[0, h, i, j] = -m_h * |(k_offset + j) - (q_offset + i)|`` with
-    :func:`alibi_slopes`. Fixed (no parameters), any length (``max_len`` None),
-    so it extrapolates: the paper's point. The bias is added to the scaled
-    scores ``q . k / sqrt(Dh)`` as the paper does.
+    :func:`alibi_slopes`, plus ``m_h * left_offset`` for keys before the query
+    (``j < i``). Fixed (no parameters), any length (``max_len`` None), so it
+    extrapolates: the paper's point. The bias is added to the scaled scores
+    ``q . k / sqrt(Dh)`` as the paper does.
 
     Args:
         n_heads: number of heads ``H``.
         causal: the use the scheme is meant for. The bias is the same either way
             (module docstring): the flag records the intent, so that attention
             can check a causal mask comes with it, and ``causal=False`` states
-            that the symmetric bidirectional variant is wanted on purpose.
+            that the bidirectional variant is wanted on purpose.
+        left_offset: keys before the query get ``-m * (|j - i| - left_offset)``,
+            so that a bidirectional ALiBi can tell left from right; 0 (the
+            default) is the symmetric bias, 0.5 is Ruoss et al. 2023's encoder
+            (module docstring). Any finite number.
 
     Raises:
-        TypeError: if ``n_heads`` is not an integer or ``causal`` not a bool.
-        ValueError: if ``n_heads < 1``.
+        TypeError: if ``n_heads`` is not an integer, ``causal`` not a bool or
+            ``left_offset`` not a number.
+        ValueError: if ``n_heads < 1`` or ``left_offset`` is not finite.
 
     Example:
         >>> alibi = ALiBi(2)
@@ -96,14 +121,21 @@ class ALiBi(AttentionPosition):
         tensor([[ 0.0000, -0.0625, -0.1250],
                 [-0.0625,  0.0000, -0.0625],
                 [-0.1250, -0.0625,  0.0000]])
+        >>> ALiBi(2, causal=False, left_offset=0.5).bias(torch.zeros(1, 2, 3, 4), 3)[0, 0]
+        tensor([[ 0.0000, -0.0625, -0.1250],
+                [-0.0312,  0.0000, -0.0625],
+                [-0.0938, -0.0312,  0.0000]])
     """
 
-    def __init__(self, n_heads: int, *, causal: bool = True) -> None:
+    relative = True
+
+    def __init__(self, n_heads: int, *, causal: bool = True, left_offset: float = 0.0) -> None:
         super().__init__()
         self.n_heads = check_int("n_heads", n_heads, minimum=1)
         if not isinstance(causal, bool):
             raise TypeError(f"causal must be a bool, got {causal!r} ({type(causal).__name__})")
         self.causal = causal
+        self.left_offset = check_finite_float("left_offset", left_offset)
         # A plain float64 tensor rather than a buffer: `module.half()` must not
         # round the slopes (they are powers of two only for power-of-two H).
         self._slopes64 = torch.pow(2.0, -torch.tensor(_slope_exponents(self.n_heads), dtype=torch.float64))
@@ -115,9 +147,23 @@ class ALiBi(AttentionPosition):
 
     def extra_repr(self) -> str:
         """The constructor's arguments, for ``repr``."""
-        return f"n_heads={self.n_heads}, causal={self.causal}"
+        extra = f", left_offset={self.left_offset:g}" if self.left_offset else ""
+        return f"n_heads={self.n_heads}, causal={self.causal}{extra}"
 
-    def bias(self, q: Tensor, n_keys: int, *, q_offset: int = 0, k_offset: int = 0) -> Tensor:
+    def _bias(self, q: Tensor, rel: Tensor) -> Tensor:
+        """``-m_h * (|rel| - left_offset [rel < 0])`` for signed distances ``rel [T, S]``; ``[1, H, T, S]``."""
+        dtype = bias_dtype(q.dtype)
+        # Distances are exact integers in float32 up to 2**24; one rounding in the product.
+        # Negated as integers, so that distance 0 gives +0.0 and not -0.0.
+        neg_distance = (-rel.abs()).to(dtype)  # [T, S]
+        if self.left_offset:
+            # Keys before the query (rel < 0) are moved left_offset closer (Ruoss et al.'s +0.5).
+            neg_distance = neg_distance + (rel < 0).to(dtype) * self.left_offset  # [T, S]
+        slopes = self._slopes64.to(device=q.device, dtype=dtype)  # [H]
+        return (slopes[:, None, None] * neg_distance)[None]  # [H, 1, 1] * [T, S] -> [1, H, T, S]
+
+    def bias(self, q: Tensor, n_keys: int, *, q_offset: int = 0, k_offset: int = 0,
+             k: Tensor | None = None) -> Tensor:
         """The linear distance penalty ``-m_h * |key position - query position|``.
 
         Args:
@@ -125,6 +171,7 @@ class ALiBi(AttentionPosition):
             n_keys: number of keys ``S``.
             q_offset: position of the first query.
             k_offset: position of the first key.
+            k: the keys ``[B, H, S, Dh]`` of the protocol; unused.
 
         Returns:
             ``[1, H, T, S]``, float32 for half-precision ``q``, else ``q.dtype``.
@@ -136,10 +183,47 @@ class ALiBi(AttentionPosition):
         """
         _check_heads("q", q, n_heads=self.n_heads)
         n_keys = check_int("n_keys", n_keys, minimum=0)
-        dtype = bias_dtype(q.dtype)
         rel = relative_positions(q.shape[2], n_keys, q_offset=q_offset, k_offset=k_offset, device=q.device)
-        # Distances are exact integers in float32 up to 2**24; one rounding in the product.
-        # Negated as integers, so that distance 0 gives +0.0 and not -0.0.
-        neg_distance = (-rel.abs()).to(dtype)  # [T, S]
-        slopes = self._slopes64.to(device=q.device, dtype=dtype)  # [H]
-        return (slopes[:, None, None] * neg_distance)[None]  # [H, 1, 1] * [T, S] -> [1, H, T, S]
+        return self._bias(q, rel)  # [1, H, T, S]
+
+    def bias_at(self, q: Tensor, *, q_pos: Tensor, k_pos: Tensor, k: Tensor | None = None) -> Tensor:
+        """The penalty for queries at positions ``q_pos [T]`` and keys at ``k_pos [S]``.
+
+        Args:
+            q: queries ``[B, H, T, Dh]``; only ``T``, dtype and device are used.
+            q_pos: int64 ``[T]``, on ``q``'s device.
+            k_pos: int64 ``[S]``, on ``q``'s device.
+            k: the keys ``[B, H, S, Dh]`` of the protocol; unused.
+
+        Returns:
+            ``[1, H, T, S]``: ``-m_h * |k_pos[j] - q_pos[i]|`` (with ``left_offset``
+            where ``k_pos[j] < q_pos[i]``).
+
+        Raises:
+            TypeError / ValueError: for ``q`` as in :meth:`bias`, or positions that
+                are not integer ``[T]`` / ``[S]`` tensors.
+        """
+        _check_heads("q", q, n_heads=self.n_heads)
+        check_positions("q_pos", q_pos, q.shape[2])
+        check_positions("k_pos", k_pos)
+        return self._bias(q, k_pos[None, :] - q_pos[:, None])  # rel [T, S] -> [1, H, T, S]
+
+    def bias_rel(self, q: Tensor, *, rel: Tensor, k: Tensor | None = None) -> Tensor:
+        """The penalty at signed key-minus-query distances ``rel [T, S]`` (Ruoss et al.'s randomized ALiBi).
+
+        Args:
+            q: queries ``[B, H, T, Dh]``; only ``T``, dtype and device are used.
+            rel: int64 ``[T, S]``; negative entries are keys before the query and
+                get ``left_offset``.
+            k: the keys ``[B, H, S, Dh]`` of the protocol; unused.
+
+        Returns:
+            ``[1, H, T, S]``: ``-m_h * (|rel| - left_offset [rel < 0])``.
+
+        Raises:
+            TypeError / ValueError: for ``q`` as in :meth:`bias`, or ``rel`` that is
+                not an integer ``[T, S]``.
+        """
+        _check_heads("q", q, n_heads=self.n_heads)
+        check_rel(rel, q.shape[2])
+        return self._bias(q, rel)

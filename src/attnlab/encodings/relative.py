@@ -23,6 +23,13 @@ builds ``[T, S, Dh]``; both are exact rearrangements of eqs. 3-4 (Shaw §3.3
 splits eq. 4 into the same two terms, but still gathers ``a^K`` per pair), and
 unlike skewing they work for any ``T != S``, any offsets and without a causal mask.
 
+Positions. :class:`ShawRelative` is a :class:`PositionScheme` that depends on the
+positions only through ``j - i``: both terms take the offsets of ordinary and
+cached attention (:meth:`~ShawRelative.bias`, :meth:`~ShawRelative.value_term`),
+any positions (``bias_at``, ``value_term_at``) or any matrix of signed distances
+(``bias_rel``, ``value_term_rel``: Ruoss et al. 2023's randomized relative
+encoding draws such distances), always clipped at ``k``.
+
 Shape notation: ``B`` batch, ``H`` heads, ``T`` queries, ``S`` keys, ``Dh`` head
 dim, ``R = 2k + 1`` clipped offsets.
 """
@@ -35,7 +42,14 @@ import torch
 from torch import Tensor, nn
 
 from attnlab._validate import check_int
-from attnlab.encodings.attention_position import AttentionPosition, _check_heads, bias_dtype, relative_positions
+from attnlab.encodings.attention_position import (
+    PositionScheme,
+    _check_heads,
+    bias_dtype,
+    check_positions,
+    check_rel,
+    relative_positions,
+)
 
 __all__ = ["ShawRelative"]
 
@@ -43,7 +57,7 @@ __all__ = ["ShawRelative"]
 _INIT_STD = 0.02
 
 
-class ShawRelative(AttentionPosition):
+class ShawRelative(PositionScheme):
     """Relation-aware attention with clipped relative positions (Shaw et al. 2018).
 
     :meth:`bias` is the key term ``q_i . w^K[clip(j - i) + k] / sqrt(Dh)``,
@@ -82,6 +96,8 @@ class ShawRelative(AttentionPosition):
         >>> shaw.bias(torch.randn(2, 3, 4, 8), 6).shape  # depends on q: one per batch row
         torch.Size([2, 3, 4, 6])
     """
+
+    relative = True
 
     def __init__(self, head_dim: int, *, max_relative_position: int = 16, on_values: bool = True) -> None:
         super().__init__()
@@ -122,11 +138,42 @@ class ShawRelative(AttentionPosition):
         Returns:
             int64 tensor ``[T, S]`` with values in ``0 .. 2k``.
         """
+        return self._clip(relative_positions(T, S, q_offset=q_offset, k_offset=k_offset, device=device))
+
+    def _clip(self, rel: Tensor) -> Tensor:
+        """Row of ``w^K``/``w^V`` for signed distances ``rel [T, S]``: ``clip(rel, -k, k) + k``."""
         k = self.max_relative_position
-        rel = relative_positions(T, S, q_offset=q_offset, k_offset=k_offset, device=device)  # [T, S]
         return rel.clamp(-k, k) + k
 
-    def bias(self, q: Tensor, n_keys: int, *, q_offset: int = 0, k_offset: int = 0) -> Tensor:
+    def _key_term(self, q: Tensor, idx: Tensor) -> Tensor:
+        """``q_i . w^K[idx_ij] / sqrt(Dh)`` for rows ``idx [T, S]`` of ``w^K``; ``[B, H, T, S]``."""
+        T, S = idx.shape
+        dtype = bias_dtype(q.dtype)
+        w_k = self.rel_keys.to(device=q.device, dtype=dtype)  # [R, Dh]
+        # Scores against the R distinct vectors only, instead of a [T, S, Dh] a^K.
+        rel_logits = q.to(dtype) @ w_k.T  # [B, H, T, Dh] x [Dh, R] -> [B, H, T, R]
+        # Pick, for each (i, j), the logit of pair (i, j)'s clipped offset. gather with
+        # an expanded (stride-0) index: advanced indexing rel_logits[:, :, rows, idx]
+        # gives the same numbers ~1000x slower on CPU.
+        B, H = rel_logits.shape[:2]
+        scores = rel_logits.gather(-1, idx.expand(B, H, T, S))  # [B, H, T, S]
+        return scores / math.sqrt(self.head_dim)
+
+    def _value_term(self, weights: Tensor, idx: Tensor) -> Tensor:
+        """``sum_j weights_ij w^V[idx_ij]`` for rows ``idx [T, S]`` of ``w^V``; ``[B, H, T, Dh]``."""
+        assert self.rel_values is not None
+        B, H, T, S = weights.shape
+        work = bias_dtype(weights.dtype)
+        n_rel = self.rel_values.shape[0]
+        # Total weight each query puts on each clipped offset: all the keys beyond
+        # k on one side fall into one bucket, so this is [.., R] rather than [.., S, Dh].
+        buckets = weights.new_zeros(B, H, T, n_rel, dtype=work)  # [B, H, T, R]
+        buckets = buckets.scatter_add(-1, idx.expand(B, H, T, S), weights.to(work))  # [B, H, T, R]
+        w_v = self.rel_values.to(device=weights.device, dtype=work)  # [R, Dh]
+        return (buckets @ w_v).to(weights.dtype)  # [B, H, T, R] x [R, Dh] -> [B, H, T, Dh]
+
+    def bias(self, q: Tensor, n_keys: int, *, q_offset: int = 0, k_offset: int = 0,
+             k: Tensor | None = None) -> Tensor:
         """The key term ``e^rel_ij = q_i . w^K[clip(j - i) + k] / sqrt(Dh)`` of Shaw's eq. 4.
 
         Args:
@@ -134,6 +181,7 @@ class ShawRelative(AttentionPosition):
             n_keys: number of keys ``S``.
             q_offset: position of the first query.
             k_offset: position of the first key.
+            k: the keys ``[B, H, S, Dh]`` of the protocol; unused.
 
         Returns:
             ``[B, H, T, S]``, float32 for half-precision ``q``, else ``q.dtype``.
@@ -144,18 +192,56 @@ class ShawRelative(AttentionPosition):
         """
         _check_heads("q", q, head_dim=self.head_dim)
         n_keys = check_int("n_keys", n_keys, minimum=0)
-        T = q.shape[2]
-        dtype = bias_dtype(q.dtype)
-        idx = self.clipped_index(T, n_keys, q_offset=q_offset, k_offset=k_offset, device=q.device)  # [T, S]
-        w_k = self.rel_keys.to(device=q.device, dtype=dtype)  # [R, Dh]
-        # Scores against the R distinct vectors only, instead of a [T, S, Dh] a^K.
-        rel_logits = q.to(dtype) @ w_k.T  # [B, H, T, Dh] x [Dh, R] -> [B, H, T, R]
-        # Pick, for each (i, j), the logit of pair (i, j)'s clipped offset. gather with
-        # an expanded (stride-0) index: advanced indexing rel_logits[:, :, rows, idx]
-        # gives the same numbers ~1000x slower on CPU.
-        B, H = rel_logits.shape[:2]
-        scores = rel_logits.gather(-1, idx.expand(B, H, T, n_keys))  # [B, H, T, S]
-        return scores / math.sqrt(self.head_dim)
+        idx = self.clipped_index(q.shape[2], n_keys, q_offset=q_offset, k_offset=k_offset, device=q.device)
+        return self._key_term(q, idx)  # [B, H, T, S]
+
+    def bias_at(self, q: Tensor, *, q_pos: Tensor, k_pos: Tensor, k: Tensor | None = None) -> Tensor:
+        """The key term for queries at ``q_pos [T]`` and keys at ``k_pos [S]``: offsets ``clip(k_pos - q_pos)``.
+
+        Args:
+            q: queries ``[B, H, T, Dh]``.
+            q_pos: int64 ``[T]``, on ``q``'s device.
+            k_pos: int64 ``[S]``, on ``q``'s device.
+            k: the keys ``[B, H, S, Dh]`` of the protocol; unused.
+
+        Returns:
+            ``[B, H, T, S]``, as :meth:`bias`.
+
+        Raises:
+            TypeError / ValueError: for ``q`` as in :meth:`bias`, or positions that
+                are not integer ``[T]`` / ``[S]`` tensors.
+        """
+        _check_heads("q", q, head_dim=self.head_dim)
+        check_positions("q_pos", q_pos, q.shape[2])
+        check_positions("k_pos", k_pos)
+        return self._key_term(q, self._clip(k_pos[None, :] - q_pos[:, None]))  # idx [T, S] -> [B, H, T, S]
+
+    def bias_rel(self, q: Tensor, *, rel: Tensor, k: Tensor | None = None) -> Tensor:
+        """The key term at signed key-minus-query distances ``rel [T, S]``, clipped at ``k``.
+
+        Args:
+            q: queries ``[B, H, T, Dh]``.
+            rel: int64 ``[T, S]``.
+            k: the keys ``[B, H, S, Dh]`` of the protocol; unused.
+
+        Returns:
+            ``[B, H, T, S]``, as :meth:`bias`.
+
+        Raises:
+            TypeError / ValueError: for ``q`` as in :meth:`bias`, or ``rel`` that is
+                not an integer ``[T, S]``.
+        """
+        _check_heads("q", q, head_dim=self.head_dim)
+        check_rel(rel, q.shape[2])
+        return self._key_term(q, self._clip(rel))
+
+    def _check_weights(self, weights: Tensor) -> None:
+        """Refuse anything but floating ``weights [B, H, T, S]``."""
+        if not isinstance(weights, Tensor) or not weights.is_floating_point():
+            raise TypeError(f"weights must be a floating-point tensor, got "
+                            f"{getattr(weights, 'dtype', type(weights).__name__)}")
+        if weights.ndim != 4:
+            raise ValueError(f"weights must be [B, H, T, S] (4 dims), got shape {list(weights.shape)}")
 
     def value_term(self, weights: Tensor, *, q_offset: int = 0, k_offset: int = 0) -> Tensor | None:
         """The value term ``sum_j weights_ij w^V[clip(j - i) + k]`` of Shaw's eq. 3.
@@ -176,18 +262,49 @@ class ShawRelative(AttentionPosition):
         """
         if self.rel_values is None:
             return None
-        if not isinstance(weights, Tensor) or not weights.is_floating_point():
-            raise TypeError(f"weights must be a floating-point tensor, got "
-                            f"{getattr(weights, 'dtype', type(weights).__name__)}")
-        if weights.ndim != 4:
-            raise ValueError(f"weights must be [B, H, T, S] (4 dims), got shape {list(weights.shape)}")
-        B, H, T, S = weights.shape
-        work = bias_dtype(weights.dtype)
+        self._check_weights(weights)
+        T, S = weights.shape[-2:]
         idx = self.clipped_index(T, S, q_offset=q_offset, k_offset=k_offset, device=weights.device)  # [T, S]
-        n_rel = self.rel_values.shape[0]
-        # Total weight each query puts on each clipped offset: all the keys beyond
-        # k on one side fall into one bucket, so this is [.., R] rather than [.., S, Dh].
-        buckets = weights.new_zeros(B, H, T, n_rel, dtype=work)  # [B, H, T, R]
-        buckets = buckets.scatter_add(-1, idx.expand(B, H, T, S), weights.to(work))  # [B, H, T, R]
-        w_v = self.rel_values.to(device=weights.device, dtype=work)  # [R, Dh]
-        return (buckets @ w_v).to(weights.dtype)  # [B, H, T, R] x [R, Dh] -> [B, H, T, Dh]
+        return self._value_term(weights, idx)
+
+    def value_term_at(self, weights: Tensor, *, q_pos: Tensor, k_pos: Tensor) -> Tensor | None:
+        """The value term for queries at ``q_pos [T]`` and keys at ``k_pos [S]``: offsets ``clip(k_pos - q_pos)``.
+
+        Args:
+            weights: post-softmax weights ``[B, H, T, S]``.
+            q_pos: int64 ``[T]``, on ``weights``' device.
+            k_pos: int64 ``[S]``, on ``weights``' device.
+
+        Returns:
+            ``[B, H, T, Dh]`` as :meth:`value_term`, or None without ``on_values``.
+
+        Raises:
+            TypeError / ValueError: for ``weights`` as in :meth:`value_term`, or
+                positions that are not integer ``[T]`` / ``[S]`` tensors.
+        """
+        if self.rel_values is None:
+            return None
+        self._check_weights(weights)
+        check_positions("q_pos", q_pos, weights.shape[2])
+        check_positions("k_pos", k_pos, weights.shape[3])
+        return self._value_term(weights, self._clip(k_pos[None, :] - q_pos[:, None]))  # idx [T, S]
+
+    def value_term_rel(self, weights: Tensor, *, rel: Tensor) -> Tensor | None:
+        """The value term at signed key-minus-query distances ``rel [T, S]``, clipped at ``k``.
+
+        Args:
+            weights: post-softmax weights ``[B, H, T, S]``.
+            rel: int64 ``[T, S]``.
+
+        Returns:
+            ``[B, H, T, Dh]`` as :meth:`value_term`, or None without ``on_values``.
+
+        Raises:
+            TypeError / ValueError: for ``weights`` as in :meth:`value_term`, or
+                ``rel`` that is not an integer ``[T, S]``.
+        """
+        if self.rel_values is None:
+            return None
+        self._check_weights(weights)
+        check_rel(rel, weights.shape[2], weights.shape[3])
+        return self._value_term(weights, self._clip(rel))

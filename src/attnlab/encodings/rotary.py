@@ -43,6 +43,11 @@ and of rotary-embedding-torch's ``rotate_queries_or_keys`` for bf16 inputs.
 A float32 angle is off by at most ~``m * 1.2e-7`` radians (1e-3 at m = 10,000);
 ``angle_dtype=torch.float64`` makes that ~``m * 2e-16``.
 
+Positions. :class:`Rotary` is a :class:`PositionScheme`: :meth:`Rotary.rotate`
+turns by the offsets' positions (with a shared table when the queries' positions
+are among the keys'), :meth:`Rotary.rotate_at` by any positions, which is what
+Ruoss et al. 2023's randomized rotary draws (``attnlab.encodings.randomized``).
+
 The cos/sin tables are computed per call, never cached: they cost ``O(L d)``
 against attention's ``O(L^2 d)``, and a cache keyed on length, device and dtype
 is how the anchors got stale tables (rotary-embedding-torch #11).
@@ -59,7 +64,7 @@ import torch
 from torch import Tensor
 
 from attnlab._validate import check_choice, check_dtype, check_finite_float, check_int
-from attnlab.encodings.attention_position import AttentionPosition
+from attnlab.encodings.attention_position import PositionScheme, check_positions
 
 __all__ = [
     "CONVENTIONS",
@@ -296,7 +301,7 @@ def apply_rotary(
     return _rotate(x, angles.cos(), angles.sin(), d, convention)
 
 
-class Rotary(AttentionPosition):
+class Rotary(PositionScheme):
     """Rotary position embedding as an attention position scheme (RoFormer, Su et al. 2021).
 
     :meth:`rotate` turns query ``i`` by position ``q_offset + i`` and key ``j``
@@ -370,13 +375,20 @@ class Rotary(AttentionPosition):
                 f"convention={self.convention!r}, interpolation={self.interpolation:g}, "
                 f"ntk_factor={self.ntk_factor:g}, angle_dtype={self.angle_dtype}")
 
-    def _cos_sin(self, start: int, length: int, device: torch.device) -> tuple[Tensor, Tensor]:
-        """cos and sin of the angles of positions ``start .. start + length - 1``, ``[length, d/2]`` each."""
+    def _cos_sin(self, positions: Tensor) -> tuple[Tensor, Tensor]:
+        """cos and sin of the angles of integer ``positions [L]``, ``[L, d/2]`` each."""
         # int64 positions: converted to angle_dtype once, inside rotary_angles.
-        positions = torch.arange(start, start + length, device=device)  # [length]
         angles = rotary_angles(positions, self.inv_freq, interpolation=self.interpolation,
-                               angle_dtype=self.angle_dtype)  # [length, d/2]
+                               angle_dtype=self.angle_dtype)  # [L, d/2]
         return angles.cos(), angles.sin()
+
+    def _check_qk(self, q: Tensor, k: Tensor) -> None:
+        """Refuse anything but floating ``q [..., T, Dh]`` and ``k [..., S, Dh]`` with ``Dh = head_dim``."""
+        for name, t in (("q", q), ("k", k)):
+            if not isinstance(t, Tensor) or not t.is_floating_point():
+                raise TypeError(f"{name} must be a floating-point tensor, got {getattr(t, 'dtype', type(t).__name__)}")
+            if t.ndim < 2 or t.shape[-1] != self.head_dim:
+                raise ValueError(f"{name} must be [..., L, head_dim={self.head_dim}], got shape {list(t.shape)}")
 
     def rotate(self, q: Tensor, k: Tensor, *, q_offset: int = 0, k_offset: int = 0) -> tuple[Tensor, Tensor]:
         """Rotate queries and keys by their positions.
@@ -395,21 +407,43 @@ class Rotary(AttentionPosition):
             TypeError: for non-floating ``q``/``k`` or non-integer offsets.
             ValueError: if ``q`` or ``k`` does not have ``head_dim`` features.
         """
-        for name, t in (("q", q), ("k", k)):
-            if not isinstance(t, Tensor) or not t.is_floating_point():
-                raise TypeError(f"{name} must be a floating-point tensor, got {getattr(t, 'dtype', type(t).__name__)}")
-            if t.ndim < 2 or t.shape[-1] != self.head_dim:
-                raise ValueError(f"{name} must be [..., L, head_dim={self.head_dim}], got shape {list(t.shape)}")
+        self._check_qk(q, k)
         q_offset = check_int("q_offset", q_offset)
         k_offset = check_int("k_offset", k_offset)
         T, S = q.shape[-2], k.shape[-2]
-        cos_k, sin_k = self._cos_sin(k_offset, S, k.device)  # [S, d/2]
+        cos_k, sin_k = self._cos_sin(torch.arange(k_offset, k_offset + S, device=k.device))  # [S, d/2]
         if q.device == k.device and k_offset <= q_offset and q_offset + T <= k_offset + S:
             # Self-attention and cached decoding: the query positions are among
             # the keys', so one table serves both.
             rows = slice(q_offset - k_offset, q_offset - k_offset + T)
             cos_q, sin_q = cos_k[rows], sin_k[rows]  # [T, d/2]
         else:
-            cos_q, sin_q = self._cos_sin(q_offset, T, q.device)  # [T, d/2]
+            cos_q, sin_q = self._cos_sin(torch.arange(q_offset, q_offset + T, device=q.device))  # [T, d/2]
+        return (_rotate(q, cos_q, sin_q, self.rotary_dim, self.convention),
+                _rotate(k, cos_k, sin_k, self.rotary_dim, self.convention))
+
+    def rotate_at(self, q: Tensor, k: Tensor, *, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
+        """Rotate queries by the angles ``q_pos * theta`` and keys by ``k_pos * theta``.
+
+        Args:
+            q: queries ``[B, H, T, Dh]`` (any leading dims).
+            k: keys ``[B, H, S, Dh]``.
+            q_pos: the queries' integer positions ``[T]``, on ``q``'s device.
+            k_pos: the keys' integer positions ``[S]``, on ``k``'s device; pass the
+                same tensor as ``q_pos`` (self-attention) to compute one table.
+
+        Returns:
+            ``(q, k)`` rotated, each in its own dtype and shape.
+
+        Raises:
+            TypeError: for non-floating ``q``/``k`` or non-integer positions.
+            ValueError: if ``q`` or ``k`` does not have ``head_dim`` features, or
+                the positions are not ``[T]`` / ``[S]``.
+        """
+        self._check_qk(q, k)
+        check_positions("q_pos", q_pos, q.shape[-2])
+        check_positions("k_pos", k_pos, k.shape[-2])
+        cos_k, sin_k = self._cos_sin(k_pos)  # [S, d/2]
+        cos_q, sin_q = (cos_k, sin_k) if q_pos is k_pos else self._cos_sin(q_pos)  # [T, d/2]
         return (_rotate(q, cos_q, sin_q, self.rotary_dim, self.convention),
                 _rotate(k, cos_k, sin_k, self.rotary_dim, self.convention))

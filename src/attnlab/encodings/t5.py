@@ -19,6 +19,12 @@ them step by step so that T5 checkpoints load with the same buckets:
   ``N/2 + floor(log(r / (N/2)) / log(max_distance / (N/2)) * (N - N/2))``,
   clamped to ``N - 1``.
 
+Positions. :class:`T5RelativeBias` is a :class:`PositionScheme` that depends on
+the positions only through ``j - i``: the same buckets serve the offsets of
+ordinary and cached attention (:meth:`~T5RelativeBias.bias`), any positions
+(:meth:`~T5RelativeBias.bias_at`, what randomized positions use) and any matrix
+of signed distances (:meth:`~T5RelativeBias.bias_rel`).
+
 Shape notation: ``B`` batch, ``H`` heads, ``T`` queries, ``S`` keys, ``Dh`` head dim.
 """
 
@@ -30,7 +36,14 @@ import torch
 from torch import Tensor, nn
 
 from attnlab._validate import check_int
-from attnlab.encodings.attention_position import AttentionPosition, _check_heads, bias_dtype, relative_positions
+from attnlab.encodings.attention_position import (
+    PositionScheme,
+    _check_heads,
+    bias_dtype,
+    check_positions,
+    check_rel,
+    relative_positions,
+)
 
 __all__ = ["T5RelativeBias", "t5_bucket"]
 
@@ -120,7 +133,7 @@ def t5_bucket(
     return bucket + torch.where(is_small, n, large)
 
 
-class T5RelativeBias(AttentionPosition):
+class T5RelativeBias(PositionScheme):
     """T5's learned, bucketed relative position bias (Raffel et al. 2020).
 
     ``bias(q, S)[0, h, i, j] = table[t5_bucket((k_offset + j) - (q_offset + i)), h]``
@@ -154,6 +167,8 @@ class T5RelativeBias(AttentionPosition):
         torch.Size([1, 4, 5, 7])
     """
 
+    relative = True
+
     def __init__(
         self,
         n_heads: int,
@@ -178,7 +193,15 @@ class T5RelativeBias(AttentionPosition):
         return (f"n_heads={self.n_heads}, num_buckets={self.num_buckets}, max_distance={self.max_distance}, "
                 f"bidirectional={self.bidirectional}")
 
-    def bias(self, q: Tensor, n_keys: int, *, q_offset: int = 0, k_offset: int = 0) -> Tensor:
+    def _bias(self, q: Tensor, rel: Tensor) -> Tensor:
+        """The table's entry for the bucket of each signed distance ``rel [T, S]``; ``[1, H, T, S]``."""
+        buckets = t5_bucket(rel, bidirectional=self.bidirectional, num_buckets=self.num_buckets,
+                            max_distance=self.max_distance)  # [T, S]
+        values = self.table(buckets.to(self.table.weight.device))  # [T, S, H]
+        return values.to(device=q.device, dtype=bias_dtype(q.dtype)).permute(2, 0, 1)[None]  # [1, H, T, S]
+
+    def bias(self, q: Tensor, n_keys: int, *, q_offset: int = 0, k_offset: int = 0,
+             k: Tensor | None = None) -> Tensor:
         """The learned bias of each (query, key) pair's bucket.
 
         Args:
@@ -186,6 +209,7 @@ class T5RelativeBias(AttentionPosition):
             n_keys: number of keys ``S``.
             q_offset: position of the first query.
             k_offset: position of the first key.
+            k: the keys ``[B, H, S, Dh]`` of the protocol; unused.
 
         Returns:
             ``[1, H, T, S]``, float32 for half-precision ``q``, else ``q.dtype``;
@@ -198,7 +222,44 @@ class T5RelativeBias(AttentionPosition):
         _check_heads("q", q, n_heads=self.n_heads)
         n_keys = check_int("n_keys", n_keys, minimum=0)
         rel = relative_positions(q.shape[2], n_keys, q_offset=q_offset, k_offset=k_offset, device=q.device)
-        buckets = t5_bucket(rel, bidirectional=self.bidirectional, num_buckets=self.num_buckets,
-                            max_distance=self.max_distance)  # [T, S]
-        values = self.table(buckets.to(self.table.weight.device))  # [T, S, H]
-        return values.to(device=q.device, dtype=bias_dtype(q.dtype)).permute(2, 0, 1)[None]  # [1, H, T, S]
+        return self._bias(q, rel)
+
+    def bias_at(self, q: Tensor, *, q_pos: Tensor, k_pos: Tensor, k: Tensor | None = None) -> Tensor:
+        """The learned bias for queries at ``q_pos [T]`` and keys at ``k_pos [S]``: buckets of ``k_pos - q_pos``.
+
+        Args:
+            q: queries ``[B, H, T, Dh]``; only ``T``, dtype and device are used.
+            q_pos: int64 ``[T]``, on ``q``'s device.
+            k_pos: int64 ``[S]``, on ``q``'s device.
+            k: the keys ``[B, H, S, Dh]`` of the protocol; unused.
+
+        Returns:
+            ``[1, H, T, S]``, as :meth:`bias`.
+
+        Raises:
+            TypeError / ValueError: for ``q`` as in :meth:`bias`, or positions that
+                are not integer ``[T]`` / ``[S]`` tensors.
+        """
+        _check_heads("q", q, n_heads=self.n_heads)
+        check_positions("q_pos", q_pos, q.shape[2])
+        check_positions("k_pos", k_pos)
+        return self._bias(q, k_pos[None, :] - q_pos[:, None])  # rel [T, S] -> [1, H, T, S]
+
+    def bias_rel(self, q: Tensor, *, rel: Tensor, k: Tensor | None = None) -> Tensor:
+        """The learned bias at signed key-minus-query distances ``rel [T, S]``: their buckets.
+
+        Args:
+            q: queries ``[B, H, T, Dh]``; only ``T``, dtype and device are used.
+            rel: int64 ``[T, S]``.
+            k: the keys ``[B, H, S, Dh]`` of the protocol; unused.
+
+        Returns:
+            ``[1, H, T, S]``, as :meth:`bias`.
+
+        Raises:
+            TypeError / ValueError: for ``q`` as in :meth:`bias`, or ``rel`` that is
+                not an integer ``[T, S]``.
+        """
+        _check_heads("q", q, n_heads=self.n_heads)
+        check_rel(rel, q.shape[2])
+        return self._bias(q, rel)

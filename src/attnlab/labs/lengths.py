@@ -226,7 +226,8 @@ class CompareConfig:
 
     def build_model(self, encoding: str) -> DecoderOnlyTransformer | Transformer:
         """The model for one encoding, its weights drawn from torch's global generator (see :func:`train_one`)."""
-        longest = self.sequence_length(max(self.train_len, *self.test_lens)) + 1
+        # Rows for the longest sequence (+1 for a decoder-only model's rows past its last input: as before).
+        longest = self.sequence_length(max(self.train_len, *self.test_lens)) + (self.architecture == "decoder-only")
         if encoding in RANDOMIZED:
             assert self.l_max is not None  # resolved in __post_init__
             longest = self.l_max  # the positions are drawn from [0, l_max)

@@ -1,61 +1,41 @@
-"""What the length-generalisation lab shows: summaries, the plain-text table, results.json, figures, report.
+"""What the length-generalisation lab shows: results.json, the figures and report.html of a comparison.
 
-Everything here is computed from records (``{"encoding", "seed", "length", metric...}``),
-so a comparison's outputs can always be written again from what its folder saved.
+Everything here is computed from records (``{"encoding", "seed", "length", metric...}``)
+and the settings, so a comparison's outputs can always be written again from what its
+folder saved. The numbers as text (the chance level, the table, a preset's claims)
+are :mod:`attnlab.labs.lengths_table`'s, re-exported here.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import html
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from attnlab._io import atomic_write
 from attnlab.labs.compare import CompareResult
-from attnlab.labs.report import Report, write_report
+from attnlab.labs.lengths import CompareConfig
+from attnlab.labs.lengths_table import (
+    chance_level,
+    changed_settings,
+    claim_verdicts,
+    format_table,
+    run_setup,
+    summarise,
+)
+from attnlab.labs.presets import Verdict, preset
+from attnlab.labs.report import Html, Report, write_report
 from attnlab.labs.run_folder import RunFolder
 
 if TYPE_CHECKING:  # matplotlib is imported only when the figures are drawn
     from matplotlib.figure import Figure
 
-__all__ = ["FIGURE_NAMES", "format_table", "summarise", "write_outputs"]
+__all__ = ["FIGURE_NAMES", "chance_level", "claim_verdicts", "format_table", "summarise", "write_outputs"]
 
 #: the file each metric's figure is written to.
 FIGURE_NAMES = {"sequence_accuracy": "accuracy.png", "token_accuracy": "tokens.png", "mean_squared_error": "mse.png"}
-
-
-def summarise(records: list[dict[str, Any]], metric: str) -> dict[str, dict[int, tuple[float, float, float]]]:
-    """``{encoding: {length: (mean, min, max)}}`` of ``metric`` over seeds."""
-    grouped: dict[str, dict[int, list[float]]] = {}
-    for r in records:
-        grouped.setdefault(r["encoding"], {}).setdefault(r["length"], []).append(float(r[metric]))
-    return {enc: {length: (sum(v) / len(v), min(v), max(v)) for length, v in sorted(by_len.items())}
-            for enc, by_len in grouped.items()}
-
-
-def format_table(result: CompareResult) -> str:
-    """A plain-text table: a row per encoding, a column per test length (mean over seeds).
-
-    Token tasks show ``sequence / token`` accuracy in percent; the squares show MSE.
-    """
-    config = result.config
-    lengths = sorted(set(config.test_lens))
-    squares = config.task == "squares"
-    seq = summarise(result.records, result.metric)
-    tok = None if squares else summarise(result.records, "token_accuracy")
-    header = f"{'encoding':12s}" + "".join(
-        f"{f'L={n}' + (' (train)' if n == config.train_len else ''):>16s}" for n in lengths)
-    lines = [header]
-    for enc in config.encodings:
-        cells = []
-        for n in lengths:
-            if tok is None:
-                cells.append(f"{seq[enc][n][0]:16.4f}")
-            else:
-                cells.append(f"{100 * seq[enc][n][0]:9.1f} / {100 * tok[enc][n][0]:4.0f}")
-        lines.append(f"{enc:12s}" + "".join(cells))
-    what = "test MSE (mean over seeds)" if squares else "sequence / token accuracy, % (mean over seeds)"
-    return f"{config.task}: {what}; trained on lengths up to {config.train_len}\n" + "\n".join(lines)
 
 
 def _png_writer(fig: Figure) -> Callable[[Path], None]:
@@ -67,34 +47,91 @@ def _png_writer(fig: Figure) -> Callable[[Path], None]:
     return write
 
 
+def _metrics(config: CompareConfig) -> list[str]:
+    """The metrics a comparison records, a figure each."""
+    return ["mean_squared_error"] if config.task == "squares" else ["sequence_accuracy", "token_accuracy"]
+
+
+def _what_ran(result: CompareResult) -> str:
+    """The report's first paragraph: the model, the lengths, the seeds, the time."""
+    config = result.config
+    n = config.n_layers
+    model = {
+        "decoder-only": f"decoder-only Transformer ({n} layers) that reads source, BOS and answer as one sequence",
+        "encoder-only": f"encoder-only Transformer ({n} layers) that writes the answer into empty slots after "
+                        "the source, in one pass",
+        "encoder-decoder": f"encoder-decoder Transformer ({n}+{n} layers)",
+    }[config.architecture]
+    scoring = ("fills the slots of the test sets" if config.architecture == "encoder-only"
+               else "decodes greedily the test sets")
+    first = config.min_train_len if config.task != "squares" else config.train_len
+    training = sum(result.seconds_per_model.values())
+    return (f"Each encoding trains the same {model}, d_model {config.d_model}, {config.n_heads} heads, on "
+            f"lengths {first} to {config.train_len}, at {config.n_seeds} random seed(s), then {scoring} at "
+            f"lengths {', '.join(map(str, config.test_lens))}. Training and scoring took {training:.0f} s in all "
+            f"({len(result.seconds_per_model)} models).")
+
+
+def _preset_paragraph(config: CompareConfig) -> str:
+    """For a preset run: the paper, its setup, what was scaled, and this run's setup."""
+    assert config.preset is not None
+    p = preset(config.preset)
+    changed = changed_settings(config)
+    return (f"These settings start from the preset {p.name}: {p.paper}. The paper's setup: "
+            + "; ".join(f"{k} {v}" for k, v in p.paper_setup.items())
+            + f". Scaled to run here: {p.scaled}. This run: {run_setup(config)}."
+            + (f" Changed from the preset: {changed}." if changed else ""))
+
+
+def _claims_section(verdicts: list[Verdict], table: str) -> Html:
+    """The verdicts as a list, then the table: one fragment, every text escaped."""
+    esc = html.escape
+    items = "".join(f"<li><b>{esc(v.outcome)}</b>: {esc(v.claim)} — {esc(v.detail)}</li>" for v in verdicts)
+    return Html(f"<h2>The paper's claims on this run (beyond the training length)</h2><ul>{items}</ul>"
+                f"<pre>{esc(table)}</pre>")
+
+
 def write_outputs(run: RunFolder, result: CompareResult) -> list[Path]:
-    """Write ``results.json``, a figure per metric and ``report.html`` into the run folder; returns the figures."""
+    """Write ``results.json``, a figure per metric and ``report.html`` into the run folder; returns the figures.
+
+    ``results.json`` holds the settings, every record, the mean per encoding and
+    length, the chance level per metric (:func:`chance_level`; null for MSE) and,
+    for a preset run, a verdict per claim (``{"claim", "outcome", "detail"}``,
+    :func:`claim_verdicts`). The figures draw the chance level of the accuracies.
+
+    Raises:
+        OSError: if a file cannot be written (each is written atomically).
+    """
     from attnlab.plotting import plot_length_generalisation
 
     config = result.config
-    run.write_json("results.json", {
+    metrics = _metrics(config)
+    chance = {metric: chance_level(config, metric) for metric in metrics}
+    verdicts = claim_verdicts(result)
+    doc = {
         "config": config.to_dict(), "device": result.device, "metric": result.metric, "seconds": result.seconds,
         "seconds_per_model": result.seconds_per_model, "parameters_per_model": result.parameters_per_model,
-        "records": result.records,
+        "records": result.records, "chance": chance,
         "summary": {enc: {str(n): v[0] for n, v in by_len.items()}
-                    for enc, by_len in summarise(result.records, result.metric).items()}})
-    metrics = ["mean_squared_error"] if config.task == "squares" else ["sequence_accuracy", "token_accuracy"]
+                    for enc, by_len in summarise(result.records, result.metric).items()}}
+    if config.preset is not None:
+        doc["claims"] = [dataclasses.asdict(v) for v in verdicts]
+    run.write_json("results.json", doc)
     figures = []
     for metric in metrics:
-        fig = plot_length_generalisation(result.records, metric=metric, train_len=config.train_len)
+        fig = plot_length_generalisation(result.records, metric=metric, train_len=config.train_len,
+                                         chance=chance[metric])
         path = run.path / FIGURE_NAMES[metric]
         atomic_write(path, _png_writer(fig))
         figures.append(path)
-    layers = (f"{config.n_layers} layers" if config.architecture == "decoder-only"
-              else f"{config.n_layers}+{config.n_layers} layers")
-    first = config.min_train_len if config.task != "squares" else config.train_len
-    training = sum(result.seconds_per_model.values())
+    paragraphs = [_what_ran(result)]
+    if config.preset is None:
+        preformatted, sections = format_table(result), []
+    else:  # the paper and its claims as prose and a list, before the table
+        paragraphs.append(_preset_paragraph(config))
+        preformatted, sections = None, [_claims_section(verdicts, format_table(result, claims=False))]
     write_report(run.path / "report.html", Report(
         title=f"Which positional encoding generalises to longer sequences? ({config.task})",
-        paragraphs=[f"Each encoding trains the same {config.architecture} Transformer ({layers}, d_model "
-                    f"{config.d_model}, {config.n_heads} heads) on lengths {first} to {config.train_len}, at "
-                    f"{config.n_seeds} random seed(s), then decodes greedily the test sets at lengths "
-                    f"{', '.join(map(str, config.test_lens))}. Training and scoring took {training:.0f} s "
-                    f"in all ({len(result.seconds_per_model)} models)."],
-        preformatted=format_table(result), figures=figures, settings=config.to_dict()))
+        paragraphs=paragraphs, preformatted=preformatted, sections=sections, figures=figures,
+        settings=config.to_dict()))
     return figures

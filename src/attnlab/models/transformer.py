@@ -40,9 +40,8 @@ from torch import Tensor, nn
 
 from attnlab._validate import check_choice, check_input_dtype, check_int, check_probability
 from attnlab.attention import DecodingCache, KVCache, MultiHeadAttention
-from attnlab.encodings import LearnedPositionalEncoding, PositionalEncoding
 from attnlab.encodings.attention_position import AttentionPosition
-from attnlab.encodings.registry import ENCODINGS, attention_position
+from attnlab.encodings.registry import ENCODINGS, attention_position, input_position
 
 __all__ = [
     "ENCODINGS", "SequenceModel", "Transformer", "TransformerDecoderLayer", "TransformerEncoderLayer",
@@ -205,11 +204,8 @@ class SequenceModel(nn.Module):
             self.embed = nn.Linear(self.n_features, self.d_model)
             self.head = nn.Linear(self.d_model, self.n_features)
         # Absolute encodings are added to the embeddings; one table serves every input.
-        self.input_position: nn.Module | None = None
-        if self.encoding == "sinusoidal":
-            self.input_position = PositionalEncoding(self.max_len, self.d_model, scale_input=False)
-        elif self.encoding == "learned":
-            self.input_position = LearnedPositionalEncoding(self.max_len, self.d_model)
+        self.input_position: nn.Module | None = input_position(self.encoding, d_model=self.d_model,
+                                                               max_len=self.max_len)
         self.input_dropout = nn.Dropout(self.dropout)
         # The subclass's layers, after the shared parts: the parameter creation order
         # (and so the weights a seed gives) is embed, head, tables, then the layers.
@@ -222,7 +218,8 @@ class SequenceModel(nn.Module):
     def _attention_position(self, causal: bool) -> AttentionPosition | None:
         """A new scheme for one self-attention (None for the absolute encodings)."""
         return attention_position(self.encoding, n_heads=self.n_heads, head_dim=self.head_dim,
-                                  causal=causal, max_relative_position=self.max_relative_position)
+                                  causal=causal, max_relative_position=self.max_relative_position,
+                                  max_len=self.max_len)
 
     def _layer(self, cls: type[nn.Module], causal: bool) -> nn.Module:
         return cls(self.d_model, self.n_heads, self.ff_units, dropout=self.dropout,
@@ -305,7 +302,8 @@ class Transformer(SequenceModel):
         dropout: dropout probability everywhere.
         encoding: one of :data:`ENCODINGS`.
         max_len: rows of the absolute tables: the sinusoidal one extends past it,
-            the learned one refuses longer sequences (with an error naming it).
+            the learned one refuses longer sequences (with an error naming it); the
+            randomized encodings draw their positions from ``[0, max_len)``.
         max_relative_position: Shaw's clipping distance ``k`` (``encoding="relative"``).
         pad_id: padding token (token sequences): masked in the source.
 

@@ -2,9 +2,11 @@
 
 :func:`plot_length_generalisation` draws one line per positional encoding:
 the mean over training seeds of a metric against the test length, with a band
-from the worst to the best seed, and a dashed line at the training length.
-Left of that line the model is tested in distribution; right of it, on
-lengths it has never seen.
+from the worst to the best seed, a dashed line at the training length and,
+when given, a dotted line at chance level. Left of the training length the
+model is tested in distribution; right of it, on lengths it has never seen.
+A randomized scheme (``random-X``, Ruoss et al. 2023) is drawn dashed in the
+colour of its baseline ``X``, so that each pair reads as one.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
-from attnlab._validate import check_int
+from attnlab._validate import check_finite_float, check_int
 from attnlab.plotting._common import axes_or_new, root_figure
 
 __all__ = ["plot_length_generalisation"]
@@ -29,6 +31,13 @@ _KEYS = ("encoding", "seed", "length")
 _LABELS = {"token_accuracy": "token accuracy", "sequence_accuracy": "sequence accuracy",
            "mean_squared_error": "mean squared error", "mse": "mean squared error"}
 _MAX_TICKS = 12  # beyond this many test lengths, a tick per length crowds the axis
+_RANDOM = "random-"  # the prefix of a randomized scheme's name (encodings/registry.py)
+_INSIDE = 8  # up to this many legend entries fit inside the axes; more go to the right of them
+_ONE_COLUMN = 16  # up to this many entries fit one column beside the axes
+# A colour cycle has 10 colours (matplotlib's default): past that, the next ten lines repeat them
+# with another marker, so that no two lines look alike.
+_MARKERS = ("o", "s", "^", "D")
+_CYCLE = 10
 
 
 def _records(results: Any, metric: str) -> list[tuple[str, int, int, float]]:
@@ -66,11 +75,34 @@ def _records(results: Any, metric: str) -> list[tuple[str, int, int, float]]:
     return rows
 
 
+def _drawing_order(encodings: list[str]) -> list[str]:
+    """``encodings`` with each ``random-X`` moved just after its ``X`` (when ``X`` is there too)."""
+    paired = {name for name in encodings if name.startswith(_RANDOM) and name[len(_RANDOM):] in encodings}
+    order = []
+    for name in encodings:
+        if name in paired:
+            continue
+        order.append(name)
+        if f"{_RANDOM}{name}" in paired:
+            order.append(f"{_RANDOM}{name}")
+    return order
+
+
+def _chance_label(chance: float, accuracy: bool) -> str:
+    """``chance (10.0%)`` for an accuracy (``~0%`` when it rounds to nothing), ``chance (0.25)`` otherwise."""
+    if not accuracy:
+        return f"chance ({chance:.3g})"
+    if 0.0 < chance < 5e-4:  # e.g. guessing a whole sequence: 10**-8, essentially 0
+        return "chance (~0%)"
+    return f"chance ({100 * chance:.1f}%)"
+
+
 def plot_length_generalisation(
     results: Sequence[Mapping[str, Any]],
     *,
     metric: str = "sequence_accuracy",
     train_len: int | None = None,
+    chance: float | None = None,
     ax: Axes | None = None,
 ) -> Figure:
     """A metric against test length, one line per encoding, a min-max band over seeds.
@@ -89,7 +121,10 @@ def plot_length_generalisation(
     is the mean over the seeds tested there and the shaded band runs from the
     lowest to the highest seed's value (min..max, not a standard deviation: with
     a handful of seeds it shows every run). Encodings keep the order they first
-    appear in, and take the axes' colour cycle.
+    appear in and take the axes' colour cycle, except that a randomized scheme
+    ``random-X`` is drawn just after ``X``, dashed, in ``X``'s colour (on its own,
+    it is dashed in a colour of its own). With more than a few encodings the
+    legend moves to the right of the axes (in two columns past 16 entries).
 
     Args:
         results: the records, a list of dicts as above.
@@ -97,27 +132,41 @@ def plot_length_generalisation(
             lie in ``[0, 1]`` and gets a ``0..1`` y axis; any other (an error)
             gets a y axis from 0.
         train_len: the training length, marked by a vertical dashed line; none when None.
-        ax: axes to draw into; a new 8x4.5-inch figure when None.
+        chance: the metric's chance level (e.g.
+            :func:`attnlab.labs.lengths_report.chance_level`), drawn as a horizontal
+            dotted line labelled ``chance (x%)``; none when None.
+        ax: axes to draw into; a new figure when None (8x4.5 inches, wider when
+            the legend goes beside the axes).
 
     Returns:
         The figure holding the axes.
 
     Raises:
         TypeError: naming the record and key, if ``results`` is not a list of
-            dicts or a field has the wrong type; if ``metric`` is not a str or
-            ``ax`` not an Axes.
+            dicts or a field has the wrong type; if ``metric`` is not a str,
+            ``chance`` not a number or ``ax`` not an Axes.
         ValueError: naming the record and key, if ``results`` is empty, a record
             lacks a key, a value is not finite (or an accuracy outside ``[0, 1]``),
-            a record repeats an (encoding, seed, length); or if ``train_len < 1``.
+            a record repeats an (encoding, seed, length); if ``train_len < 1``; or
+            if ``chance`` is not finite (or, for an accuracy, outside ``[0, 1]``).
     """
     if not isinstance(metric, str):
         raise TypeError(f"metric must be a str (a key of the records), got {metric!r}")
     rows = _records(results, metric)
     if train_len is not None:
         train_len = check_int("train_len", train_len, minimum=1)
+    accuracy = metric.endswith("accuracy")
+    if chance is not None:
+        chance = check_finite_float("chance", chance)
+        if accuracy and not 0.0 <= chance <= 1.0:
+            raise ValueError(f"chance is an accuracy and must be in [0, 1], got {chance!r}")
 
-    ax = axes_or_new(ax, (8.0, 4.5))
-    encodings = list(dict.fromkeys(r[0] for r in rows))
+    encodings = _drawing_order(list(dict.fromkeys(r[0] for r in rows)))
+    # Lines, the train length, chance and the band patch: past _INSIDE they would hide the lines.
+    n_entries = len(encodings) + 1 + (train_len is not None) + (chance is not None)
+    ax = axes_or_new(ax, (8.0, 4.5) if n_entries <= _INSIDE else (11.0, 5.0))
+    colours: dict[str, Any] = {}  # a baseline's colour and marker, for its randomized version
+    markers: dict[str, str] = {}
     for encoding in encodings:
         by_length: dict[int, list[float]] = {}
         seeds = set()
@@ -129,19 +178,29 @@ def plot_length_generalisation(
         values = [np.array(by_length[length]) for length in lengths]
         mean = np.array([v.mean() for v in values])  # [n]
         label = encoding if len(seeds) == 1 else f"{encoding} ({len(seeds)} seeds)"
-        (line,) = ax.plot(lengths, mean, marker="o", ms=4, lw=1.8, label=label)
+        style: dict[str, Any] = {"marker": _MARKERS[len(colours) // _CYCLE % len(_MARKERS)]}
+        if encoding.startswith(_RANDOM):
+            style["ls"] = "--"
+            baseline = encoding[len(_RANDOM):]
+            if baseline in colours:  # an explicit colour does not advance the axes' colour cycle
+                style["color"], style["marker"] = colours[baseline], markers[baseline]
+        (line,) = ax.plot(lengths, mean, ms=4, lw=1.8, label=label, **style)
+        if "color" not in style:  # a line that took the next colour of the cycle
+            colours[encoding], markers[encoding] = line.get_color(), str(style["marker"])
         ax.fill_between(lengths, [v.min() for v in values], [v.max() for v in values],
-                        color=line.get_color(), alpha=0.2, linewidth=0)
+                        color=line.get_color(), alpha=0.1 if encoding.startswith(_RANDOM) else 0.2, linewidth=0)
 
     if train_len is not None:
         ax.axvline(train_len, color="0.35", ls="--", lw=1.2, label=f"train length ({train_len})")
+    if chance is not None:
+        ax.axhline(chance, color="0.2", ls=":", lw=1.4, label=_chance_label(chance, accuracy))
     all_lengths = sorted({r[2] for r in rows} | ({train_len} if train_len is not None else set()))
     if len(all_lengths) <= _MAX_TICKS:
         ax.set_xticks(all_lengths)
     else:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     name = _LABELS.get(metric, metric.replace("_", " "))
-    if metric.endswith("accuracy"):
+    if accuracy:
         ax.set_ylim(-0.03, 1.03)  # a little room, so a line at 0 or 1 is not cut in half
         ax.set_yticks(np.linspace(0.0, 1.0, 6))
     else:
@@ -153,5 +212,9 @@ def plot_length_generalisation(
     # One grey patch explains every band, instead of a band entry per encoding.
     handles, _ = ax.get_legend_handles_labels()
     handles.append(Patch(color="0.5", alpha=0.25, label="min..max over seeds"))
-    ax.legend(handles=handles, loc="best", fontsize="small")
+    if len(handles) <= _INSIDE:
+        ax.legend(handles=handles, loc="best", fontsize="small")
+    else:  # beside the axes, where it hides nothing (constrained layout makes room for it)
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0,
+                  fontsize="small", ncols=1 if len(handles) <= _ONE_COLUMN else 2)
     return root_figure(ax)

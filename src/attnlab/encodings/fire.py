@@ -1,0 +1,222 @@
+"""FIRE: a learned function of the relative position, progressively interpolated.
+
+Li, You, Guruganesh, Ainslie, Ontanon, Zaheer, Sanghai, Yang, Kumar and
+Bhojanapalli 2024, "Functional Interpolation for Relative Positions Improves
+Long Context Transformers" (ICLR, arXiv:2310.04418), §3. Head ``h`` adds to the
+score of query ``i`` and key ``j``::
+
+    b_h(i, j) = f_theta( psi(i - j) / psi(max(L, i)) )_h,    psi(x) = log(c x + 1)
+
+* ``f_theta`` is a small MLP ``1 -> hidden -> H`` (one output per head), shared
+  by every pair of positions: the bias is a *function* of the distance, not a
+  table, so it is defined at any length.
+* dividing by ``psi(i)`` ("progressive interpolation") maps every distance a
+  query can see, ``0 <= i - j <= i``, into ``[0, 1]``, whatever the length: a
+  longer sequence is an interpolation of what the MLP saw, not an extrapolation.
+* the threshold ``L`` keeps short sequences from being stretched to ``[0, 1]``:
+  while ``i <= L`` the normaliser is the constant ``psi(L)``, so there the bias
+  depends on ``i - j`` only.
+* ``psi`` (log with a learnable scale ``c``) spreads the nearby distances apart,
+  where most of the attention goes.
+
+The details follow the paper's PyTorch listing (Appendix; the same code as
+mcleish7/arithmetic's ``FIRE``): ``hidden = 32`` with ReLU, PyTorch's default
+``nn.Linear`` initialisation, ``c`` initialised to 0.1, ``L = |m * L0|`` with
+``L0 = 512`` fixed and a learnable multiplier ``m`` starting at 1 (so that an
+optimiser step moves ``L`` by a fraction of itself, not by a few units of 512),
+positivity by absolute values (``|c|`` and ``|m L0|``: a sign flip is harmless,
+where a clamp would stop the gradient), and ``eps = 1e-6`` added to the
+normaliser so that ``c -> 0`` cannot divide by zero.
+
+Causal or not. The paper trains causal language models only, where ``j <= i``.
+The listing computes ``psi(|i - j|)`` on every pair, so the masked half
+``j > i`` gets a finite value that the mask then discards; ``causal=True`` does
+the same. ``causal=False`` (a bidirectional encoder) is our extension, not the
+paper's: keys after the query get their own ``H`` MLP outputs (the MLP has
+``2H``), on the same ``psi(|i - j|) / psi(max(L, i))``. Keys before (and at) the
+query keep the paper's bias exactly; keys after are told apart by direction and
+still depend on the two positions only (a normaliser built from the last key
+would make a sample's bias depend on the padding of its batch).
+
+Relative, shift invariant, cached. The bias depends on the positions only, never
+on ``T`` or ``S``, so a query at position ``p`` decoded alone against cached keys
+``0 .. p`` gets exactly row ``p`` of the full pass, and randomized positions
+(Ruoss et al. 2023) go through :meth:`FIRE.bias_at`. It is *not* shift
+invariant once a query sits beyond ``L``: ``max(L, i)`` is the query's absolute
+position there. That is the method, not a defect: ``audit_position`` passes
+while every audited position is below ``L`` and reports ``offset_only`` and
+``shift_invariant`` failing past it.
+
+Precision. Distances are taken in int64 and the log ratio in float64 (one
+``[T, S]`` array, next to the MLP's ``[T, S, hidden]``: free). The reference
+builds positions in float32, where integers stop being exact at 2**24: from
+position 16,777,216 on, neighbouring keys collide and distance 1 becomes 0. The
+ratio, in ``[0, 1]`` for visible keys, is then cast once to the MLP's dtype.
+
+Shape notation: ``B`` batch, ``H`` heads, ``T`` queries, ``S`` keys, ``Dh`` head dim.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from attnlab._validate import check_bool, check_finite_float, check_float32, check_int
+from attnlab.encodings.attention_position import PositionScheme, _check_heads, bias_dtype
+
+__all__ = ["FIRE"]
+
+
+def _check_positions(name: str, pos: Tensor, length: int | None = None) -> None:
+    """Refuse anything but a 1-d integer tensor of positions (of ``length`` entries)."""
+    if not isinstance(pos, Tensor):
+        raise TypeError(f"{name} must be an int64 tensor of positions, got {type(pos).__name__}")
+    if pos.is_floating_point() or pos.is_complex() or pos.dtype == torch.bool:
+        raise TypeError(f"{name} must be an integer tensor of positions, got dtype {pos.dtype}")
+    if pos.ndim != 1 or (length is not None and pos.shape[0] != length):
+        want = "1-d" if length is None else f"1-d with {length} entries (one per query)"
+        raise ValueError(f"{name} must be {want}, got shape {list(pos.shape)}")
+
+
+class FIRE(PositionScheme):
+    """FIRE (Li et al. 2024): ``b_h(i, j) = MLP(psi(|i - j|) / psi(max(L, i)))_h``.
+
+    ``bias(q, S)[0, h, i, j]`` for query position ``q_offset + i`` and key
+    position ``k_offset + j``, or any positions through :meth:`bias_at` (module
+    docstring for the formula, the choices and where it is relative). Any length
+    (``max_len`` None); differentiable with respect to the MLP, ``c`` and ``L``.
+
+    Memory: the MLP's hidden layer is a ``[T, S, hidden]`` tensor per call.
+
+    Args:
+        n_heads: number of heads ``H``.
+        causal: True (the paper's setting, a decoder with a causal mask): one
+            output per head for every pair. False (an encoder): a second set of
+            ``H`` outputs for keys after the query (module docstring).
+        hidden: width of the MLP's hidden layer (32 in the paper).
+        init_c: initial ``c`` of ``psi(x) = log(c x + 1)`` (0.1 in the paper).
+        init_threshold: ``L0``, the initial threshold ``L`` (512 in the paper);
+            ``L = |m * L0|`` with the multiplier ``m`` learned from 1.
+        eps: added to the normaliser ``psi(max(L, i))`` (1e-6 in the paper's code).
+
+    Attributes:
+        mlp: ``nn.Sequential(Linear(1, hidden), ReLU(), Linear(hidden, H or 2H))``.
+        c: the learned ``c`` (used as ``|c|``), a scalar parameter.
+        threshold_multiplier: the learned ``m`` of ``L = |m * L0|``, a scalar parameter.
+
+    Raises:
+        TypeError: for a non-integer size, non-bool ``causal`` or non-number init values.
+        ValueError: for ``n_heads < 1``, ``hidden < 1``, or a non-positive or
+            non-finite ``init_c``, ``init_threshold`` or ``eps``.
+
+    Example:
+        >>> fire = FIRE(4)
+        >>> fire.bias(torch.zeros(2, 4, 3, 8), 5, q_offset=2).shape
+        torch.Size([1, 4, 3, 5])
+        >>> fire.normalized_distance(torch.tensor([600]), torch.tensor([0, 300, 600]))  # past L = 512
+        tensor([[1.0000, 0.8353, 0.0000]], dtype=torch.float64, grad_fn=<DivBackward0>)
+    """
+
+    def __init__(
+        self,
+        n_heads: int,
+        *,
+        causal: bool = True,
+        hidden: int = 32,
+        init_c: float = 0.1,
+        init_threshold: float = 512.0,
+        eps: float = 1e-6,
+    ) -> None:
+        super().__init__()
+        self.n_heads = check_int("n_heads", n_heads, minimum=1)
+        self.causal = check_bool("causal", causal)
+        self.hidden = check_int("hidden", hidden, minimum=1)
+        self.init_c = check_float32("init_c", init_c, positive=True)
+        self.init_threshold = check_float32("init_threshold", init_threshold, positive=True)
+        self.eps = check_finite_float("eps", eps, positive=True)
+        n_out = self.n_heads if self.causal else 2 * self.n_heads
+        self.mlp = nn.Sequential(nn.Linear(1, self.hidden), nn.ReLU(), nn.Linear(self.hidden, n_out))
+        self.c = nn.Parameter(torch.empty(()))
+        self.threshold_multiplier = nn.Parameter(torch.empty(()))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Redraw the MLP (PyTorch's default ``nn.Linear`` init), set ``c = init_c`` and ``m = 1``."""
+        for layer in (self.mlp[0], self.mlp[2]):
+            layer.reset_parameters()  # type: ignore[operator]
+        with torch.no_grad():
+            self.c.fill_(self.init_c)
+            self.threshold_multiplier.fill_(1.0)
+
+    def extra_repr(self) -> str:
+        """The constructor's arguments, for ``repr``."""
+        return (f"n_heads={self.n_heads}, causal={self.causal}, hidden={self.hidden}, init_c={self.init_c}, "
+                f"init_threshold={self.init_threshold}, eps={self.eps}")
+
+    @property
+    def threshold(self) -> Tensor:
+        """The threshold ``L = |m * L0|``, a float64 scalar (differentiable with respect to ``m``)."""
+        return (self.threshold_multiplier.to(torch.float64) * self.init_threshold).abs()
+
+    def normalized_distance(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
+        """The MLP's input ``psi(|i - j|) / (psi(max(L, i)) + eps)``, float64 ``[T, S]``.
+
+        In ``[0, 1]`` for keys at or before the query (``j <= i``) at positions
+        ``>= 0``; differentiable with respect to ``c`` and ``L``.
+
+        Args:
+            q_pos: query positions ``i``, integer ``[T]``.
+            k_pos: key positions ``j``, integer ``[S]``.
+
+        Returns:
+            float64 ``[T, S]`` on the parameters' device.
+
+        Raises:
+            TypeError: if a position tensor is not an integer tensor.
+            ValueError: if a position tensor is not 1-d.
+        """
+        _check_positions("q_pos", q_pos)
+        _check_positions("k_pos", k_pos)
+        return self._normalized_distance(q_pos, k_pos)
+
+    def _normalized_distance(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
+        """:meth:`normalized_distance` of checked positions ``[T]``, ``[S]`` -> float64 ``[T, S]``."""
+        device = self.c.device
+        q_pos, k_pos = q_pos.to(device=device, dtype=torch.int64), k_pos.to(device=device, dtype=torch.int64)
+        # Subtract as integers: exact at any position (float32 is not beyond 2**24).
+        distance = (q_pos[:, None] - k_pos[None, :]).abs().to(torch.float64)  # [T, S]
+        c = self.c.to(torch.float64).abs()
+        normaliser = torch.maximum(q_pos.to(torch.float64), self.threshold)  # [T]: max(L, i)
+        # log1p(c x) is log(c x + 1) without the rounding of c x + 1 for small c x.
+        return torch.log1p(c * distance) / (torch.log1p(c * normaliser) + self.eps)[:, None]  # [T, S]
+
+    def bias_at(self, q: Tensor, *, q_pos: Tensor, k_pos: Tensor, k: Tensor | None = None) -> Tensor:
+        """The FIRE bias for queries at ``q_pos`` and keys at ``k_pos``.
+
+        Args:
+            q: queries ``[B, H, T, Dh]``; only ``T``, dtype and device are used.
+            q_pos: query positions, integer ``[T]`` (e.g. a sorted random subset
+                of ``[0, L_max)`` for randomized positions).
+            k_pos: key positions, integer ``[S]``.
+            k: unused (FIRE does not read the keys).
+
+        Returns:
+            ``[1, H, T, S]``, float32 for half-precision ``q``, else ``q.dtype``;
+            differentiable with respect to the MLP, ``c`` and the threshold.
+
+        Raises:
+            TypeError: for a non-floating ``q`` or non-integer positions.
+            ValueError: if ``q`` is not ``[B, H, T, Dh]`` with ``H = n_heads``, or
+                the positions are not 1-d with ``T`` query positions.
+        """
+        _check_heads("q", q, n_heads=self.n_heads)
+        _check_positions("q_pos", q_pos, q.shape[2])
+        _check_positions("k_pos", k_pos)
+        ratio = self._normalized_distance(q_pos, k_pos)  # [T, S] float64
+        mlp_dtype = next(self.mlp.parameters()).dtype
+        out = self.mlp(ratio.to(mlp_dtype).unsqueeze(-1))  # [T, S, 1] -> [T, S, H] (2H when bidirectional)
+        if not self.causal:
+            H = self.n_heads
+            after = (k_pos.to(ratio.device)[None, :] > q_pos.to(ratio.device)[:, None]).unsqueeze(-1)  # [T, S, 1]
+            out = torch.where(after, out[..., H:], out[..., :H])  # [T, S, H]: keys after the query, own outputs
+        return out.permute(2, 0, 1)[None].to(device=q.device, dtype=bias_dtype(q.dtype))  # [1, H, T, S]

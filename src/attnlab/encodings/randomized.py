@@ -1,0 +1,380 @@
+"""Randomized positional encodings: positions drawn from a longer range at every call.
+
+Ruoss et al. 2023, "Randomized Positional Encodings Boost Length Generalization of
+Transformers" (ACL, arXiv:2305.16843). A model trained on sequences of length up to
+``N`` meets, at test time, positions it never saw: the encodings of positions
+``N .. M`` are out of distribution, and that, more than the task, is why it fails
+on longer inputs. The fix: fix a range ``L_max`` at least as long as any test
+sequence, and give a sequence of length ``L`` not the positions ``0 .. L - 1``
+but a sorted random subset of ``L`` distinct positions of ``[0, L_max)``, drawn
+anew every time. Every position (and every distance) up to ``L_max`` is then seen
+in training, while the order of the tokens is kept.
+
+What follows the authors' code (google-deepmind/randomized_positional_encodings,
+``models/positional_encodings.py``, ``models/transformer.py``,
+``experiments/range_evaluation.py``):
+
+* a draw happens at **every call**, in training and at evaluation alike (the
+  evaluation passes a fresh random key to the model; there is no training
+  switch), and one draw serves the whole batch;
+* absolute tables (``NOISY_SIN_COS``, ``NOISY_LEARNT``): a table of ``L_max``
+  rows, of which the rows at the drawn positions are added to the embeddings
+  once, at the input: :class:`attnlab.encodings.randomized_tables.RandomizedSinusoidal`
+  and :class:`~attnlab.encodings.randomized_tables.RandomizedLearned`;
+* rotary (``NOISY_ROTARY``): queries and keys are turned by the same drawn
+  positions, drawn in each attention layer independently:
+  ``RandomizedPositions(Rotary(Dh), sample="positions")``;
+* ALiBi (``NOISY_ALIBI``) and the relative encoding (``NOISY_RELATIVE``,
+  Transformer-XL's) draw **distances**, not positions: sorted distinct
+  ``d_1 < d_2 < ... < d_{L-1}`` from ``[1, L_max)``, and the offset ``j - i = +k``
+  becomes ``+d_k``, ``-k`` becomes ``-d_k`` (``randomize_both_sides=False``, their
+  default), per layer and call. Here: ``RandomizedPositions(ALiBi(H, causal=False,
+  left_offset=0.5), sample="distances")`` (their bidirectional ALiBi adds 0.5
+  times the slope to keys on the left, as ``ALiBi``'s ``left_offset`` does) and
+  ``RandomizedPositions(ShawRelative(Dh), sample="distances")``, attnlab's learned
+  relative encoding standing for Transformer-XL's. We follow the map their
+  comments describe: in self-attention without a cache (``T == S``, the only
+  case there) it is exactly their ALiBi's; their relative encoding indexes a
+  table of positions ``0 .. L_max - 1`` at ``L_max +- d`` (JAX clamps the
+  indices past its end), which we read as a slip, not as the method.
+
+T5's bucketed bias and FIRE have no reference implementation; they take
+``sample="positions"``: FIRE reads the query's absolute position (its
+progressive interpolation divides by it), so only positions mean anything to
+it, and T5 then sees offsets ``p_j - p_i`` of the drawn positions.
+``sample="distances"`` needs a scheme that depends on positions only through
+``k_pos - q_pos`` (``PositionScheme.relative``) and does not rotate.
+
+One call, one draw. Attention calls a scheme's methods in a fixed order
+(``MultiHeadAttention``): :meth:`~RandomizedPositions.rotate` first, then
+:meth:`~RandomizedPositions.bias`, then, only when ``needs_weights``,
+:meth:`~RandomizedPositions.value_term`. So ``rotate`` always draws, and leaves
+its draw pending; ``bias`` uses a draw pending from ``rotate`` (of the same
+sizes and device) and otherwise draws its own; ``value_term`` uses the draw
+``bias`` left pending. The method that ends the call (``bias`` without
+``needs_weights``, else ``value_term``) drops the pending draw, so the next call
+draws anew, and a stale draw is never picked up by a later ``bias`` alone.
+Thread safety: the pending draw is kept per thread (keyed by
+:func:`threading.get_ident`), so concurrent forward passes through one module
+(``nn.DataParallel`` replicas share their ``__dict__``) never see each other's
+draws. :attr:`RandomizedPositions.last_draw` keeps the most recent draw of any
+thread, for inspection and tests only; nothing reads it.
+
+No cache. A new step cannot reuse cached keys turned or biased by another draw,
+so the schemes set ``caches = False`` and refuse offsets other than 0; a model
+then decodes by re-running the whole sequence at each step
+(``SequenceModel._greedy`` in :mod:`attnlab.models.transformer` falls back to it).
+
+Shape notation: ``B`` batch, ``H`` heads, ``T`` queries, ``S`` keys, ``L`` length,
+``Dh`` head dim.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from attnlab._validate import check_choice, check_int
+from attnlab.encodings.attention_position import AttentionPosition, PositionScheme, _check_heads
+
+__all__ = ["SAMPLES", "RandomizedPositions", "sample_positions"]
+
+#: what :class:`RandomizedPositions` draws: positions, or distances (relative schemes).
+SAMPLES = ("positions", "distances")
+
+
+def sample_positions(
+    n: int,
+    max_len: int,
+    *,
+    generator: torch.Generator | None = None,
+    device: torch.device | str | None = None,
+) -> Tensor:
+    """A sorted random subset of ``n`` distinct positions of ``[0, max_len)``, uniform over subsets.
+
+    The first ``n`` entries of a uniform random permutation, sorted: every subset
+    of size ``n`` is equally likely, as the reference's
+    ``jax.random.choice(..., replace=False)`` followed by ``jnp.sort``. Drawn on
+    the CPU, from torch's global generator or ``generator``, and then moved to
+    ``device``: the same seed gives the same positions on every device.
+
+    Args:
+        n: how many positions ``L``.
+        max_len: the range ``L_max``; positions are ``0 .. max_len - 1``.
+        generator: a CPU ``torch.Generator`` (default: the global one).
+        device: where the result lives.
+
+    Returns:
+        int64 ``[n]``, strictly increasing.
+
+    Raises:
+        TypeError: for a non-integer ``n``/``max_len`` or a ``generator`` that is
+            not a ``torch.Generator``.
+        ValueError: if ``max_len < 1``, ``n < 0``, ``n > max_len`` (naming both),
+            or ``generator`` is not on the CPU.
+
+    Example:
+        >>> _ = torch.manual_seed(0)
+        >>> draw = sample_positions(4, 10)
+        >>> draw.shape, bool((draw[1:] > draw[:-1]).all()), 0 <= int(draw.min()), int(draw.max()) < 10
+        (torch.Size([4]), True, True, True)
+        >>> sample_positions(3, 3)  # the whole range: nothing left to choose
+        tensor([0, 1, 2])
+    """
+    max_len = check_int("max_len", max_len, minimum=1)
+    n = check_int("n", n, minimum=0)
+    if n > max_len:
+        raise ValueError(f"cannot draw n={n} distinct positions from [0, max_len={max_len}): "
+                         f"max_len must be at least n")
+    if generator is not None:
+        if not isinstance(generator, torch.Generator):
+            raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+        if generator.device.type != "cpu":
+            raise ValueError(f"generator must be a CPU generator (draws are made on the CPU), "
+                             f"got one on {generator.device}")
+    perm = torch.randperm(max_len, generator=generator)  # [max_len], on the CPU
+    draw = perm[:n].sort().values  # [n]
+    return draw if device is None else draw.to(device)
+
+
+def check_fits(length: int, max_len: int, owner: str) -> None:
+    """Refuse a sequence longer than the range its positions are drawn from.
+
+    Raises:
+        ValueError: naming ``max_len`` and ``L`` when ``length > max_len``.
+    """
+    if length > max_len:
+        raise ValueError(
+            f"{owner}(max_len={max_len}) cannot place a sequence of length L={length}: it draws L distinct "
+            f"positions from [0, max_len); build it with max_len at least the longest sequence it will see"
+        )
+
+
+@dataclass(frozen=True)
+class _Draw:
+    """One call's draw: positions ``q_pos [T]``/``k_pos [S]``, or signed distances ``rel [T, S]``."""
+
+    T: int
+    S: int
+    device: torch.device
+    q_pos: Tensor | None
+    k_pos: Tensor | None
+    rel: Tensor | None
+    stage: str  # "rotated": drawn by rotate; "biased": bias has used it, value_term may
+
+
+class RandomizedPositions(AttentionPosition):
+    """A :class:`PositionScheme` at randomized positions or distances (Ruoss et al. 2023).
+
+    Every call draws (module docstring): with ``sample="positions"`` a sorted
+    subset ``p`` of ``L = max(T, S)`` distinct positions of ``[0, max_len)``, and
+    the scheme runs at ``q_pos = p[:T]``, ``k_pos = p[:S]``; with
+    ``sample="distances"`` sorted distinct ``d_1 < ... < d_{L-1}`` from
+    ``[1, max_len)``, and the scheme runs at ``rel[i, j] = sign(j - i) d_{|j - i|}``
+    (``d_0 = 0``) through ``bias_rel`` / ``value_term_rel``. With
+    ``max_len == L`` both draws are forced to ``0 .. L - 1`` and the wrapper gives
+    the plain scheme's numbers.
+
+    Args:
+        scheme: the :class:`PositionScheme` to randomize; it becomes a submodule,
+            so its parameters train and are saved under ``scheme.``.
+        max_len: the range ``L_max`` positions are drawn from; at least the
+            longest sequence the model will see (test lengths included).
+        sample: ``"positions"`` (rotary, T5, FIRE) or ``"distances"`` (ALiBi,
+            Shaw, as the reference's ALiBi and relative encodings).
+
+    Attributes:
+        scheme: the wrapped scheme.
+        max_len: ``L_max``.
+        caches: False: cached decoding would mix draws (module docstring).
+        needs_weights, needs_keys: the wrapped scheme's.
+        last_draw: the most recent draw, int64 ``[L]`` positions or ``[L - 1]``
+            distances (None before the first call); for inspection only.
+
+    Raises:
+        TypeError: if ``scheme`` is not a ``PositionScheme`` or ``max_len`` not an integer.
+        ValueError: for ``max_len < 1``, an unknown ``sample``, or
+            ``sample="distances"`` with a scheme that is not ``relative`` or rotates.
+
+    Example:
+        >>> from attnlab.encodings.alibi import ALiBi
+        >>> alibi = ALiBi(2, causal=False, left_offset=0.5)  # Ruoss et al.'s bidirectional ALiBi
+        >>> rand = RandomizedPositions(alibi, max_len=100, sample="distances")
+        >>> _ = torch.manual_seed(0)
+        >>> bias = rand.bias(torch.zeros(1, 2, 3, 4), 3)  # [1, H, T, S]
+        >>> rand.last_draw  # offset +-1 stands for distance 89, +-2 for 99
+        tensor([89, 99])
+        >>> bias[0, 0] / alibi.slopes[0]  # -d_k, and 0.5 closer on the left
+        tensor([[  0.0000, -89.0000, -99.0000],
+                [-88.5000,   0.0000, -89.0000],
+                [-98.5000, -88.5000,   0.0000]])
+        >>> torch.equal(RandomizedPositions(alibi, max_len=3, sample="distances").bias(torch.zeros(1, 2, 3, 4), 3),
+        ...             alibi.bias(torch.zeros(1, 2, 3, 4), 3))  # max_len == L: the plain scheme
+        True
+    """
+
+    caches = False
+    max_len: int
+
+    def __init__(self, scheme: PositionScheme, *, max_len: int, sample: str = "positions") -> None:
+        super().__init__()
+        if not isinstance(scheme, PositionScheme):
+            raise TypeError(
+                f"scheme must be an attnlab.encodings.PositionScheme (a scheme written at given positions: "
+                f"Rotary, ALiBi, T5RelativeBias, ShawRelative, ...), got {type(scheme).__name__}"
+            )
+        self.max_len = check_int("max_len", max_len, minimum=1)
+        self.sample = check_choice("sample", sample, SAMPLES)
+        if self.sample == "distances":
+            name = type(scheme).__name__
+            if not scheme.relative:
+                raise ValueError(f"sample='distances' needs a scheme that depends on positions only through "
+                                 f"k_pos - q_pos (relative=True: ALiBi, T5RelativeBias, ShawRelative); "
+                                 f"{name} is not: use sample='positions'")
+            if type(scheme).rotate_at is not PositionScheme.rotate_at:
+                raise ValueError(f"sample='distances' cannot rotate: {name} turns queries and keys by "
+                                 f"their positions; use sample='positions'")
+        self.scheme = scheme
+        self.needs_weights = bool(scheme.needs_weights)
+        self.needs_keys = bool(scheme.needs_keys)
+        self.last_draw: Tensor | None = None
+        # The draw of the call in progress, per thread (module docstring).
+        self._pending: dict[int, _Draw] = {}
+
+    def extra_repr(self) -> str:
+        """The constructor's arguments (the scheme is shown as a child), for ``repr``."""
+        return f"max_len={self.max_len}, sample={self.sample!r}"
+
+    # -- the draws ---------------------------------------------------------------------
+
+    def _check_offsets(self, q_offset: int, k_offset: int) -> None:
+        """Refuse the offsets of cached decoding: this scheme does not cache."""
+        q_offset = check_int("q_offset", q_offset)
+        k_offset = check_int("k_offset", k_offset)
+        if q_offset or k_offset:
+            raise ValueError(
+                f"RandomizedPositions draws new positions at every call, so it cannot continue from a "
+                f"key/value cache (got q_offset={q_offset}, k_offset={k_offset}); decode without a cache, "
+                f"re-running the whole sequence (models do so when a module has caches=False)"
+            )
+
+    def _new(self, T: int, S: int, device: torch.device, stage: str) -> _Draw:
+        """Draw for ``T`` queries and ``S`` keys; leave it pending for this thread at ``stage``."""
+        L = max(T, S)
+        check_fits(L, self.max_len, type(self).__name__)
+        if self.sample == "positions":
+            draw = sample_positions(L, self.max_len, device=device)  # [L]
+            # One tensor for both when T == S: Rotary then computes one cos/sin table.
+            q_pos = draw if T == L else draw[:T]  # [T]
+            k_pos = draw if S == L else draw[:S]  # [S]
+            pending = _Draw(T, S, device, q_pos, k_pos, None, stage)
+        else:
+            # d_1 < ... < d_{L-1} from [1, max_len): a sorted subset of [0, max_len - 1), plus 1.
+            draw = (sample_positions(L - 1, self.max_len - 1, device=device) + 1 if L > 1
+                    else torch.zeros(0, dtype=torch.long, device=device))  # [L - 1]
+            d = torch.cat([draw.new_zeros(1), draw])  # [L]: d_0 = 0, then d_k for offset k
+            offset = torch.arange(S, device=device)[None, :] - torch.arange(T, device=device)[:, None]  # [T, S]
+            rel = offset.sign() * d[offset.abs()]  # [T, S]: +k -> +d_k, -k -> -d_k
+            pending = _Draw(T, S, device, None, None, rel, stage)
+        self.last_draw = draw
+        self._pending[threading.get_ident()] = pending
+        return pending
+
+    def _take(self, T: int, S: int, device: torch.device, stage: str, then: str | None) -> _Draw:
+        """The pending draw if it was left at ``stage`` for these sizes, else a new one; leave it at ``then``."""
+        key = threading.get_ident()
+        pending = self._pending.get(key)
+        if pending is None or pending.stage != stage or (pending.T, pending.S, pending.device) != (T, S, device):
+            pending = self._new(T, S, device, stage)
+        if then is None:
+            self._pending.pop(key, None)
+        else:
+            self._pending[key] = _Draw(pending.T, pending.S, pending.device, pending.q_pos, pending.k_pos,
+                                       pending.rel, then)
+        return pending
+
+    # -- the protocol ------------------------------------------------------------------
+
+    def rotate(self, q: Tensor, k: Tensor, *, q_offset: int = 0, k_offset: int = 0) -> tuple[Tensor, Tensor]:
+        """Draw for this call and rotate ``q [B, H, T, Dh]`` and ``k [B, H, S, Dh]`` at the drawn positions.
+
+        Args:
+            q: queries ``[B, H, T, Dh]``.
+            k: keys ``[B, H, S, Dh]``, on ``q``'s device.
+            q_offset: must be 0 (no cache).
+            k_offset: must be 0 (no cache).
+
+        Returns:
+            ``(q, k)`` as the wrapped scheme's ``rotate_at`` returns them (unchanged
+            with ``sample="distances"``).
+
+        Raises:
+            TypeError / ValueError: for ``q``/``k`` that are not ``[B, H, L, Dh]``,
+                non-zero offsets, or ``L > max_len``.
+        """
+        self._check_offsets(q_offset, k_offset)
+        _check_heads("q", q)
+        _check_heads("k", k)
+        draw = self._new(q.shape[2], k.shape[2], q.device, "rotated")
+        if draw.q_pos is None or draw.k_pos is None:
+            return q, k  # distances: the scheme does not rotate (checked in __init__)
+        return self.scheme.rotate_at(q, k, q_pos=draw.q_pos, k_pos=draw.k_pos)
+
+    def bias(self, q: Tensor, n_keys: int, *, q_offset: int = 0, k_offset: int = 0,
+             k: Tensor | None = None) -> Tensor | None:
+        """The wrapped scheme's score term at this call's draw (``rotate``'s, or a new one).
+
+        Args:
+            q: queries ``[B, H, T, Dh]``.
+            n_keys: number of keys ``S``.
+            q_offset: must be 0 (no cache).
+            k_offset: must be 0 (no cache).
+            k: the keys ``[B, H, S, Dh]``, passed on to schemes that set ``needs_keys``.
+
+        Returns:
+            None or a tensor broadcastable to ``[B, H, T, S]``, as the scheme's
+            ``bias_at`` (positions) or ``bias_rel`` (distances) returns.
+
+        Raises:
+            TypeError / ValueError: for ``q`` that is not ``[B, H, T, Dh]``, a
+                negative ``n_keys``, non-zero offsets, or ``L > max_len``.
+        """
+        self._check_offsets(q_offset, k_offset)
+        _check_heads("q", q)
+        n_keys = check_int("n_keys", n_keys, minimum=0)
+        draw = self._take(q.shape[2], n_keys, q.device, "rotated", "biased" if self.needs_weights else None)
+        if draw.rel is not None:
+            return self.scheme.bias_rel(q, rel=draw.rel, k=k)
+        assert draw.q_pos is not None and draw.k_pos is not None
+        return self.scheme.bias_at(q, q_pos=draw.q_pos, k_pos=draw.k_pos, k=k)
+
+    def value_term(self, weights: Tensor, *, q_offset: int = 0, k_offset: int = 0) -> Tensor | None:
+        """The wrapped scheme's output term at the draw ``bias`` used in this call (or a new one).
+
+        Args:
+            weights: post-softmax weights ``[B, H, T, S]``.
+            q_offset: must be 0 (no cache).
+            k_offset: must be 0 (no cache).
+
+        Returns:
+            None or ``[B, H, T, Dh]``, as the scheme's ``value_term_at`` /
+            ``value_term_rel`` returns.
+
+        Raises:
+            TypeError / ValueError: for ``weights`` that is not a floating
+                ``[B, H, T, S]``, non-zero offsets, or ``L > max_len``.
+        """
+        self._check_offsets(q_offset, k_offset)
+        if not isinstance(weights, Tensor) or not weights.is_floating_point():
+            raise TypeError(f"weights must be a floating-point tensor [B, H, T, S], got "
+                            f"{getattr(weights, 'dtype', type(weights).__name__)}")
+        if weights.ndim != 4:
+            raise ValueError(f"weights must be [B, H, T, S] (4 dims), got shape {list(weights.shape)}")
+        draw = self._take(weights.shape[2], weights.shape[3], weights.device, "biased", None)
+        if draw.rel is not None:
+            return self.scheme.value_term_rel(weights, rel=draw.rel)
+        assert draw.q_pos is not None and draw.k_pos is not None
+        return self.scheme.value_term_at(weights, q_pos=draw.q_pos, k_pos=draw.k_pos)
