@@ -62,20 +62,9 @@ import torch
 from torch import Tensor, nn
 
 from attnlab._validate import check_bool, check_finite_float, check_float32, check_int
-from attnlab.encodings.attention_position import PositionScheme, _check_heads, bias_dtype
+from attnlab.encodings.attention_position import PositionScheme, _check_heads, bias_dtype, check_positions
 
 __all__ = ["FIRE"]
-
-
-def _check_positions(name: str, pos: Tensor, length: int | None = None) -> None:
-    """Refuse anything but a 1-d integer tensor of positions (of ``length`` entries)."""
-    if not isinstance(pos, Tensor):
-        raise TypeError(f"{name} must be an int64 tensor of positions, got {type(pos).__name__}")
-    if pos.is_floating_point() or pos.is_complex() or pos.dtype == torch.bool:
-        raise TypeError(f"{name} must be an integer tensor of positions, got dtype {pos.dtype}")
-    if pos.ndim != 1 or (length is not None and pos.shape[0] != length):
-        want = "1-d" if length is None else f"1-d with {length} entries (one per query)"
-        raise ValueError(f"{name} must be {want}, got shape {list(pos.shape)}")
 
 
 class FIRE(PositionScheme):
@@ -175,8 +164,8 @@ class FIRE(PositionScheme):
             TypeError: if a position tensor is not an integer tensor.
             ValueError: if a position tensor is not 1-d.
         """
-        _check_positions("q_pos", q_pos)
-        _check_positions("k_pos", k_pos)
+        check_positions("q_pos", q_pos)
+        check_positions("k_pos", k_pos)
         return self._normalized_distance(q_pos, k_pos)
 
     def _normalized_distance(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
@@ -210,8 +199,8 @@ class FIRE(PositionScheme):
                 the positions are not 1-d with ``T`` query positions.
         """
         _check_heads("q", q, n_heads=self.n_heads)
-        _check_positions("q_pos", q_pos, q.shape[2])
-        _check_positions("k_pos", k_pos)
+        check_positions("q_pos", q_pos, q.shape[2])
+        check_positions("k_pos", k_pos)
         ratio = self._normalized_distance(q_pos, k_pos)  # [T, S] float64
         mlp_dtype = next(self.mlp.parameters()).dtype
         out = self.mlp(ratio.to(mlp_dtype).unsqueeze(-1))  # [T, S, 1] -> [T, S, H] (2H when bidirectional)

@@ -49,7 +49,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlab._validate import check_bool, check_choice, check_finite_float, check_float32, check_int
-from attnlab.encodings.attention_position import PositionScheme, _check_heads, bias_dtype
+from attnlab.encodings.attention_position import PositionScheme, _check_heads, bias_dtype, check_positions
 
 __all__ = ["KERNELS", "KERPLE"]
 
@@ -60,17 +60,6 @@ KERNELS = ("log", "power")
 _INIT_SCALE = {"log": (2.0, 1.0), "power": (1.0, 2.0)}
 # The power kernel's exponent is at most 2: beyond, |i - j| ** r2 is no longer CPD (paper, §4).
 _MAX_POWER = 2.0
-
-
-def _check_positions(name: str, pos: Tensor, length: int | None = None) -> None:
-    """Refuse anything but a 1-d integer tensor of positions (of ``length`` entries)."""
-    if not isinstance(pos, Tensor):
-        raise TypeError(f"{name} must be an int64 tensor of positions, got {type(pos).__name__}")
-    if pos.is_floating_point() or pos.is_complex() or pos.dtype == torch.bool:
-        raise TypeError(f"{name} must be an integer tensor of positions, got dtype {pos.dtype}")
-    if pos.ndim != 1 or (length is not None and pos.shape[0] != length):
-        want = "1-d" if length is None else f"1-d with {length} entries (one per query)"
-        raise ValueError(f"{name} must be {want}, got shape {list(pos.shape)}")
 
 
 def _clamp_straight_through(x: Tensor, low: float, high: float | None) -> Tensor:
@@ -181,8 +170,8 @@ class KERPLE(PositionScheme):
                 the positions are not 1-d with ``T`` query positions.
         """
         _check_heads("q", q, n_heads=self.n_heads)
-        _check_positions("q_pos", q_pos, q.shape[2])
-        _check_positions("k_pos", k_pos)
+        check_positions("q_pos", q_pos, q.shape[2])
+        check_positions("k_pos", k_pos)
         dtype = bias_dtype(q.dtype)
         q_pos, k_pos = q_pos.to(device=q.device, dtype=torch.int64), k_pos.to(device=q.device, dtype=torch.int64)
         distance = (k_pos[None, :] - q_pos[:, None]).abs().to(dtype)  # [T, S], subtracted exactly as integers

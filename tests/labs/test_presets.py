@@ -1,0 +1,121 @@
+"""The presets: valid settings at full and quick size, Ruoss et al.'s claims tested, bad input on the command line."""
+
+import json
+
+import pytest
+
+from attnlab.labs import presets
+from attnlab.labs.lengths import CompareConfig
+from attnlab.labs.presets import PRESETS, check_claims, preset
+
+from cli_helpers import cli
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+@pytest.mark.parametrize("quick", [False, True])
+def test_every_preset_is_a_valid_comparison(name, quick):
+    chosen = preset(name)
+    settings = {**chosen.settings, **(chosen.quick if quick else {}), "preset": name}
+    config = CompareConfig(**settings)
+    assert config.preset == name and config.n_symbols == settings["n_symbols"]
+    assert max(config.test_lens) > config.train_len  # the claims are about longer sequences
+    # every randomized scheme can place the longest test sequence
+    assert config.l_max >= config.sequence_length(max(config.test_lens))
+
+
+def test_the_presets_follow_their_papers():
+    ruoss, kaz = preset("ruoss2023").settings, preset("kazemnejad2023").settings
+    # Ruoss et al.: encoder-only with empty slots, binary strings, each scheme beside its randomized version
+    assert ruoss["architecture"] == "encoder-only" and ruoss["n_symbols"] == 2
+    for base in ("sinusoidal", "learned", "relative", "rotary", "alibi"):
+        assert base in ruoss["encodings"] and f"random-{base}" in ruoss["encodings"]
+    # Kazemnejad et al.: decoder-only, NoPE against T5, ALiBi, rotary and absolute sinusoids; train 20, test 40
+    assert kaz["architecture"] == "decoder-only"
+    assert set(kaz["encodings"]) == {"none", "t5", "alibi", "rotary", "sinusoidal"}
+    assert kaz["train_len"] == 20 and max(kaz["test_lens"]) == 40
+
+
+def records(scores, train_len=8, longer=12):
+    """Token accuracy per encoding: 1.0 at the training length, ``scores[enc]`` (one per seed) beyond it."""
+    out = []
+    for enc, values in scores.items():
+        for seed, value in enumerate(values):
+            out.append({"encoding": enc, "seed": seed, "length": train_len, "token_accuracy": 1.0,
+                        "sequence_accuracy": 1.0})
+            out.append({"encoding": enc, "seed": seed, "length": longer, "token_accuracy": value,
+                        "sequence_accuracy": 0.0})
+    return out
+
+
+RUOSS_CONFIG = CompareConfig(task="reverse", architecture="encoder-only", n_symbols=2, train_len=8,
+                             test_lens=(8, 12), encodings=("rotary", "random-rotary", "alibi", "random-alibi"),
+                             d_model=16, n_heads=2, n_layers=1, preset="ruoss2023")
+
+
+@pytest.mark.parametrize("scores, outcome, mean", [
+    # every randomized scheme clearly above its baseline: reproduced, and the mean gain is positive
+    ({"rotary": [0.5, 0.6], "random-rotary": [0.7, 0.8], "alibi": [0.6, 0.6], "random-alibi": [0.7, 0.7]},
+     "reproduced", "+15.0 points"),
+    # one pair level: partly reproduced
+    ({"rotary": [0.5, 0.6], "random-rotary": [0.7, 0.8], "alibi": [0.6, 0.6], "random-alibi": [0.61, 0.6]},
+     "partly reproduced (1 of 2 pairs)", "+10.2 points"),
+    # both below: contradicted
+    ({"rotary": [0.8, 0.8], "random-rotary": [0.6, 0.6], "alibi": [0.7, 0.7], "random-alibi": [0.5, 0.5]},
+     "contradicted", "-20.0 points"),
+])
+def test_ruoss_claims_on_hand_made_records(scores, outcome, mean):
+    pairs, average = check_claims("ruoss2023", records(scores), RUOSS_CONFIG)
+    assert pairs.outcome == outcome
+    assert "random-rotary" in pairs.detail and "vs rotary" in pairs.detail
+    assert mean in average.detail and "+12.0 points" in average.detail  # the paper's figure beside the lab's
+
+
+def test_ruoss_claims_without_pairs_are_not_tested():
+    verdicts = check_claims("ruoss2023", records({"rotary": [0.5], "alibi": [0.6]}), RUOSS_CONFIG)
+    assert [v.outcome for v in verdicts] == ["not tested", "not tested"]
+
+
+@pytest.mark.bad_input("numbers")
+def test_an_unknown_preset_lists_the_known_ones():
+    with pytest.raises(ValueError, match="unknown preset 'vaswani2017'; known: 'ruoss2023', 'kazemnejad2023'"):
+        preset("vaswani2017")
+    with pytest.raises(ValueError, match="unknown preset"):
+        CompareConfig(preset="vaswani2017")
+
+
+# -- the command line --------------------------------------------------------------------------------
+
+
+@pytest.mark.bad_input("messages and streams")
+@pytest.mark.parametrize("argv, message", [
+    (["--preset", "vaswani2017"], "unknown preset 'vaswani2017'; known: 'ruoss2023', 'kazemnejad2023'"),
+    (["--symbols", "1"], "--symbols: must be at least 2"),
+    (["--preset", "ruoss2023", "--l-max", "20"],
+     "--l-max 20 is below the longest sequence the models read (96 tokens at test length 48)"),
+    (["--encodings", "random-rotary", "--test-lens", "8,40", "--l-max", "50"], "give --l-max >= 81"),
+    (["--architecture", "encoder-only", "--task", "squares"], "architecture 'encoder-only' takes the token tasks"),
+    (["--architecture", "encoder-only", "--encodings", "cope"], "encoding 'cope' is defined for causal attention"),
+])
+def test_bad_settings_are_one_line_before_any_training(capsys, tmp_path, argv, message):
+    out_dir = tmp_path / "run"
+    code, out, err = cli(capsys, "compare", *argv, "--out", str(out_dir), "--jobs", "1", "--no-progress")
+    assert code == 2, err
+    assert message in err and len(err.strip().splitlines()) <= 2  # argparse adds its usage line
+    assert out == "" and not out_dir.exists()
+
+
+def test_a_preset_run_from_the_command_line(capsys, tmp_path):
+    # The preset's settings, every size overridden to train in seconds: the report checks the paper's claims.
+    out_dir = tmp_path / "ruoss"
+    code, out, err = cli(capsys, "compare", "--preset", "ruoss2023", "--task", "duplicate",
+                         "--encodings", "rotary,random-rotary", "--train-len", "3", "--test-lens", "3,5",
+                         "--seeds", "1", "--epochs", "1", "--n-train", "64", "--n-test", "8", "--d-model", "8",
+                         "--n-heads", "2", "--n-layers", "1", "--out", str(out_dir), "--jobs", "1", "--no-progress")
+    assert code == 0, err
+    assert "duplicate, encoder-only, preset ruoss2023" in out
+    assert "Each randomized scheme generalises better than its baseline" in out
+    saved = json.loads((out_dir / "results.json").read_text())
+    assert saved["config"]["preset"] == "ruoss2023" and saved["config"]["task"] == "duplicate"
+    assert saved["config"]["l_max"] == 256 and saved["config"]["n_symbols"] == 2  # recorded, as the preset set them
+    assert [c["claim"] for c in saved["claims"]] == [c.text for c in presets.RUOSS2023.claims]
+    assert "chance" in saved
