@@ -12,6 +12,7 @@ import torch
 
 from attnlab.data import generate_sequences, squares_tensor
 from attnlab.data.layouts import decoder_only_batch
+from attnlab.data.task_loader import TaskDataset, task_loader
 from attnlab.data.tasks import (
     BOS,
     EOS,
@@ -19,14 +20,12 @@ from attnlab.data.tasks import (
     PAD,
     SquaresBatch,
     TaskBatch,
-    TaskDataset,
     TaskSets,
     TaskSpec,
     Vocab,
     make_task_batch,
     make_task_sets,
     squares_task,
-    task_loader,
 )
 
 

@@ -19,7 +19,8 @@ from torch import nn
 from attnlab.cli import main
 from attnlab.data import make_loaders
 from attnlab.data.layouts import decoder_only_batch
-from attnlab.data.tasks import PAD, TaskSpec, Vocab, make_task_sets, task_loader
+from attnlab.data.task_loader import task_loader
+from attnlab.data.tasks import PAD, TaskSpec, Vocab, make_task_sets
 from attnlab.labs.squares import load_run
 from attnlab.models import (
     DecoderOnlyTransformer,

@@ -3,12 +3,11 @@
 import json
 
 import pytest
+from cli_helpers import cli
 
 from attnlab.labs import presets
 from attnlab.labs.lengths import CompareConfig
 from attnlab.labs.presets import PRESETS, check_claims, preset
-
-from cli_helpers import cli
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))

@@ -23,6 +23,7 @@ from attnlab.data.metrics import mean_squared_error, sequence_accuracy, token_ac
 from attnlab.data.padding import PaddedBatch, collate_padded, pad_sequences
 from attnlab.data.square_prefixes import Prefixes, SquarePrefixes, generate_prefixes
 from attnlab.data.squares import CORNERS, generate_sequences, squares_tensor
+from attnlab.data.task_loader import TaskDataset, task_loader
 from attnlab.data.tasks import (
     BOS,
     EOS,
@@ -32,7 +33,6 @@ from attnlab.data.tasks import (
     TOKEN_TASKS,
     SquaresBatch,
     TaskBatch,
-    TaskDataset,
     TaskSets,
     TaskSpec,
     Vocab,
@@ -40,7 +40,6 @@ from attnlab.data.tasks import (
     make_task_sets,
     squares_task,
     target_length,
-    task_loader,
 )
 
 __all__ = [

@@ -26,7 +26,7 @@ ones. Every task here draws its data at any length, from a generator of its own:
   scored by mean squared error, not accuracy.
 
 :func:`make_task_sets` builds a training set at ``train_len`` and one test set
-per test length, from different seeds; :func:`task_loader` batches any of them.
+per test length, from different seeds; :func:`attnlab.data.task_loader.task_loader` batches any of them.
 Nothing here reads or changes a global random state.
 
 How a task becomes the input of each architecture (one causal sequence, or the
@@ -43,15 +43,15 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import torch
-from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, SequentialSampler
 
 from attnlab._validate import check_int
-from attnlab.data.squares import _NOISE_STD, CORNERS, check_seed, walk_corners
+from attnlab.data.square_walks import SquaresBatch, squares_task
+from attnlab.data.squares import check_seed
 
 __all__ = [
     "BOS", "EOS", "FIRST_SYMBOL", "PAD", "TASKS", "TOKEN_TASKS",
-    "SquaresBatch", "TaskBatch", "TaskDataset", "TaskSets", "TaskSpec", "Vocab",
-    "make_task_batch", "make_task_sets", "squares_task", "target_length", "task_loader",
+    "SquaresBatch", "TaskBatch", "TaskSets", "TaskSpec", "Vocab",
+    "make_task_batch", "make_task_sets", "squares_task", "target_length",
 ]
 
 PAD, BOS, EOS = 0, 1, 2
@@ -119,27 +119,6 @@ class TaskBatch(NamedTuple):
     def to(self, device: torch.device | str) -> TaskBatch:
         """The same batch with every tensor on ``device``."""
         return TaskBatch(*(t.to(device) for t in self))
-
-
-class SquaresBatch(NamedTuple):
-    """Noisy squares walked for ``K`` corners: float32 points, no padding.
-
-    Attributes:
-        full: float32 ``[N, K, 2]``, the whole walk (what the labs' models are
-            teacher-forced with in training).
-        source: float32 ``[N, S, 2]``, the corners given (``full[:, :S]``).
-        target: float32 ``[N, T, 2]``, the corners to predict, ``T = K - S``.
-        directions: int64 ``[N]``, 1 = clockwise, 0 = counter-clockwise.
-    """
-
-    full: torch.Tensor
-    source: torch.Tensor
-    target: torch.Tensor
-    directions: torch.Tensor
-
-    def to(self, device: torch.device | str) -> SquaresBatch:
-        """The same batch with every tensor on ``device``."""
-        return SquaresBatch(*(t.to(device) for t in self))
 
 
 def target_length(task: str, length: int) -> int:
@@ -262,59 +241,6 @@ def make_task_batch(
     return TaskBatch(source, target_in, target_out, real.unsqueeze(1), target_real.unsqueeze(1), lengths)
 
 
-def squares_task(n: int, n_corners: int = 4, *, n_given: int = 2, seed: int = 13) -> SquaresBatch:
-    """Noisy squares walked for ``n_corners`` corners: the first ``n_given`` given, the rest to predict.
-
-    A walk visits the square's corners in its direction and goes on round:
-    corner ``k + 4`` is corner ``k`` again, with fresh Gaussian noise (std 0.1).
-    The draws replay :func:`attnlab.data.generate_sequences`'s order on one
-    ``numpy.random.RandomState(seed)`` (starting corners, directions, the noise
-    of 4 corners per square) and then continue the same stream with the noise
-    of corners 5, 6, ..., corner after corner (every square's 5th, then every
-    square's 6th, ...). So:
-
-    * the first ``min(K, 4)`` corners equal ``generate_sequences(n, seed=seed)``'s
-      number for number (with ``seed=13``, the labs' training squares);
-    * for one seed, a longer walk continues the shorter one: test sets at
-      several lengths hold the same squares, walked further.
-
-    Args:
-        n: how many squares, ``N >= 1``.
-        n_corners: ``K``, corners per walk, at least ``n_given + 1``.
-        n_given: ``S``, the corners a model is given (the labs: 2), at least 1.
-        seed: an integer in ``[0, 2**32 - 1]``; None is refused, the set must be repeatable.
-
-    Returns:
-        A :class:`SquaresBatch`: ``full [N, K, 2]``, ``source [N, S, 2]``,
-        ``target [N, K - S, 2]`` (float32, CPU) and ``directions [N]``.
-
-    Raises:
-        TypeError / ValueError: naming the argument and value, for a bad count,
-            ``n_corners <= n_given``, ``n_given < 1`` or a bad or missing seed.
-    """
-    n = check_int("n", n, minimum=1)
-    n_given = check_int("n_given", n_given, minimum=1)
-    n_corners = check_int("n_corners", n_corners, minimum=1)
-    if n_corners <= n_given:
-        raise ValueError(f"n_corners ({n_corners}) must exceed n_given ({n_given}): nothing would be left to predict")
-    if seed is None:
-        raise TypeError("seed must be an integer, got None (the set would not be repeatable)")
-    rng = np.random.RandomState(check_seed(seed))
-
-    # generate_sequences(n, seed=seed)'s draws, in its order, then the later corners' noise.
-    bases = rng.randint(4, size=n)  # [N]
-    directions = rng.randint(2, size=n)  # [N]
-    noise = rng.randn(4 * n, 2).reshape(n, 4, 2) * _NOISE_STD  # [N, 4, 2]
-    if n_corners > 4:
-        # Corner-major (every square's 5th corner, then every 6th, ...): the draws for the first
-        # K corners do not depend on K, so a longer walk continues a shorter one exactly.
-        more = rng.randn(n_corners - 4, n, 2).transpose(1, 0, 2) * _NOISE_STD  # [K - 4, N, 2] -> [N, K - 4, 2]
-        noise = np.concatenate([noise, more], axis=1)  # [N, K, 2]
-    order = walk_corners(bases, directions, np.arange(n_corners))  # [N, K]: the walk goes on round past corner 4
-    full = torch.from_numpy((CORNERS[order] + noise[:, :n_corners]).astype(np.float32))  # [N, K, 2]
-    return SquaresBatch(full, full[:, :n_given], full[:, n_given:], torch.from_numpy(directions).long())
-
-
 @dataclass(frozen=True)
 class TaskSpec:
     """What a length-generalisation run trains and tests on.
@@ -434,69 +360,3 @@ def make_task_sets(spec: TaskSpec) -> TaskSets:
             tests[length] = make_task_batch(spec.task, spec.n_test, length, n_symbols=spec.n_symbols,
                                             generator=_test_generator(spec.test_seed, length))
     return TaskSets(train, tests, spec)
-
-
-class TaskDataset(Dataset[TaskBatch | SquaresBatch]):
-    """A :class:`TaskBatch` or :class:`SquaresBatch` as a Dataset of its rows.
-
-    Indexing with a list of rows returns the batch of those rows (every field
-    indexed at once), which is how :func:`task_loader` fetches a mini-batch.
-
-    Args:
-        batch: the set, ``N`` rows.
-
-    Raises:
-        TypeError: if ``batch`` is not a :class:`TaskBatch` or :class:`SquaresBatch`.
-    """
-
-    def __init__(self, batch: TaskBatch | SquaresBatch) -> None:
-        if not isinstance(batch, (TaskBatch, SquaresBatch)):
-            raise TypeError(f"batch must be a TaskBatch or SquaresBatch, got {type(batch).__name__}")
-        self.batch = batch
-
-    def __len__(self) -> int:
-        return self.batch[0].shape[0]
-
-    def __getitem__(self, index: int | list[int] | torch.Tensor) -> TaskBatch | SquaresBatch:
-        index = torch.as_tensor(index, dtype=torch.int64, device=self.batch[0].device)
-        return type(self.batch)(*(t[index] for t in self.batch))
-
-
-def task_loader(
-    batch: TaskBatch | SquaresBatch,
-    batch_size: int,
-    *,
-    shuffle: bool = True,
-    seed: int = 0,
-    device: torch.device | str | None = None,
-) -> DataLoader[TaskBatch | SquaresBatch]:
-    """Mini-batches of a task's set, fetched with one indexing op each.
-
-    The data is moved to ``device`` once; every mini-batch is then one gather
-    there, yielded as a :class:`TaskBatch` (or :class:`SquaresBatch`) of ``B``
-    rows. Shuffling uses the loader's own ``torch.Generator`` (``loader.generator``,
-    seeded with ``seed``), the house pattern of :func:`attnlab.data.make_loaders`.
-
-    Args:
-        batch: the set, e.g. ``make_task_sets(spec).train``.
-        batch_size: rows per mini-batch, ``B >= 1``; the last one may be smaller.
-        shuffle: a new order every epoch (training); in order when False (testing).
-        seed: the loader generator's seed.
-        device: where the mini-batches live; the set's device when None.
-
-    Returns:
-        A DataLoader yielding batches of the same type as ``batch``.
-
-    Raises:
-        TypeError / ValueError: naming the argument, for a bad set, ``batch_size``,
-            ``shuffle`` or ``seed``.
-    """
-    dataset = TaskDataset(batch if device is None else batch.to(device))
-    batch_size = check_int("batch_size", batch_size, minimum=1)
-    if not isinstance(shuffle, bool):
-        raise TypeError(f"shuffle must be a bool, got {shuffle!r}")
-    g = torch.Generator().manual_seed(check_int("seed", seed, minimum=0))
-    # Even an unshuffled loader draws a base seed per epoch: from g, not torch's global generator.
-    order = RandomSampler(dataset, generator=g) if shuffle else SequentialSampler(dataset)
-    return DataLoader(dataset, batch_size=None, generator=g,
-                      sampler=BatchSampler(order, batch_size, drop_last=False))

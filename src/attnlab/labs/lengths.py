@@ -43,6 +43,7 @@ from attnlab._limits import check_memory, count_parameters
 from attnlab._validate import check_choice, check_float32, check_int, check_keys
 from attnlab.data.layouts import decoder_only_batch, encoder_only_batch
 from attnlab.data.metrics import mean_squared_error, sequence_accuracy, token_accuracy
+from attnlab.data.task_loader import task_loader
 from attnlab.data.tasks import (
     BOS,
     PAD,
@@ -54,7 +55,6 @@ from attnlab.data.tasks import (
     TaskSpec,
     Vocab,
     target_length,
-    task_loader,
 )
 from attnlab.encodings.registry import DEFAULT_ENCODINGS, ENCODINGS, RANDOMIZED
 from attnlab.models import DecoderOnlyTransformer, Transformer
