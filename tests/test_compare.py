@@ -17,7 +17,7 @@ from torch import nn
 from attnlab.cli import main
 from attnlab.data.metrics import sequence_accuracy, token_accuracy
 from attnlab.data.tasks import BOS, EOS, PAD, Vocab, make_task_sets
-from attnlab.labs import compare, lengths, sweep
+from attnlab.labs import compare, lengths, lengths_train, sweep
 from attnlab.labs.compare import CompareResult, run_compare
 from attnlab.labs.lengths import CompareConfig
 from attnlab.labs.lengths_report import format_table, summarise
@@ -370,7 +370,7 @@ def test_odd_heads_are_refused_only_where_rotary_needs_them():
 
 
 def test_bad_folders_are_refused_before_any_training(tmp_path, monkeypatch):
-    monkeypatch.setattr(lengths, "train_one", lambda *a, **k: pytest.fail("trained before checking the folder"))
+    monkeypatch.setattr(lengths_train, "train_one", lambda *a, **k: pytest.fail("trained before checking the folder"))
     monkeypatch.setattr(sweep, "train_one", lambda *a, **k: pytest.fail("trained before checking the folder"))
     a_file = tmp_path / "a_file"
     a_file.write_text("keep me")

@@ -1,7 +1,7 @@
 """The comparison: every ``(encoding, seed)`` model of the length-generalisation lab, in a run folder.
 
 :func:`run_compare` trains the models of a :class:`~attnlab.labs.lengths.CompareConfig`
-(each through :func:`~attnlab.labs.lengths.train_one`; here, in local worker
+(each through :func:`~attnlab.labs.lengths_train.train_one`; here, in local worker
 processes or on a Ray cluster: :mod:`attnlab.labs.sweep`) and keeps each as soon as
 it comes back, from this process alone. The run folder (the contract of
 :mod:`attnlab.labs.run_folder`)::
@@ -35,7 +35,8 @@ import torch
 from attnlab._io import atomic_write, read_text
 from attnlab._validate import check_int
 from attnlab.labs import sweep
-from attnlab.labs.lengths import CompareConfig, ModelResult
+from attnlab.labs.lengths import CompareConfig
+from attnlab.labs.lengths_train import ModelResult
 from attnlab.labs.run_folder import RunFolder, check_claim, claim
 from attnlab.labs.sweep import connect_ray
 
