@@ -152,8 +152,10 @@ def _ruoss_average(records: list[dict[str, Any]], config: Any) -> tuple[str, str
     mean = sum(gains) / len(gains)
     detail = (f"mean gain {100 * mean:+.1f} points over {len(gains)} pair(s) on {config.task} "
               "(the paper: +12.0 points, averaged over 15 tasks and 5 schemes)")
-    if mean > MARGIN:
+    if mean >= 0.12 - MARGIN:
         return "reproduced", detail
+    if mean > MARGIN:
+        return "partly reproduced (the direction, not the size)", detail
     return ("contradicted" if mean < -MARGIN else "not reproduced"), detail
 
 
@@ -168,15 +170,21 @@ RUOSS2023 = Preset(
         "train_len": 16, "min_train_len": 1, "test_lens": (16, 24, 32, 48), "n_seeds": 3,
         "d_model": 64, "n_heads": 4, "n_layers": 2, "ff_units": 256, "lr": 1e-3,
         "batch_size": 64, "n_train": 16384, "epochs": 4, "n_test": 256, "l_max": 256,
+        # The paper's relative encoding (Transformer-XL's) does not clip; Shaw's does, at k. Clipped at 8,
+        # "relative" is length-invariant by construction and drawing distances up to L_max pushes almost every
+        # offset past k, destroying local order (measured: random-relative 3.7 points below relative). Unclipped,
+        # as in the paper, the baseline meets unseen distances and randomization helps (+6.3 at the quick size).
+        "max_relative_position": 256,
     },
-    quick={"n_seeds": 1, "train_len": 8, "test_lens": (8, 12, 16), "n_train": 8192, "epochs": 3, "n_test": 128,
-           "l_max": 128},
+    quick={"n_seeds": 1, "train_len": 8, "test_lens": (8, 12, 16), "n_train": 16384, "epochs": 3, "n_test": 128,
+           "l_max": 128, "max_relative_position": 128},
     paper_setup={"train lengths": "1-40", "test lengths": "41-500", "layers x width x heads": "5 x 64 x 8",
                  "steps x batch": "10,000 x 128", "L_max": "2048", "seeds": "10 (best reported)"},
     scaled="train lengths 1-16 (paper 1-40), tests at 16-48 (paper 41-500); 2 layers x 64 x 4 heads (paper 5 x 64 "
-           "x 8); 1,024 steps of 64 (paper 10,000 x 128: about 1/20 of the examples); L_max 256 (paper 2048: the "
-           "same ratio of about 5 to the longest test sequence); the mean and range over 3 seeds (the paper "
-           "reports the best of 10 seeds and 3 learning rates)",
+           "x 8); 1,024 steps of 64 (paper 10,000 x 128: about 1/20 of the examples); L_max 256 (paper 2048: about "
+           "2 to 3 times the longest test sequence in both); Shaw's relative vectors unclipped up to L_max, as the "
+           "paper's (Transformer-XL's) relative encoding; the mean and range over 3 seeds (the paper reports the "
+           "best of 10 seeds and 3 learning rates)",
     metric="token_accuracy",
     claims=(
         Claim("Each randomized scheme generalises better than its baseline beyond the training length",
