@@ -24,7 +24,9 @@ from attnlab.labs.lengths import CompareConfig
 TINY = dict(encodings=("rotary", "alibi"), n_seeds=2, epochs=1, n_train=64, n_test=16, d_model=16, n_heads=2,
             n_layers=1, train_len=4, test_lens=(4, 6))
 # Long enough per model (a few seconds) that a test can act while the sweep is under way.
-SLOW_FLAGS = ["--encodings", "rotary,alibi,none", "--seeds", "1", "--epochs", "4", "--n-train", "256",
+# 12 epochs: the third model must still be training when the test's Ctrl-C arrives (at 4, on a quiet
+# machine, the first two finished together and the third before the signal: the sweep exited 0).
+SLOW_FLAGS = ["--encodings", "rotary,alibi,none", "--seeds", "1", "--epochs", "12", "--n-train", "256",
               "--d-model", "16", "--n-heads", "2", "--n-layers", "1", "--train-len", "4", "--test-lens", "4,6",
               "--no-progress"]
 
