@@ -24,9 +24,7 @@ from attnlab.labs.lengths import CompareConfig
 TINY = dict(encodings=("rotary", "alibi"), n_seeds=2, epochs=1, n_train=64, n_test=16, d_model=16, n_heads=2,
             n_layers=1, train_len=4, test_lens=(4, 6))
 # Long enough per model (a few seconds) that a test can act while the sweep is under way.
-# 12 epochs: the third model must still be training when the test's Ctrl-C arrives (at 4, on a quiet
-# machine, the first two finished together and the third before the signal: the sweep exited 0).
-SLOW_FLAGS = ["--encodings", "rotary,alibi,none", "--seeds", "1", "--epochs", "12", "--n-train", "256",
+SLOW_FLAGS = ["--encodings", "rotary,alibi,none", "--seeds", "1", "--epochs", "4", "--n-train", "256",
               "--d-model", "16", "--n-heads", "2", "--n-layers", "1", "--train-len", "4", "--test-lens", "4,6",
               "--no-progress"]
 
@@ -74,9 +72,12 @@ def test_a_killed_worker_ends_the_sweep_in_one_line_and_no_worker_is_left():
 
 def _start_slow_compare(folder, *flags):
     """An ``attnlab compare --jobs 2`` in its own process group; returns it once a first model is saved."""
+    # SIGINT back to its default in the child: a shell without job control starts background commands
+    # (the suite under `nohup ... &`) with SIGINT ignored, and Python then never turns it into Ctrl-C.
     proc = subprocess.Popen([sys.executable, "-m", "attnlab", "compare", *SLOW_FLAGS, "--jobs", "2",
                              "--out", str(folder), *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+                            text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while not list(Path(folder).glob("models/*/record.json")):
         assert proc.poll() is None, proc.communicate()
