@@ -39,7 +39,16 @@ import attnlab.plotting as P
 from attnlab.analysis import audit, audit_position
 from attnlab.attention import MultiHeadAttention, attend
 from attnlab.data import generate_sequences, make_loaders, squares_tensor
-from attnlab.encodings import PositionalEncoding, Rotary, angle_rates, fixed_base, shift_matrix, sinusoidal
+from attnlab.encodings import (
+    PositionalEncoding,
+    Rotary,
+    angle_rates,
+    axial_rotary_angles,
+    fixed_base,
+    shift_matrix,
+    sinusoidal,
+    sinusoidal_2d,
+)
 from attnlab.encodings.registry import CAUSAL_ONLY
 from attnlab.labs import squares as runs
 from attnlab.labs.squares import SquaresConfig, build_model, load_run, predict_corners
@@ -324,6 +333,8 @@ def _plot_calls():
         "plot_columns": lambda: P.plot_columns(TABLE, (6, 7, 8, 9)),
         "plot_distances": lambda: P.plot_distances(TABLE, 4),
         "plot_encoding": lambda: P.plot_encoding(TABLE),
+        "plot_encoding_2d": lambda: P.plot_encoding_2d(sinusoidal_2d(4, 5, 8)),
+        "plot_axial_rotary": lambda: P.plot_axial_rotary(axial_rotary_angles(4, 5, head_dim=8)),
         "plot_length_generalisation": lambda: P.plot_length_generalisation(records, train_len=4),
         "plot_losses": lambda: P.plot_losses([0.5, 0.3, 0.2], [None, 0.35, 0.25]),
         "plot_mesh": lambda: P.plot_mesh(TABLE, showvals=True, colorbar=True),

@@ -58,6 +58,17 @@ def test_store_reset_and_errors():
     assert len(cache) == 0 and cache.nbytes == 0
 
 
+def test_stored_tells_a_cross_attention_cache_from_appended_steps():
+    cache, k = KVCache(), torch.zeros(1, 2, 3, 4)
+    assert not cache.stored
+    cache.store(k, k)
+    assert cache.stored
+    cache.reset()
+    assert not cache.stored
+    cache.append(k, k)
+    assert not cache.stored and len(cache) == 3
+
+
 def test_decoding_cache_layers_position_and_reset():
     cache = DecodingCache()
     assert cache.layer("self_attn") is cache["self_attn"]
@@ -109,10 +120,10 @@ def test_is_causal_with_a_square_matches_sdpa_and_combines_with_a_mask():
 # -- MultiHeadAttention with a cache ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("head_dim", [None, 8])
-def test_cached_self_attention_step_by_step_equals_the_causal_pass(head_dim):
+@pytest.mark.parametrize(("head_dim", "n_kv_heads"), [(None, None), (8, None), (None, 2), (8, 1)])
+def test_cached_self_attention_step_by_step_equals_the_causal_pass(head_dim, n_kv_heads):
     torch.manual_seed(0)
-    mha = MultiHeadAttention(4, 8, head_dim=head_dim).eval()
+    mha = MultiHeadAttention(4, 8, head_dim=head_dim, n_kv_heads=n_kv_heads).eval()
     x = torch.randn(3, 7, 8)
     full = mha(x, x, x, is_causal=True)  # [B, T, D]
     cache = KVCache()
@@ -123,6 +134,7 @@ def test_cached_self_attention_step_by_step_equals_the_causal_pass(head_dim):
             steps.append(mha(step, step, step, is_causal=True, cache=cache))
     assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=0)
     assert len(cache) == 7
+    assert cache.keys.shape == (3, n_kv_heads or 4, 7, mha.head_dim)  # GQA: only the key/value heads are kept
     # Two steps at a time: the new queries still see every earlier step (bottom-right).
     cache.reset()
     chunks = []

@@ -167,3 +167,11 @@ def test_bad_shapes():
         attend(q, k, v[:, :, :3])
     with pytest.raises(TypeError, match="dtype"):
         attend(q, k.double(), v)
+
+
+def test_repeat_kv_heads_is_repeat_interleave_on_the_heads():
+    from attnlab.attention.functional import repeat_kv_heads
+
+    x = torch.randn(2, 3, 4, 5)
+    assert torch.equal(repeat_kv_heads(x, 6), torch.repeat_interleave(x, 2, dim=1))
+    assert repeat_kv_heads(x, 3) is x

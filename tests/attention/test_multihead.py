@@ -8,6 +8,7 @@ from torch import nn
 
 from attnlab.attention import (
     Attention,
+    KVCache,
     MultiHeadAttention,
     causal_mask,
     collect_attention,
@@ -167,7 +168,8 @@ def test_dropout_only_in_training():
         (lambda: MultiHeadAttention(2, 8, dropout=-0.1), ValueError, "dropout"),
         (lambda: MultiHeadAttention(2, 8, input_dim=3, proj_values=False), ValueError, "input_dim"),
         (lambda: MultiHeadAttention(2, 8)(torch.randn(2, 3, 5)), ValueError, r"\[B, L, 8\]"),
-        (lambda: MultiHeadAttention(2, 8)(torch.randn(2, 3, 8)), RuntimeError, "init_keys"),
+        # mha(x) is self-attention; cross-attention declared without keys has nothing to attend to.
+        (lambda: MultiHeadAttention(2, 8)(torch.randn(2, 3, 8), self_attention=False), RuntimeError, "init_keys"),
     ],
 )
 def test_bad_arguments(make, exc, words):
@@ -215,3 +217,158 @@ def test_weights_are_forgotten_outside_recording():
         mha(x, x, x)
     mha(x, x, x)
     assert mha.attn_weights is None and collect_attention(mha) == {}
+
+
+# -- bias-free projections, scale, additive bias, key_padding_mask, declared self-attention ---------
+
+
+def formula(mha, x, kv=None, *, mask=None, bias=None, scale=None):
+    """Float64 multi-head attention (Vaswani et al. 2017, §3.2.2) from the module's weights, not its outputs."""
+    kv = x if kv is None else kv
+    H, Dh = mha.n_heads, mha.head_dim
+    w = mha.in_proj.weight.double().split(H * Dh)  # q | k | v rows
+    b = [None] * 3 if mha.in_proj.bias is None else mha.in_proj.bias.double().split(H * Dh)
+
+    def heads(t, i):
+        y = t.double() @ w[i].T + (0 if b[i] is None else b[i])  # [B, L, H * Dh]
+        return y.view(t.shape[0], t.shape[1], H, Dh).transpose(1, 2)  # [B, H, L, Dh]
+
+    q, k, v = heads(x, 0), heads(kv, 1), heads(kv, 2)
+    s = q @ k.transpose(-2, -1) * (1 / math.sqrt(Dh) if scale is None else scale)  # [B, H, T, S]
+    if bias is not None:
+        s = s + bias.double()
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf"))
+    ctx = (torch.softmax(s, dim=-1) @ v).transpose(1, 2).reshape(x.shape[0], x.shape[1], H * Dh)  # [B, T, H * Dh]
+    out = ctx @ mha.linear_out.weight.double().T
+    return out if mha.linear_out.bias is None else out + mha.linear_out.bias.double()
+
+
+def padded(B=3, S=7):
+    """torch's key_padding_mask [B, S], True = padding: sequence 1 has 4 real steps, sequence 2 has 2."""
+    kpm = torch.zeros(B, S, dtype=torch.bool)
+    kpm[1, 4:] = True
+    kpm[2, 2:] = True
+    return kpm
+
+
+def test_bias_false_has_no_bias_anywhere_and_copies_a_bias_free_torch_module():
+    ours = MultiHeadAttention(4, 16, bias=False)
+    assert ours.in_proj.bias is None and ours.linear_out.bias is None
+    assert not [name for name, _ in ours.named_parameters() if "bias" in name]
+    x = torch.randn(2, 5, 16)
+    torch.testing.assert_close(ours(x).double(), formula(ours, x), atol=1e-6, rtol=0)
+    theirs = nn.MultiheadAttention(16, 4, bias=False, batch_first=True).eval()
+    copied = MultiHeadAttention.from_torch(theirs).eval()
+    assert copied.in_proj.bias is None and copied.linear_out.bias is None
+    x, kpm = torch.randn(3, 7, 16), padded()
+    expected = theirs(x, x, x, key_padding_mask=kpm, need_weights=False)[0]
+    torch.testing.assert_close(copied(x, key_padding_mask=kpm), expected, atol=1e-5, rtol=0)
+
+
+def test_scale_multiplies_q_dot_k_as_written():
+    ours = MultiHeadAttention(2, 8, scale=1.0)  # T5's unscaled attention
+    x = torch.randn(2, 5, 8)
+    torch.testing.assert_close(ours(x).double(), formula(ours, x, scale=1.0), atol=1e-6, rtol=0)
+    explicit, _ = ours(x, need_weights=True)
+    torch.testing.assert_close(explicit.double(), formula(ours, x, scale=1.0), atol=1e-6, rtol=0)
+    assert not torch.allclose(ours(x).double(), formula(ours, x), atol=1e-4)  # the default 1/sqrt(Dh) differs
+
+
+@pytest.mark.parametrize("with_mask", [False, True])
+def test_bias_and_key_padding_mask_equal_the_formula_and_nn_multiheadattention(with_mask):
+    theirs = nn.MultiheadAttention(16, 4, batch_first=True).eval()
+    ours = MultiHeadAttention.from_torch(theirs).eval()
+    B, T, H = 3, 7, 4
+    x, kpm, bias = torch.randn(B, T, 16), padded(), torch.randn(H, T, T)
+    mask = causal_mask(T) if with_mask else None
+    allowed = ~kpm[:, None, None, :] if mask is None else ~kpm[:, None, None, :] & mask  # [B, 1, T, S]
+    torch_mask = bias.expand(B, H, T, T).reshape(B * H, T, T)  # torch: additive [B * H, T, S], batch-major
+    if mask is not None:
+        torch_mask = torch_mask.masked_fill(~mask, float("-inf"))
+    float_kpm = torch.zeros(B, T).masked_fill(kpm, float("-inf"))  # same kind as attn_mask (no warning)
+    expected, expected_w = theirs(x, x, x, key_padding_mask=float_kpm, attn_mask=torch_mask, average_attn_weights=False)
+    got = ours(x, bias=bias, key_padding_mask=kpm, mask=mask)
+    explicit, w = ours(x, x, x, bias=bias, key_padding_mask=kpm, mask=mask, need_weights=True)
+    torch.testing.assert_close(got.double(), formula(ours, x, mask=allowed, bias=bias), atol=1e-5, rtol=0)
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
+    torch.testing.assert_close(explicit, expected, atol=1e-5, rtol=0)
+    torch.testing.assert_close(w, expected_w, atol=1e-5, rtol=0)
+
+
+def test_key_padding_mask_is_not_the_mask_when_batch_equals_queries():
+    # The issue's case: B == T, so torch's [B, S] padding mask also has the shape of a [T, S] mask.
+    ours = MultiHeadAttention(2, 8)
+    x, kpm = torch.randn(3, 3, 8), padded(B=3, S=3)
+    right = ours(x, key_padding_mask=kpm)
+    torch.testing.assert_close(right.double(), formula(ours, x, mask=~kpm[:, None, None, :]), atol=1e-6, rtol=0)
+    assert not torch.allclose(right, ours(x, mask=kpm))  # as a [T, S] mask it means something else
+
+
+@pytest.mark.parametrize("scheme", ["alibi", "rotary"])
+def test_self_attention_is_declared_not_inferred_from_identity(scheme):
+    from attnlab.encodings import ALiBi, Rotary
+
+    torch.manual_seed(6)
+    mha = MultiHeadAttention(4, 16, position=ALiBi(4) if scheme == "alibi" else Rotary(4)).eval()
+    x = torch.randn(2, 5, 16)
+    expected = mha(x)  # no key: self-attention
+    both = torch.cat([x, x], dim=-1)  # [B, T, 2 * D]: two slices of one tensor
+    for got in (
+        mha(x, x, x),
+        mha(x, x.clone(), x.clone(), self_attention=True),
+        mha(x.clone(), both[..., :16], both[..., 16:], self_attention=True),
+        mha(x, x.clone(), self_attention=True),
+        mha(x, is_causal=False, self_attention=True),
+    ):
+        torch.testing.assert_close(got, expected, atol=1e-6, rtol=0)
+    with pytest.raises(ValueError, match=r"position scheme .* self-attention only.*self_attention=True"):
+        mha(x, x.clone(), x.clone())  # distinct tensors, not declared: cross-attention
+
+
+def test_without_key_the_labs_init_keys_and_a_stored_cache_are_cross_attention():
+    mha = MultiHeadAttention(2, 8)
+    x, memory = torch.randn(2, 3, 8), torch.randn(2, 5, 8)
+    cross = mha(x, memory, memory)
+    cache = KVCache()
+    mha(x, memory, cache=cache)  # first step: the memory's keys are stored
+    assert cache.stored
+    torch.testing.assert_close(mha(x, cache=cache), cross)  # later steps: key=None reuses them
+    mha.init_keys(memory)
+    torch.testing.assert_close(mha(x), cross)  # the labs' stateful use
+    torch.testing.assert_close(mha(x, self_attention=True), mha(x, x, x))  # declared: the query itself
+
+
+@pytest.mark.bad_input("numbers")
+@pytest.mark.parametrize(("kwargs", "error", "match"), [
+    (dict(key_padding_mask=torch.zeros(3, 6, dtype=torch.bool)), ValueError,
+     r"key_padding_mask must have shape \[B, S\] = \[3, 7\], got \[3, 6\]"),
+    (dict(key_padding_mask=torch.zeros(7, dtype=torch.bool)), ValueError,
+     r"key_padding_mask must have shape \[B, S\] = \[3, 7\], got \[7\]"),
+    (dict(key_padding_mask=torch.zeros(3, 7)), TypeError,
+     r"key_padding_mask must be a boolean tensor \[B, S\], True = padding .* got torch.float32"),
+    (dict(bias=torch.zeros(3, 7, 6)), ValueError, r"bias of shape \[3, 7, 6\] does not broadcast to .*\[3, 4, 7, 7\]"),
+    (dict(bias=torch.zeros(4, 7, 7, dtype=torch.bool)), TypeError, "bias must be a floating-point tensor"),
+    (dict(mask=torch.ones(3, 7, dtype=torch.bool), query=torch.randn(3, 5, 16), key=torch.randn(3, 7, 16)), ValueError,
+     r"a 2-d mask is \[T, S\] = \[5, 7\] .* got \[3, 7\]; a key-padding mask \[B, S\] goes to key_padding_mask="),
+    (dict(key=torch.randn(3, 6, 16), self_attention=True), ValueError,
+     r"self-attention: key must hold the query's sequence, \[B, T\] = \[3, 7\], got \[3, 6, 16\]"),
+    (dict(self_attention="yes"), TypeError, "self_attention must be True or False, got 'yes'"),
+])
+def test_bad_masks_bias_and_self_attention_name_the_value(kwargs, error, match):
+    mha = MultiHeadAttention(4, 16)
+    query = kwargs.pop("query", torch.randn(3, 7, 16))
+    with pytest.raises(error, match=match):
+        mha(query, **kwargs)
+
+
+@pytest.mark.bad_input("numbers")
+def test_bad_scale_and_a_cross_cache_in_self_attention_are_refused():
+    with pytest.raises(ValueError, match="scale must be positive, got 0.0"):
+        MultiHeadAttention(2, 8, scale=0)
+    with pytest.raises(TypeError, match="bias must be True or False, got 'no'"):
+        MultiHeadAttention(2, 8, bias="no")
+    cache, x = KVCache(), torch.randn(1, 2, 8)
+    cache.store(torch.zeros(1, 2, 4, 4), torch.zeros(1, 2, 4, 4))
+    with pytest.raises(ValueError, match="self-attention with a cache holding cross-attention keys"):
+        MultiHeadAttention(2, 8)(x, x, x, cache=cache)

@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 
 import attnlab.plotting
 from attnlab.attention import MultiHeadAttention
-from attnlab.encodings import angle_rates, sinusoidal
+from attnlab.encodings import angle_rates, axial_rotary_angles, sinusoidal, sinusoidal_2d
 from attnlab.plotting import (
     alignment_matrix,
     encoding_degrees,
@@ -22,10 +22,12 @@ from attnlab.plotting import (
     plot_angle_map,
     plot_angle_rates,
     plot_attention,
+    plot_axial_rotary,
     plot_binary,
     plot_columns,
     plot_distances,
     plot_encoding,
+    plot_encoding_2d,
     plot_length_generalisation,
     plot_losses,
     plot_mesh,
@@ -53,6 +55,8 @@ CALLS = {
     "plot_angle_rates": lambda: plot_angle_rates(angle_rates(10)),
     "plot_angle_map": lambda: plot_angle_map(12, angle_rates(10)),
     "plot_encoding": lambda: plot_encoding(TABLE),
+    "plot_encoding_2d": lambda: plot_encoding_2d(sinusoidal_2d(4, 5, 8)),
+    "plot_axial_rotary": lambda: plot_axial_rotary(axial_rotary_angles(4, 5, head_dim=8)),
     "plot_similarity": lambda: plot_similarity(TABLE),
     "plot_nearby": lambda: plot_nearby(TABLE, 3),
     "plot_shifted": lambda: plot_shifted(TABLE, -2),

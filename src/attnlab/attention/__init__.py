@@ -1,6 +1,11 @@
-"""Attention: the functional core, masks, scoring functions and the modules on it.
+r"""Attention: the functional core, masks, scoring functions and the modules on it.
 
-* :func:`attend`: scaled dot-product attention (fused kernel, or explicit with weights).
+* :func:`attend`: scaled dot-product attention (fused kernel, or explicit with weights;
+  grouped-query keys and values: :func:`repeat_kv_heads`).
+* long context, for position schemes that add terms: :func:`chunked_attend` (query
+  chunks, O(L) memory, forward and backward) and :func:`flex_attend` (FlexAttention
+  ``score_mod``\ s); ``MultiHeadAttention(backend=...)`` picks between them and the dense
+  path (:mod:`attnlab.attention.long_context`).
 * masks: :func:`causal_mask` (bottom-right aligned), :func:`padding_mask`,
   :func:`padding_mask_from_lengths`, :func:`subsequent_mask`, converters to and
   from ``nn.MultiheadAttention``'s polarity.
@@ -14,10 +19,15 @@
 
 from attnlab.attention.attention import Attention
 from attnlab.attention.cache import DecodingCache, KVCache
-from attnlab.attention.functional import attend
+from attnlab.attention.chunked import chunked_attend
+from attnlab.attention.flex import compile_log, flex_attend
+from attnlab.attention.functional import attend, repeat_kv_heads
 from attnlab.attention.lab_heads import LabMultiHeadAttention, keeping_alphas
+from attnlab.attention.long_context import BACKENDS
 from attnlab.attention.masks import (
+    attention_mask,
     causal_mask,
+    from_key_padding_mask,
     from_torch_mask,
     padding_mask,
     padding_mask_from_lengths,
@@ -38,6 +48,13 @@ from attnlab.attention.scoring import (
 )
 
 __all__ = [
+    "repeat_kv_heads",
+    "from_key_padding_mask",
+    "flex_attend",
+    "compile_log",
+    "chunked_attend",
+    "attention_mask",
+    "BACKENDS",
     "AdditiveScore",
     "Attention",
     "DecodingCache",

@@ -12,13 +12,17 @@ cached keys (Pope et al. 2022, "Efficiently Scaling Transformer Inference",
 * cross-attention projects the encoder's states once, on the first step, and
   reuses them (:meth:`KVCache.store`).
 
+With grouped-query attention the cache holds the ``Hkv`` key/value heads, not
+the ``H`` query heads: ``H / Hkv`` times less memory, the point of GQA
+(Ainslie et al. 2023, arXiv:2305.13245).
+
 A :class:`DecodingCache` gathers the per-layer caches of one generation and the
 position reached (positional encodings need it). It belongs to the call that
 decodes: modules take it as an argument and never keep it, so two generations
 can never see each other's keys, and a user can inspect or reset it.
 
-Shape notation: ``B`` batch, ``H`` heads, ``S`` cached steps, ``Dh`` key width,
-``Dv`` value width.
+Shape notation: ``B`` batch, ``H`` heads (the key/value heads ``Hkv`` under
+grouped-query attention), ``S`` cached steps, ``Dh`` key width, ``Dv`` value width.
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ class KVCache:
         self._keys: Tensor | None = None  # [B, H, capacity, Dh]
         self._values: Tensor | None = None  # [B, H, capacity, Dv]
         self._length = 0
+        self._stored = False  # filled by store() (cross-attention), not append()
 
     def __len__(self) -> int:
         """``S``, the number of cached steps."""
@@ -75,6 +80,15 @@ class KVCache:
     def values(self) -> Tensor | None:
         """The cached values ``[B, H, S, Dv]`` (None while empty)."""
         return None if self._values is None else self._values[:, :, : self._length]
+
+    @property
+    def stored(self) -> bool:
+        """True when the cache holds keys set by :meth:`store` (an encoder's, for cross-attention).
+
+        ``MultiHeadAttention`` called without ``key`` reads this to tell a cross-attention
+        step (reuse these keys) from a self-attention step (append to them).
+        """
+        return self._stored and self._length > 0
 
     @property
     def capacity(self) -> int:
@@ -130,6 +144,7 @@ class KVCache:
             if recording or n >= self._reserve:
                 # Kept as given (never written into: the buffer is replaced when it grows).
                 self._keys, self._values, self._length = keys, values, n
+                self._stored = False
                 return keys, values
             self._keys = keys.new_empty(*keys.shape[:2], self._reserve, keys.shape[3])  # [B, H, capacity, Dh]
             self._values = values.new_empty(*values.shape[:2], self._reserve, values.shape[3])
@@ -144,6 +159,7 @@ class KVCache:
             self._keys[:, :, self._length : end] = keys
             self._values[:, :, self._length : end] = values
         self._length = end
+        self._stored = False
         keys_out, values_out = self.keys, self.values
         assert keys_out is not None and values_out is not None
         return keys_out, values_out
@@ -162,11 +178,13 @@ class KVCache:
         """
         self._check(keys, values)
         self._keys, self._values, self._length = keys, values, keys.shape[2]
+        self._stored = True
 
     def reset(self) -> None:
         """Forget every cached step (and the buffers)."""
         self._keys = self._values = None
         self._length = 0
+        self._stored = False
 
     def __repr__(self) -> str:
         if self._keys is None or self._values is None:

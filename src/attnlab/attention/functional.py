@@ -5,6 +5,13 @@ Scaled dot-product attention (Vaswani et al. 2017, §3.2.1, arXiv:1706.03762)::
     weights = softmax(q @ k^T * scale + bias, masked)     # [B, H, T, S]
     out     = weights @ v                                  # [B, H, T, Dv]
 
+Grouped-query attention (Ainslie et al. 2023, arXiv:2305.13245): ``key`` and
+``value`` may have fewer heads ``Hkv`` than ``query``'s ``H`` (``Hkv`` dividing
+``H``); query head ``h`` then reads key/value head ``h // (H / Hkv)`` (HF's
+``repeat_kv`` layout), without the keys ever being copied ``H / Hkv`` times: the
+fused path passes ``enable_gqa=True`` to SDPA (torch >= 2.5), the explicit path
+stacks each group's queries against its one key/value head.
+
 Two paths, one result (they agree to 1e-6 in float32):
 
 * without weights, torch's fused ``F.scaled_dot_product_attention`` (flash /
@@ -20,8 +27,8 @@ uses the opposite, see :mod:`attnlab.attention.masks`). Masked scores become
 may attend to gets an output of zeros and zero gradients, never NaN, on every
 device and kernel. Half-precision scores are softmaxed in float32.
 
-Shape notation: ``B`` batch, ``H`` heads, ``T`` queries, ``S`` keys,
-``Dh`` query/key width, ``Dv`` value width.
+Shape notation: ``B`` batch, ``H`` heads, ``Hkv`` key/value heads, ``T`` queries,
+``S`` keys, ``Dh`` query/key width, ``Dv`` value width.
 """
 
 from __future__ import annotations
@@ -34,7 +41,10 @@ from torch import Tensor
 
 from attnlab._validate import check_bool, check_finite_float, check_probability
 
-__all__ = ["attend", "attend_unchecked", "check_bias", "check_mask"]
+__all__ = ["attend", "attend_unchecked", "check_bias", "check_mask", "repeat_kv_heads"]
+
+# SDPA's enable_gqa (torch >= 2.5); on an older torch the fused path repeats the key/value heads.
+_SDPA_GQA = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 5)
 
 
 def _check_inputs(query: Tensor, key: Tensor, value: Tensor) -> None:
@@ -59,13 +69,45 @@ def _check_inputs(query: Tensor, key: Tensor, value: Tensor) -> None:
         raise TypeError(
             f"query, key and value must share a dtype, got {query.dtype}, {key.dtype}, {value.dtype}"
         )
-    for dim, label in ((0, "batch B"), (1, "heads H")):
-        sizes = {query.shape[dim], key.shape[dim], value.shape[dim]}
-        if len(sizes - {1}) > 1:
-            raise ValueError(
-                f"query, key and value disagree on {label}: {list(query.shape)}, {list(key.shape)}, "
-                f"{list(value.shape)}"
-            )
+    if len({query.shape[0], key.shape[0], value.shape[0]} - {1}) > 1:
+        raise ValueError(
+            f"query, key and value disagree on batch B: {list(query.shape)}, {list(key.shape)}, {list(value.shape)}"
+        )
+    H, Hk, Hv = query.shape[1], key.shape[1], value.shape[1]
+    if Hk != Hv and 1 not in (Hk, Hv):
+        raise ValueError(f"key and value disagree on heads Hkv: {list(key.shape)}, {list(value.shape)}")
+    Hkv = max(Hk, Hv)
+    if H != 1 and Hkv != 1 and H % Hkv:
+        raise ValueError(
+            f"query has H = {H} heads, which is not a multiple of the key/value heads Hkv = {Hkv} "
+            "(grouped-query attention: each key/value head serves H / Hkv query heads)"
+        )
+
+
+def repeat_kv_heads(x: Tensor, n_heads: int) -> Tensor:
+    """Key/value heads ``[B, Hkv, L, D]`` repeated to ``[B, H, L, D]``: head ``h`` is head ``h // (H / Hkv)``.
+
+    What grouped-query attention means (HF's ``repeat_kv``, equal to
+    ``x.repeat_interleave(H // Hkv, dim=1)``), for code that needs one key per query
+    head (e.g. a positional scheme that scores ``q . k`` itself); :func:`attend` never
+    materialises it. ``Hkv`` must divide ``H`` (checked by the callers).
+
+    Args:
+        x: ``[B, Hkv, L, D]``.
+        n_heads: ``H``.
+
+    Returns:
+        ``[B, H, L, D]`` (``x`` itself when ``Hkv == H``).
+
+    Example:
+        >>> repeat_kv_heads(torch.tensor([1., 2.]).view(1, 2, 1, 1), 4).flatten().tolist()
+        [1.0, 1.0, 2.0, 2.0]
+    """
+    B, Hkv, L, D = x.shape
+    if Hkv == n_heads:
+        return x
+    expanded = x[:, :, None].expand(B, Hkv, n_heads // Hkv, L, D)  # [B, Hkv, H / Hkv, L, D], a view
+    return expanded.reshape(B, n_heads, L, D)  # [B, H, L, D]
 
 
 def _broadcast_check(name: str, t: Tensor, target: tuple[int, int, int, int]) -> None:
@@ -125,8 +167,9 @@ def attend(
 
     Args:
         query: ``[B, H, T, Dh]``.
-        key: ``[B, H, S, Dh]``.
-        value: ``[B, H, S, Dv]``.
+        key: ``[B, Hkv, S, Dh]``: ``Hkv == H``, or fewer heads ``Hkv`` dividing ``H``
+            (grouped-query attention; 1: multi-query), or 1 to broadcast.
+        value: ``[B, Hkv, S, Dv]``, the heads of ``key``.
         mask: boolean, True where query ``t`` may attend to key ``s``;
             broadcastable to ``[B, H, T, S]`` (e.g. ``[B, 1, 1, S]`` for padding,
             ``[T, S]`` for causal). None lets every query see every key.
@@ -149,8 +192,9 @@ def attend(
     Raises:
         TypeError: for non-tensor or non-floating inputs, a non-boolean mask
             (for an additive float mask use ``bias``), or mismatched dtypes.
-        ValueError: for wrong ranks, mismatched sizes, or a mask / bias that
-            does not broadcast to ``[B, H, T, S]``.
+        ValueError: for wrong ranks, mismatched sizes (key/value heads ``Hkv`` that
+            do not divide the query's ``H``), or a mask / bias that does not
+            broadcast to ``[B, H, T, S]``.
 
     Note:
         The guarantees (both paths agree, empty rows are zeros, no NaN) assume
@@ -207,12 +251,16 @@ def attend_unchecked(
     For attnlab's own modules, which build ``query``/``key``/``value`` themselves and
     validate the user's mask once: at the labs' sizes the checks cost as much as
     the attention. Same arguments and results as :func:`attend`: ``query [B, H, T, Dh]``,
-    ``key [B, H, S, Dh]``, ``value [B, H, S, Dv]`` give ``out [B, H, T, Dv]`` and
-    ``weights [B, H, T, S]`` (or None).
+    ``key [B, Hkv, S, Dh]``, ``value [B, Hkv, S, Dv]`` (``Hkv`` dividing ``H``) give
+    ``out [B, H, T, Dv]`` and ``weights [B, H, T, S]`` (or None).
     """
     if scale is None:
         scale = 1.0 / math.sqrt(query.shape[-1])
     T, S = query.shape[-2], key.shape[-2]
+    H, Hkv = query.shape[1], max(key.shape[1], value.shape[1])
+    grouped = 1 < Hkv < H  # grouped-query attention: query head h reads key/value head h // (H / Hkv)
+    if grouped and key.shape[1] != value.shape[1]:
+        key, value = key.expand(-1, Hkv, -1, -1), value.expand(-1, Hkv, -1, -1)  # the one with 1 head: a view
     if is_causal and T == 1 and S >= 1:
         is_causal = False  # bottom-right: the newest query sees every key
     if is_causal and (T != S or mask is not None or bias is not None or need_weights):
@@ -240,6 +288,12 @@ def attend_unchecked(
     if need_weights:
         out, weights = _explicit(query, key, value, mask, bias, dropout_p, scale)
     else:
+        gqa: dict[str, bool] = {}
+        if grouped:
+            if _SDPA_GQA:
+                gqa["enable_gqa"] = True
+            else:
+                key, value = repeat_kv_heads(key, H), repeat_kv_heads(value, H)  # [B, H, S, Dh], [B, H, S, Dv]
         attn_mask: Tensor | None = mask
         if bias is not None:
             # SDPA takes one mask: fold the boolean mask into the additive bias. For
@@ -258,7 +312,7 @@ def attend_unchecked(
             # broadcasts to [B, H, T, S] but raised IndexError there.
             attn_mask = attn_mask.reshape((1,) * (2 - attn_mask.dim()) + tuple(attn_mask.shape))  # [1, S] or [1, 1]
         out = F.scaled_dot_product_attention(
-            query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, scale=scale, is_causal=is_causal
+            query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, scale=scale, is_causal=is_causal, **gqa
         )  # [B, H, T, Dv]
         weights = None
     if empty_rows is not None:
@@ -277,17 +331,34 @@ def _explicit(
     dropout_p: float,
     scale: float,
 ) -> tuple[Tensor, Tensor]:
-    """The textbook path, returning the weights: ``softmax(q k^T * scale + bias) v``."""
+    """The textbook path, returning the weights: ``softmax(q k^T * scale + bias) v``.
+
+    With grouped-query attention (``key``/``value`` with ``Hkv < H`` heads) the ``H / Hkv``
+    query heads of a group are stacked along the queries and meet their one key/value
+    head in one matmul, so no ``[B, H, S, Dh]`` copy of the keys is made.
+    """
     # Half precision: scores and softmax in float32 so large logits neither
     # overflow nor lose the small differences softmax depends on.
     compute = torch.float32 if query.dtype in (torch.float16, torch.bfloat16) else query.dtype
     q, k = query.to(compute), key.to(compute)
-    scores = (q @ k.transpose(-2, -1)) * scale  # [B, H, T, Dh] x [B, H, Dh, S] -> [B, H, T, S]
+    H, T, S, Hkv = q.shape[1], q.shape[2], k.shape[2], k.shape[1]
+    groups = H // Hkv if 1 < Hkv < H else 1
+    if groups > 1:
+        q = q.reshape(q.shape[0], Hkv, groups * T, q.shape[3])  # [B, H, T, Dh] -> [B, Hkv, G * T, Dh]
+    scores = (q @ k.transpose(-2, -1)) * scale  # [B, H, T, Dh] x [B, H, Dh, S] -> [B, H, T, S] (G * T rows if grouped)
+    if groups > 1:
+        scores = scores.view(scores.shape[0], H, T, S)  # [B, Hkv, G * T, S] -> [B, H, T, S]
     if bias is not None:
         scores = scores + bias.to(compute)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = torch.softmax(scores, dim=-1)  # [B, H, T, S]
     dropped = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
-    out = dropped.to(value.dtype) @ value  # [B, H, T, S] x [B, H, S, Dv] -> [B, H, T, Dv]
+    dropped = dropped.to(value.dtype)
+    if groups > 1:
+        stacked = dropped.reshape(dropped.shape[0], Hkv, groups * T, S)  # [B, H, T, S] -> [B, Hkv, G * T, S]
+        out = stacked @ value  # [B, Hkv, G * T, S] x [B, Hkv, S, Dv] -> [B, Hkv, G * T, Dv]
+        out = out.view(out.shape[0], H, T, out.shape[3])  # [B, H, T, Dv]
+    else:
+        out = dropped @ value  # [B, H, T, S] x [B, H, S, Dv] -> [B, H, T, Dv]
     return out, weights.to(query.dtype)

@@ -27,10 +27,13 @@ import torch
 from torch import Tensor
 
 from attnlab._validate import check_int
+from attnlab.attention.functional import check_mask
 
 __all__ = [
     "as_bool_mask",
+    "attention_mask",
     "causal_mask",
+    "from_key_padding_mask",
     "from_torch_mask",
     "padding_mask",
     "padding_mask_from_lengths",
@@ -201,3 +204,94 @@ def from_torch_mask(mask: Tensor) -> Tensor:
             raise TypeError("a float mask with values other than 0 and -inf is additive: pass it as bias=")
         return ~hidden
     return mask == 0  # byte masks: non-zero = ignore
+
+
+def from_key_padding_mask(key_padding_mask: Tensor, *, batch: int, n_keys: int) -> Tensor:
+    """torch's ``key_padding_mask [B, S]`` (True = padding, ignored) as attnlab's ``[B, 1, 1, S]`` (True = may attend).
+
+    The argument ``nn.MultiheadAttention`` and ``nn.Transformer*`` take, checked
+    against the call's sizes: exactly ``[B, S]``, boolean. It is kept apart from
+    ``mask`` (the other polarity) because a ``[B, S]`` tensor passed where a
+    ``[T, S]`` mask is expected broadcasts without a word whenever ``B == T``.
+
+    Args:
+        key_padding_mask: boolean ``[B, S]``, True where key ``s`` of sequence ``b`` is padding.
+        batch: ``B``, the batch of the call.
+        n_keys: ``S``, the number of keys of the call.
+
+    Returns:
+        bool ``[B, 1, 1, S]``, True where the key may be attended to: broadcasts over
+        heads and queries, to combine with a mask by "and".
+
+    Raises:
+        TypeError: if ``key_padding_mask`` is not a boolean tensor (a float 0 / -inf
+            padding mask: convert it with ``from_torch_mask`` and pass it as ``mask=``).
+        ValueError: if its shape is not ``[B, S]`` (naming the shape and the expected one).
+
+    Example:
+        >>> from_key_padding_mask(torch.tensor([[False, True]]), batch=1, n_keys=2)
+        tensor([[[[ True, False]]]])
+    """
+    if not isinstance(key_padding_mask, Tensor) or key_padding_mask.dtype != torch.bool:
+        got = key_padding_mask.dtype if isinstance(key_padding_mask, Tensor) else type(key_padding_mask).__name__
+        raise TypeError(
+            f"key_padding_mask must be a boolean tensor [B, S], True = padding (torch's polarity), got {got}; "
+            "for a float 0 / -inf mask use mask=from_torch_mask(m)[:, None, None, :]"
+        )
+    if tuple(key_padding_mask.shape) != (batch, n_keys):
+        raise ValueError(
+            f"key_padding_mask must have shape [B, S] = {[batch, n_keys]}, got {list(key_padding_mask.shape)}"
+        )
+    return (~key_padding_mask)[:, None, None, :]  # [B, S] -> [B, 1, 1, S], True = may attend
+
+
+def attention_mask(
+    mask: Tensor | None, key_padding_mask: Tensor | None, *, target: tuple[int, int, int, int]
+) -> Tensor | None:
+    """A module's ``mask`` and torch-style ``key_padding_mask``, checked and combined into one boolean mask.
+
+    ``MultiHeadAttention``'s rule for its ``mask``: a 3-d mask ``[B|1, T|1, S]`` is
+    the same for every head; a 2-d mask is ``[T, S]``, the same for every sequence
+    (torch's ``attn_mask`` shape and SDPA's broadcasting). A 2-d mask whose first
+    size is neither ``T`` nor 1 cannot be ``[T, S]``: it is refused, and the message
+    points at ``key_padding_mask``, the likely intent. (When ``B == T`` a ``[B, S]``
+    key-padding mask *is* a valid ``[T, S]`` shape and cannot be told apart: hence
+    the separate, explicitly named argument.)
+
+    Args:
+        mask: boolean, True = may attend, broadcastable to ``target`` (after the 3-d
+            rule above), or None.
+        key_padding_mask: boolean ``[B, S]``, True = padding (torch's polarity), or None.
+        target: ``[B, H, T, S]`` of the call.
+
+    Returns:
+        None when both are None; else a boolean mask broadcastable to ``[B, H, T, S]``,
+        True where query ``t`` may attend to key ``s``.
+
+    Raises:
+        TypeError: for a non-boolean ``mask`` or ``key_padding_mask``.
+        ValueError: for a ``mask`` that does not broadcast to ``target`` (a 2-d one
+            that cannot be ``[T, S]`` says so), or a ``key_padding_mask`` not ``[B, S]``.
+
+    Example:
+        >>> kpm = torch.tensor([[False, False, True]])       # torch: key 2 is padding
+        >>> attention_mask(causal_mask(3), kpm, target=(1, 2, 3, 3)).int().squeeze()
+        tensor([[1, 0, 0],
+                [1, 1, 0],
+                [1, 1, 0]], dtype=torch.int32)
+    """
+    B, _, T, S = target
+    if mask is not None:
+        if isinstance(mask, Tensor) and mask.dim() == 3:
+            mask = mask.unsqueeze(1)  # [B|1, T|1, S] -> [B|1, 1, T|1, S]: same mask for every head
+        elif isinstance(mask, Tensor) and mask.dim() == 2 and mask.shape[0] not in (1, T):
+            raise ValueError(
+                f"a 2-d mask is [T, S] = [{T}, {S}] (the same for every sequence), got {list(mask.shape)}; "
+                "a key-padding mask [B, S] goes to key_padding_mask= (True = padding, torch's polarity), "
+                "or to mask= as m[:, None, :] ([B, 1, S], True = may attend)"
+            )
+        check_mask(mask, target)
+    if key_padding_mask is not None:
+        allowed = from_key_padding_mask(key_padding_mask, batch=B, n_keys=S)  # [B, 1, 1, S]
+        mask = allowed if mask is None else mask & allowed.to(mask.device)
+    return mask

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from attnlab._io import atomic_write, check_writable
+from attnlab._limits import check_memory
 from attnlab.cli._common import UsageError, int_list, non_negative_int, parse_int, positive_int
 from attnlab.cli._tables import add_table_options, table_of
 
@@ -24,6 +25,9 @@ FigureBuilder = Callable[[argparse.Namespace], Any]
 def _figures() -> dict[str, tuple[tuple[int | None, int | None, str | None], FigureBuilder, str]]:
     from attnlab import plotting as P
     from attnlab.encodings import angle_rates
+    from attnlab.encodings.axial_rotary import axial_rotary_angles
+    from attnlab.encodings.sinusoidal_nd import sinusoidal_2d
+    from attnlab.plotting.encodings_nd import plot_axial_rotary, plot_encoding_2d
 
     def rates(a: argparse.Namespace) -> torch.Tensor:
         return angle_rates(a.d_model, base=a.base, rates=a.rates or "vaswani")
@@ -61,6 +65,13 @@ def _figures() -> dict[str, tuple[tuple[int | None, int | None, str | None], Fig
                       f"heatmap of the table P ({d2l})"),
         "binary": ((None, 8, None), lambda a: P.plot_binary(a.max_len, d_model=a.d_model),
                    f"binary codes of 0..L-1 beside the sinusoids ({d2l})"),
+        "sinusoidal-2d": ((64, 16, None),
+                          lambda a: plot_encoding_2d(sinusoidal_2d(a.max_len, a.max_len, a.d_model, base=a.base)),
+                          "2-D sinusoids of a --max-len x --max-len image grid: channels, one pixel's similarity"),
+        "axial-rotary": ((32, 16, None),
+                         lambda a: plot_axial_rotary(axial_rotary_angles(a.max_len, a.max_len, head_dim=a.d_model,
+                                                                         base=a.base)),
+                         "axial RoPE over a --max-len x --max-len grid (--d-model = head dim): one pixel's scores"),
     }
 
 
@@ -68,13 +79,17 @@ def _figures() -> dict[str, tuple[tuple[int | None, int | None, str | None], Fig
 MAX_DIALS = 160  # each dial is its own axes, about 20 ms apiece to draw
 MAX_PAIRWISE_POSITIONS = 2048  # distances and similarity draw every pair of positions
 MAX_PIXELS = 100_000_000  # an RGBA image of 400 MB
+GRID_FIGURES = ("sinusoidal-2d", "axial-rotary")
+MAX_GRID_SIDE = 512  # the grid figures draw --max-len x --max-len pixels per panel
 
 
 def _check_size(name: str, args: argparse.Namespace) -> None:
     """Refuse, naming the flags and values, a figure that would take minutes to draw.
 
     Raises:
-        UsageError: for too many dials, or too many positions for a pairwise figure.
+        UsageError: for too many dials, too many positions for a pairwise figure, or
+            too large a grid.
+        ValueError: for a grid table that cannot fit in the memory available.
     """
     if name in ("exponential-dials", "encoding-degrees"):
         if name == "exponential-dials":
@@ -86,6 +101,13 @@ def _check_size(name: str, args: argparse.Namespace) -> None:
             culprit = f"--max-len {args.max_len}" if args.max_len >= rows else flag
             raise UsageError(f"{culprit}: {rows} rows x {args.max_len} positions = {dials} dials; at most "
                              f"{MAX_DIALS} (each dial is its own axes: more take minutes to draw)")
+    if name in GRID_FIGURES:
+        if args.max_len > MAX_GRID_SIDE:
+            raise UsageError(f"--max-len {args.max_len}: {name} draws a --max-len x --max-len grid; at most "
+                             f"{MAX_GRID_SIDE} a side")
+        # The float32 table or angles and their float64 copy for drawing.
+        check_memory(f"--max-len {args.max_len} squared x --d-model {args.d_model}: the grid table",
+                     args.max_len**2 * args.d_model * 12)
     if name in ("distances", "similarity") and args.max_len > MAX_PAIRWISE_POSITIONS:
         raise UsageError(f"--max-len {args.max_len}: {name} draws every pair of positions; at most "
                          f"{MAX_PAIRWISE_POSITIONS} positions (more take minutes and gigabytes)")
@@ -109,7 +131,7 @@ RUN_FIGURES = ("attention", "predictions", "losses")
 FIGURE_NAMES = (
     "encoding-degrees", "exponential-dials", "encoding-heatmap", "distances",
     "angle-rates", "angle-map", "encoding", "similarity", "nearby", "shifted",
-    "columns", "heatmap-p", "binary", *RUN_FIGURES,
+    "columns", "heatmap-p", "binary", *GRID_FIGURES, *RUN_FIGURES,
 )
 
 

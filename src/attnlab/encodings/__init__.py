@@ -3,14 +3,16 @@
 ``sinusoidal`` / ``angle_rates`` / ``shift_matrix`` (every layout of the paper's
 sinusoids), ``fixed_base`` (the positional-encoding lab's dials), ``PositionalEncoding``
 (the labs' module, fixed) and ``LearnedPositionalEncoding`` (the d2l chapter's exercise):
-these are added to the inputs.
+these are added to the inputs. For images and video: ``sinusoidal_2d`` / ``sinusoidal_3d``
+and ``PositionalEncoding2D`` / ``PositionalEncoding3D``.
 
 Schemes that act inside attention (:class:`AttentionPosition`, passed to
 ``MultiHeadAttention(position=...)``): ``Rotary`` (RoFormer), ``ALiBi``,
 ``T5RelativeBias``, ``ShawRelative`` (Shaw et al. 2018), ``FIRE`` (Li et al. 2023),
 ``KERPLE`` (Chi et al. 2022), ``XPos`` (Sun et al. 2022), ``CoPE`` (Golovneva et al.
-2024) and ``NoPosition``. Those written at any positions (:class:`PositionScheme`)
-also come randomized (Ruoss et al. 2023): ``RandomizedPositions`` around a scheme,
+2024), ``AxialRotary`` (rotary over the rows and columns of an image) and
+``NoPosition``. Those written at any positions (:class:`PositionScheme`) also come
+randomized (Ruoss et al. 2023): ``RandomizedPositions`` around a scheme,
 ``RandomizedSinusoidal`` and ``RandomizedLearned`` for the tables.
 
 By name (:mod:`.registry`): ``ENCODINGS`` and ``attention_position(name, ...)``, what a
@@ -19,6 +21,7 @@ model's ``encoding=`` argument builds.
 
 from attnlab.encodings.alibi import ALiBi, alibi_slopes
 from attnlab.encodings.attention_position import AttentionPosition, NoPosition, PositionScheme, relative_positions
+from attnlab.encodings.axial_rotary import AxialRotary, axial_rotary_angles
 from attnlab.encodings.cope import CoPE
 from attnlab.encodings.fire import FIRE
 from attnlab.encodings.fixed_base import fixed_base
@@ -29,13 +32,30 @@ from attnlab.encodings.randomized import RandomizedPositions, sample_positions
 from attnlab.encodings.randomized_tables import RandomizedLearned, RandomizedSinusoidal
 from attnlab.encodings.registry import ENCODINGS, attention_position
 from attnlab.encodings.relative import ShawRelative
+from attnlab.encodings.rope_scaling import ROPE_TYPES, rope_frequencies
 from attnlab.encodings.rotary import CONVENTIONS as ROTARY_CONVENTIONS
 from attnlab.encodings.rotary import Rotary, apply_rotary, interleaved_to_half_permutation
 from attnlab.encodings.sinusoidal import LAYOUTS, RATES, angle_rates, shift_matrix, sinusoidal
+from attnlab.encodings.sinusoidal_nd import (
+    PositionalEncoding2D,
+    PositionalEncoding3D,
+    axis_pairs,
+    sinusoidal_2d,
+    sinusoidal_3d,
+)
 from attnlab.encodings.t5 import T5RelativeBias, t5_bucket
 from attnlab.encodings.xpos import XPos, xpos_zeta
 
 __all__ = [
+    "ROPE_TYPES",
+    "rope_frequencies",
+    "sinusoidal_3d",
+    "sinusoidal_2d",
+    "axis_pairs",
+    "axial_rotary_angles",
+    "PositionalEncoding3D",
+    "PositionalEncoding2D",
+    "AxialRotary",
     "ALiBi",
     "AttentionPosition",
     "CoPE",

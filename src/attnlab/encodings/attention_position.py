@@ -25,12 +25,18 @@ Shape notation: ``B`` batch, ``H`` heads, ``T`` queries, ``S`` keys, ``Dh`` head
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import Tensor, nn
 
 from attnlab._validate import check_int
 
+# FlexAttention's score_mod(score, batch, head, q_idx, kv_idx) -> score, every argument a scalar tensor.
+ScoreMod = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
+
 __all__ = [
+    "ScoreMod",
     "AttentionPosition",
     "NoPosition",
     "PositionScheme",
@@ -178,6 +184,25 @@ class AttentionPosition(nn.Module):
             or ``[B, H, T, S]`` when it depends on ``q``), already including the
             ``1 / sqrt(Dh)`` factor where the scheme's scores are scaled, in
             :func:`bias_dtype` of ``q.dtype``.
+        """
+        return None
+
+    def score_mod(self, q: Tensor, n_keys: int, *, q_offset: int = 0, k_offset: int = 0) -> ScoreMod | None:
+        """:meth:`bias` as a FlexAttention ``score_mod`` (:mod:`attnlab.encodings.score_mods`), or None.
+
+        None (the default) when the scheme adds no score term, or one that cannot
+        be computed score by score (CoPE's counts, drawn positions); attention then
+        takes the dense or the chunked path.
+
+        Args:
+            q: queries ``[B, H, T, Dh]``.
+            n_keys: number of keys ``S``.
+            q_offset: position of the first query.
+            k_offset: position of the first key.
+
+        Returns:
+            None, or ``score_mod(score, b, h, q_idx, kv_idx) -> score`` (scalar
+            tensors) adding the term of :meth:`bias` at ``[b, h, q_idx, kv_idx]``.
         """
         return None
 

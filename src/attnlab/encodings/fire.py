@@ -63,6 +63,7 @@ from torch import Tensor, nn
 
 from attnlab._validate import check_bool, check_finite_float, check_float32, check_int
 from attnlab.encodings.attention_position import PositionScheme, _check_heads, bias_dtype, check_positions
+from attnlab.encodings.score_mods import ScoreMod, fire_score_mod
 
 __all__ = ["FIRE"]
 
@@ -178,6 +179,20 @@ class FIRE(PositionScheme):
         normaliser = torch.maximum(q_pos.to(torch.float64), self.threshold)  # [T]: max(L, i)
         # log1p(c x) is log(c x + 1) without the rounding of c x + 1 for small c x.
         return torch.log1p(c * distance) / (torch.log1p(c * normaliser) + self.eps)[:, None]  # [T, S]
+
+    def score_mod(self, q: Tensor, n_keys: int, *, q_offset: int = 0, k_offset: int = 0) -> ScoreMod:
+        """:meth:`bias` as a FlexAttention score_mod, the MLP run per score (no ``[T, S]`` tensor).
+
+        Args:
+            q: queries ``[B, H, T, Dh]``; only ``T``, dtype and device are used.
+            n_keys: number of keys ``S``.
+            q_offset: position of the first query.
+            k_offset: position of the first key.
+
+        Returns:
+            The score_mod of :func:`attnlab.encodings.score_mods.fire_score_mod`.
+        """
+        return fire_score_mod(self, q, n_keys, q_offset=q_offset, k_offset=k_offset)
 
     def bias_at(self, q: Tensor, *, q_pos: Tensor, k_pos: Tensor, k: Tensor | None = None) -> Tensor:
         """The FIRE bias for queries at ``q_pos`` and keys at ``k_pos``.

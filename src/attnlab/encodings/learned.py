@@ -25,6 +25,18 @@ __all__ = ["LearnedPositionalEncoding"]
 INITS = ("normal", "sinusoidal")
 
 
+def init_table(pe: Tensor, *, init: str, std: float) -> None:
+    """Fill a table ``pe [1, max_len, D]`` in place: N(0, ``std``) for ``"normal"``, else the sinusoids.
+
+    ``init`` and ``std`` are checked by the table's constructor.
+    """
+    with torch.no_grad():
+        if init == "normal":
+            nn.init.normal_(pe, mean=0.0, std=std)
+        else:
+            pe.copy_(sinusoidal(pe.shape[1], pe.shape[2]).unsqueeze(0))
+
+
 class LearnedPositionalEncoding(nn.Module):
     """Add a learned position table to the input, then dropout.
 
@@ -73,11 +85,7 @@ class LearnedPositionalEncoding(nn.Module):
 
     def reset_parameters(self) -> None:
         """Re-draw the table according to ``init`` (uses torch's global RNG for "normal")."""
-        with torch.no_grad():
-            if self.init == "normal":
-                nn.init.normal_(self.pe, mean=0.0, std=self.std)
-            else:
-                self.pe.copy_(sinusoidal(self.max_len, self.d_model).unsqueeze(0))
+        init_table(self.pe, init=self.init, std=self.std)
 
     def forward(self, x: Tensor, *, offset: int = 0) -> Tensor:
         """Encode ``x [B, L, D]`` at positions ``offset .. offset + L - 1``; returns ``[B, L, D]``.

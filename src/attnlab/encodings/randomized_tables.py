@@ -26,7 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlab._validate import check_choice, check_finite_float, check_int
-from attnlab.encodings.learned import INITS
+from attnlab.encodings.learned import INITS, init_table
 from attnlab.encodings.positional import check_sequence_input
 from attnlab.encodings.randomized import check_fits, sample_positions
 from attnlab.encodings.sinusoidal import LAYOUTS, sinusoidal
@@ -34,14 +34,22 @@ from attnlab.encodings.sinusoidal import LAYOUTS, sinusoidal
 __all__ = ["RandomizedLearned", "RandomizedSinusoidal"]
 
 
-def _check_offset(offset: int, owner: str) -> None:
-    """Refuse the offset of a cached decoding step."""
+def _draw(table: RandomizedSinusoidal | RandomizedLearned, h: Tensor, offset: int) -> Tensor:
+    """Check ``h [B, L, D]`` and ``offset`` for a randomized table; return a fresh draw, int64 ``[L]``.
+
+    A decoding step cannot be placed after cached steps drawn at other
+    positions, so any ``offset`` but 0 is refused.
+    """
+    name = type(table).__name__
+    check_sequence_input(h, table.d_model, name)
     offset = check_int("offset", offset, minimum=0)
     if offset:
         raise ValueError(
-            f"{owner} draws new positions at every call, so it cannot encode a step after cached ones "
+            f"{name} draws new positions at every call, so it cannot encode a step after cached ones "
             f"(got offset={offset}); decode without a cache, re-running the whole sequence"
         )
+    check_fits(h.shape[1], table.max_len, name)
+    return sample_positions(h.shape[1], table.max_len, device=h.device)
 
 
 class RandomizedSinusoidal(nn.Module):
@@ -111,13 +119,8 @@ class RandomizedSinusoidal(nn.Module):
             TypeError / ValueError: for ``h`` that is not a floating ``[B, L, D]``,
                 ``offset != 0``, or ``L > max_len`` (naming both).
         """
-        name = type(self).__name__
-        check_sequence_input(h, self.d_model, name)
-        _check_offset(offset, name)
-        check_fits(h.shape[1], self.max_len, name)
-        draw = sample_positions(h.shape[1], self.max_len, device=self.pe.device)  # [L]
-        self.last_draw = draw
-        return h + self.pe[draw].to(h.dtype)  # [B, L, D] + [L, D]
+        self.last_draw = _draw(self, h, offset)  # [L]
+        return h + self.pe[self.last_draw].to(h.dtype)  # [B, L, D] + [L, D]
 
     def extra_repr(self) -> str:
         """The constructor's arguments, for ``repr``."""
@@ -169,11 +172,7 @@ class RandomizedLearned(nn.Module):
 
     def reset_parameters(self) -> None:
         """Re-draw the table according to ``init`` (uses torch's global RNG for "normal")."""
-        with torch.no_grad():
-            if self.init == "normal":
-                nn.init.normal_(self.pe, mean=0.0, std=self.std)
-            else:
-                self.pe.copy_(sinusoidal(self.max_len, self.d_model).unsqueeze(0))
+        init_table(self.pe, init=self.init, std=self.std)
 
     def forward(self, h: Tensor, *, offset: int = 0) -> Tensor:
         """Add the table's rows at a fresh draw of ``L`` positions to ``h [B, L, D]``; returns ``[B, L, D]``.
@@ -182,13 +181,8 @@ class RandomizedLearned(nn.Module):
             TypeError / ValueError: for ``h`` that is not a floating ``[B, L, D]``,
                 ``offset != 0``, or ``L > max_len`` (naming both).
         """
-        name = type(self).__name__
-        check_sequence_input(h, self.d_model, name)
-        _check_offset(offset, name)
-        check_fits(h.shape[1], self.max_len, name)
-        draw = sample_positions(h.shape[1], self.max_len, device=self.pe.device)  # [L]
-        self.last_draw = draw
-        return h + self.pe[0, draw].to(h.dtype)  # [B, L, D] + [L, D]
+        self.last_draw = _draw(self, h, offset)  # [L]
+        return h + self.pe[0, self.last_draw].to(h.dtype)  # [B, L, D] + [L, D]
 
     def extra_repr(self) -> str:
         """The constructor's arguments, for ``repr``."""

@@ -50,6 +50,7 @@ from attnlab.encodings.attention_position import (
     check_rel,
     relative_positions,
 )
+from attnlab.encodings.score_mods import ScoreMod, shaw_score_mod
 
 __all__ = ["ShawRelative"]
 
@@ -194,6 +195,23 @@ class ShawRelative(PositionScheme):
         n_keys = check_int("n_keys", n_keys, minimum=0)
         idx = self.clipped_index(q.shape[2], n_keys, q_offset=q_offset, k_offset=k_offset, device=q.device)
         return self._key_term(q, idx)  # [B, H, T, S]
+
+    def score_mod(self, q: Tensor, n_keys: int, *, q_offset: int = 0, k_offset: int = 0) -> ScoreMod | None:
+        """The key term as a FlexAttention score_mod (:func:`attnlab.encodings.score_mods.shaw_score_mod`).
+
+        Args:
+            q: queries ``[B, H, T, Dh]``.
+            n_keys: number of keys ``S`` (the term is defined for any).
+            q_offset: position of the first query.
+            k_offset: position of the first key.
+
+        Returns:
+            The score_mod, or None with ``on_values``: the value term needs the
+            weights, so attention takes the chunked path for the whole scheme.
+        """
+        if self.rel_values is not None:
+            return None
+        return shaw_score_mod(self, q, q_offset=q_offset, k_offset=k_offset)
 
     def bias_at(self, q: Tensor, *, q_pos: Tensor, k_pos: Tensor, k: Tensor | None = None) -> Tensor:
         """The key term for queries at ``q_pos [T]`` and keys at ``k_pos [S]``: offsets ``clip(k_pos - q_pos)``.

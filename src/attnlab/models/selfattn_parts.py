@@ -179,7 +179,8 @@ class DecoderSelfAttn(nn.Module):
         att1 = self.self_attn_heads(
             query, query, query, mask=target_mask, is_causal=is_causal, cache=self_cache
         )  # [B, T, D]
-        att2 = self.cross_attn_heads(att1, memory, mask=source_mask, cache=cross_cache)  # [B, T, D]
+        att2 = self.cross_attn_heads(att1, memory, mask=source_mask, cache=cross_cache,
+                                     self_attention=False)  # [B, T, D]
         return self.ffn(att2)  # [B, T, F]
 
 

@@ -140,7 +140,8 @@ class TransformerDecoderLayer(nn.Module):
         h = self.norm1(y)
         y = y + self.dropout(self.self_attn(h, h, h, is_causal=True, cache=self_cache))  # [B, T, D]
         h = self.norm2(y)
-        y = y + self.dropout(self.cross_attn(h, memory, mask=source_mask, cache=cross_cache))  # [B, T, D]
+        y = y + self.dropout(self.cross_attn(h, memory, mask=source_mask, cache=cross_cache,
+                                             self_attention=False))  # [B, T, D]
         return y + self.dropout(self.ffn(self.norm3(y)))  # [B, T, D]
 
 

@@ -25,6 +25,7 @@ single axes take ``ax=`` to draw into an existing figure.
 from attnlab.plotting.attention import alignment_matrix, figure9, plot_attention, query_and_keys
 from attnlab.plotting.bertviz_format import to_bertviz
 from attnlab.plotting.dials import encoding_degrees, exponential_dials
+from attnlab.plotting.encodings_nd import plot_axial_rotary, plot_encoding_2d
 from attnlab.plotting.lengths import plot_length_generalisation
 from attnlab.plotting.mesh import encoding_heatmap, plot_distances, plot_mesh
 from attnlab.plotting.prefixes import prefix_pred
@@ -34,6 +35,8 @@ from attnlab.plotting.tables import plot_binary, plot_columns, plot_encoding, pl
 from attnlab.plotting.training import plot_losses, sequence_pred
 
 __all__ = [
+    "plot_axial_rotary",
+    "plot_encoding_2d",
     "alignment_matrix",
     "encoding_degrees",
     "encoding_heatmap",

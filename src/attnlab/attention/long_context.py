@@ -1,0 +1,275 @@
+"""Which path attention with a positional scheme takes: dense, FlexAttention or chunked.
+
+Attention without positions, or with a rotation (rotary, xPos), runs in torch's
+fused kernel, whose memory grows linearly with the length. A scheme that adds a
+term to the scores or the output has three ways to run:
+
+* ``"dense"``: the term as a ``[B|1, H, T, S]`` tensor, then the fused kernel with
+  it as a float mask (or the explicit softmax when the weights are needed).
+  Fastest for short sequences; ``O(L^2)`` memory.
+* ``"flex"``: the scheme's ``score_mod`` inside compiled FlexAttention
+  (:mod:`attnlab.attention.flex`): ``O(L)`` memory, a compile per shape family.
+* ``"chunked"``: the queries a chunk at a time (:mod:`attnlab.attention.chunked`):
+  ``O(L * C)`` memory, forward and backward, for every scheme that is honest
+  about offsets, Shaw's value term and CoPE included.
+
+The rule of ``backend="auto"`` (:func:`choose_backend`), in order:
+
+1. no scheme, or one that only rotates (nothing to add): dense (already fused);
+2. the weights are wanted (``need_weights``, ``record_attention``), or the scheme
+   draws positions per call (``caches`` False, the randomized ones): dense;
+3. ``T * S <= DENSE_SCORES`` (``2**20``, e.g. 1024 x 1024: the term is 4 MiB per
+   head in float32): dense;
+4. on CUDA, a scheme with a ``score_mod``, no dropout and no mask beyond
+   causal and key padding: flex;
+5. otherwise chunked. On the CPU that is the rule at every length: torch 2.13
+   has no FlexAttention backward there, and a compile per shape family costs
+   tens of seconds, which a long forward pass seldom earns back (see
+   ``benchmarks/long_context.py`` for the measured ratios); ``backend="flex"``
+   asks for it anyway, for inference.
+
+Shape notation: ``B`` batch, ``H`` heads, ``T`` queries, ``S`` keys, ``Dh`` head
+dim, ``Dv`` value width.
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from attnlab._validate import check_choice
+from attnlab.attention.chunked import chunked_attend
+from attnlab.attention.flex import flex_attend, flex_supported
+from attnlab.attention.functional import attend_unchecked, repeat_kv_heads
+from attnlab.encodings.attention_position import AttentionPosition, PositionScheme
+
+__all__ = ["BACKENDS", "DENSE_SCORES", "adds_terms", "attend_with_position", "choose_backend", "key_valid_of",
+           "position_attend"]
+
+BACKENDS = ("auto", "dense", "flex", "chunked")
+DENSE_SCORES = 2**20
+
+
+def adds_terms(position: AttentionPosition | None) -> bool:
+    """Whether ``position`` adds a term to the scores or the outputs (rather than only rotating).
+
+    A scheme adds one when its class overrides :meth:`~AttentionPosition.bias` or
+    :meth:`~AttentionPosition.value_term` (or, for a
+    :class:`~attnlab.encodings.PositionScheme`, ``bias_at`` or ``value_term_at``).
+
+    Example:
+        >>> from attnlab.encodings import ALiBi, Rotary
+        >>> adds_terms(ALiBi(2)), adds_terms(Rotary(8)), adds_terms(None)
+        (True, False, False)
+    """
+    if position is None:
+        return False
+    cls = type(position)
+    if isinstance(position, PositionScheme):
+        scheme = cast(type[PositionScheme], cls)
+        if scheme.bias_at is not PositionScheme.bias_at or scheme.value_term_at is not PositionScheme.value_term_at:
+            return True
+        return scheme.bias is not PositionScheme.bias or scheme.value_term is not PositionScheme.value_term
+    return cls.bias is not AttentionPosition.bias or cls.value_term is not AttentionPosition.value_term
+
+
+def key_valid_of(mask: Tensor | None, T: int) -> Tensor | None | bool:
+    """A mask ``[B|1, 1, 1|T, S]`` that only masks keys, as ``key_valid [B|1, S]``; False if it is more.
+
+    Returns None for no mask, the key-validity rows for a key-padding mask
+    (the same for every query and head), and False for any other mask (which
+    FlexAttention could take only as an ``O(T * S)`` tensor).
+    """
+    if mask is None:
+        return None
+    if mask.dim() != 4 or mask.shape[1] != 1 or (mask.shape[2] != 1 and T != 1):
+        return False
+    return mask[:, 0, 0, :]  # [B|1, S]
+
+
+def choose_backend(
+    backend: str,
+    *,
+    position: AttentionPosition | None,
+    T: int,
+    S: int,
+    need_weights: bool,
+    device: torch.device,
+    backward: bool,
+    dropout_p: float,
+    flex_mask_ok: bool,
+) -> str:
+    """The path a call takes: ``"dense"``, ``"flex"`` or ``"chunked"`` (the rule in the module docstring).
+
+    Args:
+        backend: ``"auto"``, or a path to force.
+        position: the scheme (None: no positions).
+        T: queries; S: keys.
+        need_weights: the weights are wanted (only the dense path returns them).
+        device: where the call runs.
+        backward: autograd records this call.
+        dropout_p: dropout on the weights (FlexAttention has none).
+        flex_mask_ok: the mask is at most causal plus key padding.
+
+    Returns:
+        The path's name.
+
+    Raises:
+        ValueError: for an unknown ``backend``, or a forced path that cannot serve
+            the call (naming why).
+    """
+    backend = check_choice("backend", backend, BACKENDS)
+    if backend == "dense" or not adds_terms(position):
+        return "dense"
+    assert position is not None
+    draws = not getattr(position, "caches", True)
+    if backend == "auto":
+        if need_weights or draws or T * S <= DENSE_SCORES:
+            return "dense"
+        has_mod = type(position).score_mod is not AttentionPosition.score_mod
+        if device.type == "cuda" and has_mod and dropout_p == 0.0 and flex_mask_ok:
+            return "flex"
+        return "chunked"
+    name = type(position).__name__
+    if need_weights:
+        raise ValueError(f"backend={backend!r} does not return attention weights; use backend='dense' for them")
+    if draws:
+        raise ValueError(f"backend={backend!r} cannot serve {name}, which draws new positions at every call; "
+                         "use backend='dense'")
+    if backend == "flex":
+        why = None
+        if type(position).score_mod is AttentionPosition.score_mod:
+            why = f"{name} has no score_mod"
+        elif not flex_supported(device, backward=backward):
+            why = f"torch {torch.__version__} has no FlexAttention backward on {device.type}"
+        elif dropout_p:
+            why = "FlexAttention has no attention dropout"
+        elif not flex_mask_ok:
+            why = "the mask is more than causal and key padding"
+        if why:
+            raise ValueError(f"backend='flex' cannot serve this call: {why}; use backend='chunked'")
+    return backend
+
+
+def position_attend(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    *,
+    position: AttentionPosition,
+    backend: str,
+    q_offset: int,
+    mask: Tensor | None,
+    bias: Tensor | None,
+    is_causal: bool,
+    scale: float | None,
+    dropout_p: float,
+) -> Tensor:
+    """Attention with ``position``'s terms on the ``"flex"`` or ``"chunked"`` path; ``out [B, H, T, Dv]``.
+
+    Args:
+        query: ``[B, H, T, Dh]``, already rotated; key ``[B, H|Hkv, S, Dh]``; value ``[B, H|Hkv, S, Dv]``.
+        position: the scheme, its keys at ``0 .. S - 1`` and queries from ``q_offset``.
+        backend: ``"flex"`` or ``"chunked"`` (from :func:`choose_backend`).
+        q_offset: position of the first query.
+        mask: boolean, True = may attend, broadcastable to ``[B, H, T, S]``.
+        bias: an additive float term (chunked path only), or None.
+        is_causal: the causal mask aligned bottom-right.
+        scale: multiplier of ``q @ k^T`` (default ``1 / sqrt(Dh)``).
+        dropout_p: dropout on the weights (chunked path only).
+
+    Returns:
+        ``[B, H, T, Dv]``.
+
+    Raises:
+        ValueError: for ``"flex"`` with a ``bias``, or a path other than the two.
+    """
+    if backend == "chunked":
+        return chunked_attend(query, key, value, position=position, q_offset=q_offset, mask=mask, bias=bias,
+                              is_causal=is_causal, scale=scale, dropout_p=dropout_p)
+    if backend != "flex":
+        raise ValueError(f"position_attend serves backend 'flex' or 'chunked', got backend={backend!r}")
+    if bias is not None:
+        raise ValueError("backend='flex' takes the scheme's score_mod only; an additive bias= needs 'chunked'")
+    T = query.shape[-2]
+    key_valid = key_valid_of(mask, T)
+    if key_valid is False:
+        raise ValueError("backend='flex' takes causal and key-padding masks only; use backend='chunked'")
+    valid = None if key_valid is None or key_valid is True else key_valid.expand(query.shape[0], -1)  # [B, S]
+
+    def score_mod(Tp: int, Sp: int):  # type: ignore[no-untyped-def]
+        padded = F.pad(query, (0, 0, 0, Tp - T))  # [B, H, Tp, Dh]: the padded rows are masked out
+        return position.score_mod(padded, Sp, q_offset=q_offset, k_offset=0)
+
+    return flex_attend(query, key, value, score_mod=score_mod, is_causal=is_causal, key_valid=valid, scale=scale)
+
+
+def attend_with_position(
+    q: Tensor,
+    keys: Tensor,
+    values: Tensor,
+    *,
+    position: AttentionPosition | None,
+    backend: str,
+    q_offset: int,
+    mask: Tensor | None,
+    bias: Tensor | None,
+    is_causal: bool,
+    scale: float | None,
+    dropout_p: float,
+    need_weights: bool,
+) -> tuple[Tensor, Tensor | None]:
+    """Self-attention's core with a scheme: the path :func:`choose_backend` picks, then the scheme's terms.
+
+    What ``MultiHeadAttention`` calls once ``q``, ``keys`` and ``values`` are projected
+    and rotated: the dense path (the scheme's ``bias`` as a tensor, the fused kernel
+    or the explicit softmax, the ``value_term``) or an ``O(L)`` one.
+
+    Args:
+        q: ``[B, H, T, Dh]``; keys: ``[B, H|Hkv, S, Dh]``; values: ``[B, H|Hkv, S, Dv]``.
+        position: the scheme, or None (then this is :func:`attnlab.attention.attend`).
+        backend: ``"auto"``, ``"dense"``, ``"flex"`` or ``"chunked"``.
+        q_offset: position of the first query (the keys start at 0).
+        mask: boolean, True = may attend, broadcastable to ``[B, H, T, S]``, or None.
+        bias: the caller's additive float term, or None.
+        is_causal: the causal mask aligned bottom-right.
+        scale: multiplier of ``q @ k^T`` (None: ``1 / sqrt(Dh)``).
+        dropout_p: dropout on the weights (0.0 in evaluation).
+        need_weights: return the weights ``[B, H, T, S]`` (the dense path).
+
+    Returns:
+        ``(out [B, H, T, Dv], weights [B, H, T, S] or None)``.
+
+    Raises:
+        ValueError: for a forced ``backend`` that cannot serve the call (see :func:`choose_backend`).
+    """
+    H, T, S = q.shape[1], q.shape[2], keys.shape[2]
+    backward = torch.is_grad_enabled() and any(t.requires_grad for t in (q, keys, values))
+    path = choose_backend(backend, position=position, T=T, S=S, need_weights=need_weights, device=q.device,
+                          backward=backward, dropout_p=dropout_p,
+                          flex_mask_ok=bias is None and key_valid_of(mask, T) is not False)
+    if path != "dense":
+        assert position is not None
+        out = position_attend(q, keys, values, position=position, backend=path, q_offset=q_offset, mask=mask,
+                              bias=bias, is_causal=is_causal, scale=scale, dropout_p=dropout_p)
+        return out, None
+    value_term = False
+    if position is not None:
+        if position.needs_keys:  # CoPE: positions counted from q . k, one key per head
+            term = position.bias(q, S, q_offset=q_offset, k_offset=0,  # type: ignore[call-arg]
+                                 k=repeat_kv_heads(keys, H))
+        else:
+            term = position.bias(q, S, q_offset=q_offset, k_offset=0)  # [B|1, H|1, T, S] or None
+        if term is not None:
+            bias = term if bias is None else term + bias.to(term.device)
+        value_term = position.needs_weights
+    out, weights = attend_unchecked(q, keys, values, mask=mask, bias=bias, scale=scale, dropout_p=dropout_p,
+                                    need_weights=need_weights or value_term, is_causal=is_causal)
+    if value_term and weights is not None and position is not None:
+        extra = position.value_term(weights, q_offset=q_offset, k_offset=0)  # [B, H, T, Dv] (Shaw's values)
+        if extra is not None:
+            out = out + extra.to(out.dtype)
+    return out, weights

@@ -1,0 +1,181 @@
+"""Position schemes as FlexAttention ``score_mod``\\ s: a bias computed per score, never as ``[T, S]``.
+
+torch's FlexAttention (``torch.nn.attention.flex_attention``; He et al. 2024,
+arXiv:2412.05496) takes a function ``score_mod(score, b, h, q_idx, kv_idx)`` and
+applies it to each scaled score inside a fused, compiled kernel, so a positional
+bias costs no ``[T, S]`` tensor. This module turns attnlab's bias schemes into
+such functions. Each one captures only small tensors:
+
+* a scheme that depends on the positions only through ``j - i`` and not on the
+  queries' content (ALiBi, T5's buckets, KERPLE) is evaluated once at every
+  distance the call can meet, ``-(T - 1) .. S - 1``, by the scheme's own
+  ``bias_at``: a table ``[H, T + S - 1]`` (:func:`distance_score_mod`). The
+  numbers are the dense path's, from the same code;
+* Shaw's key term depends on the query: ``q_i . w^K[clip(j - i)] / sqrt(Dh)``
+  for the ``2k + 1`` clipped offsets, ``[B, H, T, 2k + 1]`` (:func:`shaw_score_mod`);
+* FIRE reads the query's absolute position; its MLP runs inside the kernel on
+  ``psi(|i - j|) / psi(max(L, i))`` (:func:`fire_score_mod`).
+
+Positions follow the protocol: query ``q_idx`` sits at ``q_offset + q_idx`` and
+key ``kv_idx`` at ``k_offset + kv_idx``. The functions index captured tensors
+with ``q_idx``/``kv_idx``, which FlexAttention supports on CPU and CUDA (with
+gradients to the captured tensors on CUDA; torch 2.13 has no FlexAttention
+backward on the CPU, where :mod:`attnlab.attention.chunked` serves training).
+
+Shape notation: ``B`` batch, ``H`` heads, ``T`` queries, ``S`` keys, ``Dh`` head dim.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+from torch import Tensor, nn
+
+from attnlab.encodings.attention_position import ScoreMod, bias_dtype
+
+
+class _ByDistance(Protocol):
+    """A scheme whose bias is a function of ``k_pos - q_pos`` alone (ALiBi, T5RelativeBias, KERPLE)."""
+
+    def bias_at(self, q: Tensor, *, q_pos: Tensor, k_pos: Tensor, k: Tensor | None = None) -> Tensor: ...
+
+
+class _ShawLike(Protocol):
+    """What :func:`shaw_score_mod` reads of a :class:`attnlab.encodings.ShawRelative`."""
+
+    @property
+    def rel_keys(self) -> Tensor: ...
+    @property
+    def head_dim(self) -> int: ...
+    @property
+    def max_relative_position(self) -> int: ...
+
+
+class _FireLike(Protocol):
+    """What :func:`fire_score_mod` reads of a :class:`attnlab.encodings.FIRE`."""
+
+    @property
+    def c(self) -> Tensor: ...
+    @property
+    def eps(self) -> float: ...
+    @property
+    def n_heads(self) -> int: ...
+    @property
+    def causal(self) -> bool: ...
+    @property
+    def mlp(self) -> nn.Sequential: ...
+    @property
+    def threshold(self) -> Tensor: ...
+
+
+__all__ = ["ScoreMod", "distance_score_mod", "fire_score_mod", "shaw_score_mod"]
+
+
+def distance_score_mod(
+    scheme: _ByDistance, q: Tensor, n_keys: int, *, q_offset: int = 0, k_offset: int = 0,
+) -> ScoreMod:
+    """The score_mod of a scheme that is a function of ``j - i`` alone: a lookup in its bias per distance.
+
+    Args:
+        scheme: ALiBi, T5RelativeBias or KERPLE (or any scheme whose ``bias_at``
+            depends on the positions only through ``k_pos - q_pos`` and not on ``q``).
+        q: queries ``[B, H, T, Dh]``; fixes ``T``, dtype and device.
+        n_keys: ``S``.
+        q_offset: position of the first query.
+        k_offset: position of the first key.
+
+    Returns:
+        ``score_mod(score, b, h, q_idx, kv_idx) = score + table[h, kv_idx - q_idx + T - 1]``
+        with ``table [H, T + S - 1]`` the scheme's bias at distances
+        ``k_offset - q_offset - (T - 1) .. k_offset - q_offset + S - 1``.
+    """
+    T = q.shape[-2]
+    first = k_offset - q_offset - (T - 1)  # the smallest key-minus-query distance of the call
+    distances = torch.arange(first, first + T + n_keys - 1, device=q.device)  # [T + S - 1]
+    zero = torch.zeros(1, dtype=torch.int64, device=q.device)  # one query, at position 0
+    table = scheme.bias_at(q[..., :1, :], q_pos=zero, k_pos=distances)[0, :, 0]  # [1, H, 1, T+S-1] -> [H, T+S-1]
+    shift = T - 1
+
+    def score_mod(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+        return score + table[h, kv_idx - q_idx + shift]
+
+    return score_mod
+
+
+def shaw_score_mod(scheme: _ShawLike, q: Tensor, *, q_offset: int = 0, k_offset: int = 0) -> ScoreMod:
+    """Shaw et al.'s key term ``q_i . w^K[clip(j - i, -k, k) + k] / sqrt(Dh)`` as a score_mod.
+
+    Args:
+        scheme: the :class:`attnlab.encodings.ShawRelative` (its value term, if
+            any, is not a score term: attention takes the chunked path for it).
+        q: queries ``[B, H, T, Dh]`` (not rotated).
+        q_offset: position of the first query.
+        k_offset: position of the first key.
+
+    Returns:
+        ``score_mod`` adding ``logits[b, h, q_idx, clip(...)]`` from the captured
+        ``logits = q @ w^K^T / sqrt(Dh)``, ``[B, H, T, 2k + 1]``.
+    """
+    dtype = bias_dtype(q.dtype)
+    w_k = scheme.rel_keys.to(device=q.device, dtype=dtype)  # [R, Dh]
+    logits = (q.to(dtype) @ w_k.T) / (scheme.head_dim**0.5)  # [B, H, T, Dh] x [Dh, R] -> [B, H, T, R]
+    k = scheme.max_relative_position
+    # Offsets as a tensor: a compiled kernel bakes Python ints in and would recompile per offset.
+    shift = torch.tensor(k_offset - q_offset, device=q.device)
+
+    def score_mod(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+        return score + logits[b, h, q_idx, (kv_idx - q_idx + shift).clamp(-k, k) + k]
+
+    return score_mod
+
+
+def fire_score_mod(scheme: _FireLike, q: Tensor, n_keys: int, *, q_offset: int = 0, k_offset: int = 0) -> ScoreMod:
+    """FIRE's bias ``f(psi(|i - j|) / psi(max(L, i)))`` as a score_mod, its MLP evaluated per score.
+
+    The MLP (1 -> hidden -> H, ReLU) is written out as a sum over its hidden
+    units, which the compiler fuses into the kernel; ``psi`` of every distance
+    and the normaliser of every query are looked up in small captured tables.
+
+    Args:
+        scheme: the :class:`attnlab.encodings.FIRE`.
+        q: queries ``[B, H, T, Dh]``; fixes ``T``, dtype and device.
+        n_keys: ``S``.
+        q_offset: position of the first query.
+        k_offset: position of the first key.
+
+    Returns:
+        The score_mod; the bidirectional FIRE picks the second half of the MLP's
+        outputs for keys after the query, as its dense bias does.
+    """
+    T = q.shape[-2]
+    dtype = bias_dtype(q.dtype)
+    q_pos = torch.arange(q_offset, q_offset + T, device=q.device)  # [T]
+    first = k_offset - q_offset - (T - 1)
+    distances = torch.arange(first, first + T + n_keys - 1, device=q.device)  # [T + S - 1]
+    # psi(|d|) and 1 / (psi(max(L, i)) + eps) in float64, as the dense path computes them.
+    c = scheme.c.to(torch.float64).abs()
+    psi = torch.log1p(c * distances.abs().to(device=c.device, dtype=torch.float64))  # [T + S - 1]
+    normaliser = torch.maximum(q_pos.to(device=c.device, dtype=torch.float64), scheme.threshold)  # [T]
+    inv_norm = 1.0 / (torch.log1p(c * normaliser) + scheme.eps)  # [T]
+    psi, inv_norm = psi.to(device=q.device, dtype=dtype), inv_norm.to(device=q.device, dtype=dtype)
+    first_layer, last_layer = scheme.mlp[0], scheme.mlp[2]
+    assert isinstance(first_layer, nn.Linear) and isinstance(last_layer, nn.Linear)
+    w1 = first_layer.weight[:, 0].to(device=q.device, dtype=dtype)  # [hidden]
+    b1 = first_layer.bias.to(device=q.device, dtype=dtype)  # [hidden]
+    w2 = last_layer.weight.to(device=q.device, dtype=dtype)  # [H or 2H, hidden]
+    b2 = last_layer.bias.to(device=q.device, dtype=dtype)  # [H or 2H]
+    shift, n_heads, causal = T - 1, scheme.n_heads, scheme.causal
+    gap = torch.tensor(q_offset - k_offset, device=q.device)  # a tensor, so offsets never recompile
+    hidden = w1.shape[0]
+
+    def score_mod(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+        x = psi[kv_idx - q_idx + shift] * inv_norm[q_idx]
+        # The output row of this head: the bidirectional MLP's second half for keys after the query.
+        out = h if causal else h + n_heads * (kv_idx - q_idx > gap)
+        acc = b2[out]
+        for unit in range(hidden):
+            acc = acc + w2[out, unit] * torch.relu(x * w1[unit] + b1[unit])
+        return score + acc
+
+    return score_mod
