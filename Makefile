@@ -26,8 +26,10 @@ run: $(STAMP)
 # that runs out of tests takes some of the other's, so no long test is left alone at the end.
 TEST_WORKERS ?= auto
 
+# PYTHONDONTWRITEBYTECODE is emptied (= unset) for the suite: with it set, every process the tests start (CLI
+# runs, sweep workers, torchrun ranks, notebook kernels) compiles attnlab's sources again, ~0.5 s each.
 test: $(STAMP)
-	MPLBACKEND=Agg $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal
+	PYTHONDONTWRITEBYTECODE= MPLBACKEND=Agg $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal
 
 # The tests that open the report in headless Chromium (`make test` skips them when no browser
 # is installed): installs Chromium from the system's packages first if it is missing.

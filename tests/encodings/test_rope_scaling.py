@@ -4,7 +4,9 @@ Rotary's rotated queries and keys against Llama's LlamaRotaryEmbedding + apply_r
 per-position rule of the length-dependent types with a key/value cache, and the bad inputs."""
 
 import copy
+import functools
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -15,11 +17,6 @@ if transformers.__version__ != "5.23.0":
     pytest.skip(f"these tests compare with transformers 5.23.0, found {transformers.__version__}",
                 allow_module_level=True)
 
-from transformers import LlamaConfig  # noqa: E402
-from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS  # noqa: E402
-from transformers.models.gpt_neox.modeling_gpt_neox import GPTNeoXRotaryEmbedding  # noqa: E402
-from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb  # noqa: E402
-
 from attnlab.attention import KVCache, MultiHeadAttention  # noqa: E402
 from attnlab.encodings.rope_scaling import ROPE_TYPES, rope_frequencies  # noqa: E402
 from attnlab.encodings.rotary import Rotary  # noqa: E402
@@ -27,9 +24,23 @@ from attnlab.encodings.rotary import Rotary  # noqa: E402
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
+@functools.cache
+def hf() -> SimpleNamespace:
+    """transformers' Llama and GPT-NeoX pieces, imported on first use: the modelling modules take
+    seconds to import, and every xdist worker collects this file, not only the one that runs it."""
+    from transformers import LlamaConfig
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    from transformers.models.gpt_neox.modeling_gpt_neox import GPTNeoXRotaryEmbedding
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, apply_rotary_pos_emb
+
+    return SimpleNamespace(LlamaConfig=LlamaConfig, ROPE_INIT_FUNCTIONS=ROPE_INIT_FUNCTIONS,
+                           GPTNeoXRotaryEmbedding=GPTNeoXRotaryEmbedding,
+                           LlamaRotaryEmbedding=LlamaRotaryEmbedding, apply_rotary_pos_emb=apply_rotary_pos_emb)
+
+
 def hf_config(rope_parameters, *, head_dim, max_position_embeddings):
     """A tiny LlamaConfig carrying ``rope_parameters`` (copied: transformers fills in defaults in place)."""
-    return LlamaConfig(hidden_size=2 * head_dim, num_attention_heads=2, num_key_value_heads=2, head_dim=head_dim,
+    return hf().LlamaConfig(hidden_size=2 * head_dim, num_attention_heads=2, num_key_value_heads=2, head_dim=head_dim,
                        num_hidden_layers=1, intermediate_size=8, vocab_size=8,
                        max_position_embeddings=max_position_embeddings,
                        rope_parameters=copy.deepcopy(rope_parameters))
@@ -40,8 +51,8 @@ def hf_frequencies(rope_parameters, *, head_dim, max_position_embeddings, seq_le
     config = hf_config(rope_parameters, head_dim=head_dim, max_position_embeddings=max_position_embeddings)
     rope_type = config.rope_parameters["rope_type"]
     if rope_type == "default":  # no ROPE_INIT_FUNCTIONS entry; GPT-NeoX's honours partial_rotary_factor
-        return GPTNeoXRotaryEmbedding.compute_default_rope_parameters(config)
-    return ROPE_INIT_FUNCTIONS[rope_type](config, seq_len=seq_len)
+        return hf().GPTNeoXRotaryEmbedding.compute_default_rope_parameters(config)
+    return hf().ROPE_INIT_FUNCTIONS[rope_type](config, seq_len=seq_len)
 
 
 def rotate_half_reference(x, positions, inv_freq, attention_factor=1.0):
@@ -62,7 +73,7 @@ def rotate_half_reference(x, positions, inv_freq, attention_factor=1.0):
 
 
 def test_rope_types_are_transformers_types():
-    assert set(ROPE_TYPES) == set(ROPE_INIT_FUNCTIONS) | {"default"}
+    assert set(ROPE_TYPES) == set(hf().ROPE_INIT_FUNCTIONS) | {"default"}
 
 
 # --- frequencies and attention factor against ROPE_INIT_FUNCTIONS ---------------------------------
@@ -160,12 +171,12 @@ E2E = {
 
 def hf_rotated(params, q, k, positions):
     """transformers' Llama rotation of q, k [B, H, L, Dh], one call per list of positions in ``positions``."""
-    rope = LlamaRotaryEmbedding(hf_config(params, head_dim=HEAD_DIM, max_position_embeddings=MPE))
+    rope = hf().LlamaRotaryEmbedding(hf_config(params, head_dim=HEAD_DIM, max_position_embeddings=MPE))
     out_q, out_k, start = [], [], 0
     for call in positions:  # e.g. [range(L)]: one full pass; [[0], [1], ...]: decoding step by step
         n = len(call)
         cos, sin = rope(q, torch.tensor([list(call)]))  # [1, n, Dh] each
-        rq, rk = apply_rotary_pos_emb(q[:, :, start : start + n], k[:, :, start : start + n], cos, sin)
+        rq, rk = hf().apply_rotary_pos_emb(q[:, :, start : start + n], k[:, :, start : start + n], cos, sin)
         out_q.append(rq)
         out_k.append(rk)
         start += n

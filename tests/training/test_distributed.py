@@ -107,7 +107,15 @@ def _reference(epochs):
     return losses, val_losses
 
 
-def test_ddp_losses_equal_one_process_and_resume_continues(ddp_run):
+def test_a_torchrun_run_equals_one_process_resumes_writes_once_and_loads_alone(ddp_run):
+    """One test for the one DDP run: under xdist's work stealing, tests sharing a module fixture
+    can land on both workers, and each worker would then pay for the two torchrun launches."""
+    _losses_equal_one_process_and_resume_continues(ddp_run)
+    _only_rank_zero_wrote_anything(ddp_run)
+    _the_ddp_checkpoint_loads_in_one_process(ddp_run)
+
+
+def _losses_equal_one_process_and_resume_continues(ddp_run):
     losses, val_losses = _reference(4)
     first = _records(ddp_run["after_two"])
     records = _records((ddp_run["folder"] / "metrics.jsonl").read_text())
@@ -122,7 +130,7 @@ def test_ddp_losses_equal_one_process_and_resume_continues(ddp_run):
     assert losses[0] != losses[2]  # the epochs shuffle differently (an epoch-blind sampler would repeat them)
 
 
-def test_only_rank_zero_wrote_anything(ddp_run):
+def _only_rank_zero_wrote_anything(ddp_run):
     folder, work = ddp_run["folder"], ddp_run["work"]
     assert sorted(p.name for p in work.iterdir()) == ["run"]  # nothing else created where the ranks ran
     assert sorted(p.name for p in folder.iterdir()) == [".lock", "attnlab-run.json", "checkpoint.pt", "config.json",
@@ -137,7 +145,7 @@ def test_only_rank_zero_wrote_anything(ddp_run):
         assert outputs[0]["stderr"] == outputs[1]["stderr"] == ""  # no error, no warning (DDP's included)
 
 
-def test_the_ddp_checkpoint_loads_in_one_process(ddp_run):
+def _the_ddp_checkpoint_loads_in_one_process(ddp_run):
     config, model, state = load_run(ddp_run["folder"])
     assert not [k for k in state["model_state_dict"] if k.startswith("module.")]
     assert state["epoch"] == 4 and config.batch_size == BATCH and not model.training
