@@ -10,8 +10,8 @@ from torch.testing import assert_close
 
 from attnlab.analysis.position_audit import audit_position
 from attnlab.attention import KVCache, MultiHeadAttention, attend
-from attnlab.encodings.attention_position import PositionScheme
 from attnlab.encodings.cope import CoPE
+from attnlab.encodings.position_scheme import PositionScheme
 
 # --- the reference, re-typed from the paper's appendix (Golovneva et al. 2024) ---------------------
 # query/key/val are [N, L, Dh] with the heads folded into N, mask [T, S] 0/1 (1 = may attend);

@@ -8,8 +8,8 @@ from torch import nn
 
 from attnlab.analysis.position_audit import audit_position
 from attnlab.attention import KVCache, MultiHeadAttention
-from attnlab.encodings.attention_position import PositionScheme
 from attnlab.encodings.fire import FIRE
+from attnlab.encodings.position_scheme import PositionScheme
 
 
 def reference_fire(fire, q_pos, k_pos):

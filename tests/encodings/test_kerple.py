@@ -8,8 +8,8 @@ from torch import nn
 
 from attnlab.analysis.position_audit import audit_position
 from attnlab.attention import KVCache, MultiHeadAttention
-from attnlab.encodings.attention_position import PositionScheme
 from attnlab.encodings.kerple import KERPLE
+from attnlab.encodings.position_scheme import PositionScheme
 
 
 def reference_kerple(kernel, r1, r2, q_pos, k_pos):

@@ -18,7 +18,8 @@ import torch
 
 from attnlab.attention import MultiHeadAttention
 from attnlab.encodings.alibi import ALiBi
-from attnlab.encodings.attention_position import NoPosition, PositionScheme
+from attnlab.encodings.attention_position import NoPosition
+from attnlab.encodings.position_scheme import PositionScheme
 from attnlab.encodings.positional import PositionalEncoding
 from attnlab.encodings.randomized import RandomizedPositions, sample_positions
 from attnlab.encodings.randomized_tables import RandomizedLearned, RandomizedSinusoidal

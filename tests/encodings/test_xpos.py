@@ -11,7 +11,7 @@ from torch.testing import assert_close
 
 from attnlab.analysis.position_audit import audit_position
 from attnlab.attention import KVCache, MultiHeadAttention
-from attnlab.encodings.attention_position import PositionScheme
+from attnlab.encodings.position_scheme import PositionScheme
 from attnlab.encodings.xpos import XPos, xpos_zeta
 
 

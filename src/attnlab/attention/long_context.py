@@ -44,7 +44,8 @@ from attnlab._validate import check_choice
 from attnlab.attention.chunked import chunked_attend
 from attnlab.attention.flex import flex_attend, flex_supported
 from attnlab.attention.functional import attend_unchecked, repeat_kv_heads
-from attnlab.encodings.attention_position import AttentionPosition, PositionScheme
+from attnlab.encodings.attention_position import AttentionPosition
+from attnlab.encodings.position_scheme import PositionScheme
 
 __all__ = ["BACKENDS", "DENSE_SCORES", "adds_terms", "attend_with_position", "choose_backend", "key_valid_of",
            "position_attend"]

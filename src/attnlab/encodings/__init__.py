@@ -20,13 +20,14 @@ model's ``encoding=`` argument builds.
 """
 
 from attnlab.encodings.alibi import ALiBi, alibi_slopes
-from attnlab.encodings.attention_position import AttentionPosition, NoPosition, PositionScheme, relative_positions
+from attnlab.encodings.attention_position import AttentionPosition, NoPosition, relative_positions
 from attnlab.encodings.axial_rotary import AxialRotary, axial_rotary_angles
 from attnlab.encodings.cope import CoPE
 from attnlab.encodings.fire import FIRE
 from attnlab.encodings.fixed_base import fixed_base
 from attnlab.encodings.kerple import KERPLE
 from attnlab.encodings.learned import LearnedPositionalEncoding
+from attnlab.encodings.position_scheme import PositionScheme
 from attnlab.encodings.positional import PositionalEncoding
 from attnlab.encodings.randomized import RandomizedPositions, sample_positions
 from attnlab.encodings.randomized_tables import RandomizedLearned, RandomizedSinusoidal

@@ -59,7 +59,7 @@ import torch
 from torch import Tensor
 
 from attnlab._validate import check_choice, check_dtype, check_finite_float, check_int
-from attnlab.encodings.attention_position import PositionScheme, check_positions
+from attnlab.encodings.position_scheme import PositionScheme, check_positions
 from attnlab.encodings.rotary import rotary_inv_freq
 
 __all__ = ["COORDS", "AxialRotary", "axial_rotary_angles"]

@@ -60,7 +60,8 @@ import torch
 from torch import Tensor, nn
 
 from attnlab._validate import check_bool, check_int
-from attnlab.encodings.attention_position import PositionScheme, _check_heads, bias_dtype
+from attnlab.encodings.attention_position import _check_heads, bias_dtype
+from attnlab.encodings.position_scheme import PositionScheme
 
 __all__ = ["CoPE"]
 

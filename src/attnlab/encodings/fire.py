@@ -62,7 +62,8 @@ import torch
 from torch import Tensor, nn
 
 from attnlab._validate import check_bool, check_finite_float, check_float32, check_int
-from attnlab.encodings.attention_position import PositionScheme, _check_heads, bias_dtype, check_positions
+from attnlab.encodings.attention_position import _check_heads, bias_dtype
+from attnlab.encodings.position_scheme import PositionScheme, check_positions
 from attnlab.encodings.score_mods import ScoreMod, fire_score_mod
 
 __all__ = ["FIRE"]

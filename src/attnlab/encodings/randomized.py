@@ -78,7 +78,8 @@ import torch
 from torch import Tensor
 
 from attnlab._validate import check_choice, check_int
-from attnlab.encodings.attention_position import AttentionPosition, PositionScheme, _check_heads
+from attnlab.encodings.attention_position import AttentionPosition, _check_heads
+from attnlab.encodings.position_scheme import PositionScheme
 
 __all__ = ["SAMPLES", "RandomizedPositions", "sample_positions"]
 

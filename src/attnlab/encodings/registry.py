@@ -31,11 +31,12 @@ from torch import nn
 
 from attnlab._validate import check_choice, check_int
 from attnlab.encodings.alibi import ALiBi
-from attnlab.encodings.attention_position import AttentionPosition, NoPosition, PositionScheme
+from attnlab.encodings.attention_position import AttentionPosition, NoPosition
 from attnlab.encodings.cope import CoPE
 from attnlab.encodings.fire import FIRE
 from attnlab.encodings.kerple import KERPLE
 from attnlab.encodings.learned import LearnedPositionalEncoding
+from attnlab.encodings.position_scheme import PositionScheme
 from attnlab.encodings.positional import PositionalEncoding
 from attnlab.encodings.randomized import RandomizedPositions
 from attnlab.encodings.randomized_tables import RandomizedLearned, RandomizedSinusoidal

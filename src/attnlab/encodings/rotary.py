@@ -74,7 +74,7 @@ import torch
 from torch import Tensor
 
 from attnlab._validate import check_choice, check_finite_float, check_int
-from attnlab.encodings.attention_position import PositionScheme, check_positions
+from attnlab.encodings.position_scheme import PositionScheme, check_positions
 from attnlab.encodings.rope_scaling import LENGTH_DEPENDENT, _RopeScaling
 from attnlab.encodings.rotary_functional import (
     CONVENTIONS,

@@ -36,14 +36,8 @@ import torch
 from torch import Tensor, nn
 
 from attnlab._validate import check_int
-from attnlab.encodings.attention_position import (
-    PositionScheme,
-    _check_heads,
-    bias_dtype,
-    check_positions,
-    check_rel,
-    relative_positions,
-)
+from attnlab.encodings.attention_position import _check_heads, bias_dtype, relative_positions
+from attnlab.encodings.position_scheme import PositionScheme, check_positions, check_rel
 from attnlab.encodings.score_mods import ScoreMod, distance_score_mod
 
 __all__ = ["T5RelativeBias", "t5_bucket"]

@@ -64,7 +64,8 @@ import torch
 from torch import Tensor
 
 from attnlab._validate import check_choice, check_finite_float, check_int
-from attnlab.encodings.attention_position import PositionScheme, _check_heads
+from attnlab.encodings.attention_position import _check_heads
+from attnlab.encodings.position_scheme import PositionScheme
 from attnlab.encodings.rotary import (
     CONVENTIONS,
     _check_angle_dtype,
