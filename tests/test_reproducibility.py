@@ -32,6 +32,7 @@ import sys
 import numpy as np
 import pytest
 import torch
+from conftest import shared_once
 from torch import nn
 
 import attnlab.models
@@ -164,19 +165,26 @@ cli("compare", *sys.argv[2:], "--out", out / "compare")
 """
 
 
-@pytest.fixture(scope="module")
-def two_processes(tmp_path_factory):
-    """The same commands run by two fresh interpreters, side by side; their output folders."""
-    folders = [tmp_path_factory.mktemp(f"process{i}") for i in (1, 2)]
+def _run_two_processes(root):
     procs = []
-    for i, folder in enumerate(folders, start=1):
+    for i in (1, 2):
+        folder = root / f"process{i}"
+        folder.mkdir(exist_ok=True)
         env = dict(os.environ, MPLBACKEND="Agg", OMP_NUM_THREADS="1", PYTHONHASHSEED=str(i))
         procs.append(subprocess.Popen([sys.executable, "-c", CHILD, str(folder), *TINY_COMPARE], cwd=folder,
                                       env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     for proc in procs:
         out, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, err
-    return folders
+
+
+@pytest.fixture(scope="module")
+def two_processes(tmp_path_factory):
+    """The same commands run by two fresh interpreters, side by side; their output folders.
+
+    Built once per session (conftest.shared_once), however xdist spreads this module's tests."""
+    root = shared_once(tmp_path_factory, "two-processes", _run_two_processes)
+    return [root / "process1", root / "process2"]
 
 
 def _lines(path):
