@@ -32,7 +32,7 @@ import sys
 import numpy as np
 import pytest
 import torch
-from conftest import shared_once
+from shared_once import shared_once
 from torch import nn
 
 import attnlab.models
@@ -182,7 +182,7 @@ def _run_two_processes(root):
 def two_processes(tmp_path_factory):
     """The same commands run by two fresh interpreters, side by side; their output folders.
 
-    Built once per session (conftest.shared_once), however xdist spreads this module's tests."""
+    Built once per session (tests/shared_once.py), however xdist spreads this module's tests."""
     root = shared_once(tmp_path_factory, "two-processes", _run_two_processes)
     return [root / "process1", root / "process2"]
 
