@@ -42,7 +42,7 @@ from torch import Tensor
 from attnlab._validate import check_finite_float, check_int
 from attnlab.encodings.attention_position import _check_heads, bias_dtype, relative_positions
 from attnlab.encodings.position_scheme import PositionScheme, check_positions, check_rel
-from attnlab.encodings.score_mods import ScoreMod, distance_score_mod
+from attnlab.encodings.score_mods import DistanceScoreMod
 
 __all__ = ["ALiBi", "alibi_slopes"]
 
@@ -85,7 +85,7 @@ def alibi_slopes(n_heads: int) -> Tensor:
     return torch.pow(2.0, -exponents).to(torch.float32)
 
 
-class ALiBi(PositionScheme):
+class ALiBi(DistanceScoreMod, PositionScheme):
     """ALiBi (Press et al. 2022) as an attention position scheme: bias ``-m_h * |j - i|``.
 
     ``bias(q, S)[0, h, i, j] = -m_h * |(k_offset + j) - (q_offset + i)|`` with
@@ -180,21 +180,6 @@ class ALiBi(PositionScheme):
         n_keys = check_int("n_keys", n_keys, minimum=0)
         rel = relative_positions(q.shape[2], n_keys, q_offset=q_offset, k_offset=k_offset, device=q.device)
         return self._bias(q, rel)  # [1, H, T, S]
-
-    def score_mod(self, q: Tensor, n_keys: int, *, q_offset: int = 0, k_offset: int = 0) -> ScoreMod:
-        """:meth:`bias` as a FlexAttention score_mod: a lookup in the bias at each distance (no ``[T, S]``).
-
-        Args:
-            q: queries ``[B, H, T, Dh]``; only ``T``, dtype and device are used.
-            n_keys: number of keys ``S``.
-            q_offset: position of the first query.
-            k_offset: position of the first key.
-
-        Returns:
-            ``score_mod(score, b, h, q_idx, kv_idx)`` adding this bias
-            (:func:`attnlab.encodings.score_mods.distance_score_mod`).
-        """
-        return distance_score_mod(self, q, n_keys, q_offset=q_offset, k_offset=k_offset)
 
     def bias_at(self, q: Tensor, *, q_pos: Tensor, k_pos: Tensor, k: Tensor | None = None) -> Tensor:
         """The penalty for queries at positions ``q_pos [T]`` and keys at ``k_pos [S]``.

@@ -51,7 +51,7 @@ from torch import Tensor, nn
 from attnlab._validate import check_bool, check_choice, check_finite_float, check_float32, check_int
 from attnlab.encodings.attention_position import _check_heads, bias_dtype
 from attnlab.encodings.position_scheme import PositionScheme, check_positions
-from attnlab.encodings.score_mods import ScoreMod, distance_score_mod
+from attnlab.encodings.score_mods import DistanceScoreMod
 
 __all__ = ["KERNELS", "KERPLE"]
 
@@ -70,7 +70,7 @@ def _clamp_straight_through(x: Tensor, low: float, high: float | None) -> Tensor
     return x.detach().clamp(min=low, max=high) + (x - x.detach())
 
 
-class KERPLE(PositionScheme):
+class KERPLE(DistanceScoreMod, PositionScheme):
     """KERPLE (Chi et al. 2022): ``-r1_h log(1 + r2_h |i - j|)`` or ``-r1_h |i - j| ** r2_h``.
 
     ``bias(q, S)[0, h, i, j]`` for query position ``q_offset + i`` and key
@@ -152,21 +152,6 @@ class KERPLE(PositionScheme):
     def extra_repr(self) -> str:
         """The constructor's arguments, for ``repr``."""
         return f"n_heads={self.n_heads}, kernel={self.kernel!r}, causal={self.causal}, eps={self.eps}"
-
-    def score_mod(self, q: Tensor, n_keys: int, *, q_offset: int = 0, k_offset: int = 0) -> ScoreMod:
-        """:meth:`bias` as a FlexAttention score_mod: a lookup in the bias at each distance (no ``[T, S]``).
-
-        Args:
-            q: queries ``[B, H, T, Dh]``; only ``T``, dtype and device are used.
-            n_keys: number of keys ``S``.
-            q_offset: position of the first query.
-            k_offset: position of the first key.
-
-        Returns:
-            ``score_mod(score, b, h, q_idx, kv_idx)`` adding this bias
-            (:func:`attnlab.encodings.score_mods.distance_score_mod`).
-        """
-        return distance_score_mod(self, q, n_keys, q_offset=q_offset, k_offset=k_offset)
 
     def bias_at(self, q: Tensor, *, q_pos: Tensor, k_pos: Tensor, k: Tensor | None = None) -> Tensor:
         """The kernel bias for queries at ``q_pos`` and keys at ``k_pos``.

@@ -27,7 +27,7 @@ Shape notation: ``B`` batch, ``H`` heads, ``T`` queries, ``S`` keys, ``Dh`` head
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, cast
 
 import torch
 from torch import Tensor, nn
@@ -69,7 +69,7 @@ class _FireLike(Protocol):
     def threshold(self) -> Tensor: ...
 
 
-__all__ = ["ScoreMod", "distance_score_mod", "fire_score_mod", "shaw_score_mod"]
+__all__ = ["DistanceScoreMod", "ScoreMod", "distance_score_mod", "fire_score_mod", "shaw_score_mod"]
 
 
 def distance_score_mod(
@@ -101,6 +101,28 @@ def distance_score_mod(
         return score + table[h, kv_idx - q_idx + shift]
 
     return score_mod
+
+
+class DistanceScoreMod:
+    """Mixin: a ``score_mod`` for schemes whose bias is a function of ``k_pos - q_pos`` alone (ALiBi, T5, KERPLE).
+
+    Listed before :class:`~attnlab.encodings.PositionScheme` in the bases, so that its
+    ``score_mod`` replaces the protocol's None.
+    """
+
+    def score_mod(self, q: Tensor, n_keys: int, *, q_offset: int = 0, k_offset: int = 0) -> ScoreMod:
+        """The scheme's ``bias`` as a FlexAttention score_mod: a lookup in the bias at each distance (no ``[T, S]``).
+
+        Args:
+            q: queries ``[B, H, T, Dh]``; only ``T``, dtype and device are used.
+            n_keys: number of keys ``S``.
+            q_offset: position of the first query.
+            k_offset: position of the first key.
+
+        Returns:
+            ``score_mod(score, b, h, q_idx, kv_idx)`` adding the bias (:func:`distance_score_mod`).
+        """
+        return distance_score_mod(cast(_ByDistance, self), q, n_keys, q_offset=q_offset, k_offset=k_offset)
 
 
 def shaw_score_mod(scheme: _ShawLike, q: Tensor, *, q_offset: int = 0, k_offset: int = 0) -> ScoreMod:

@@ -38,7 +38,7 @@ from torch import Tensor, nn
 from attnlab._validate import check_int
 from attnlab.encodings.attention_position import _check_heads, bias_dtype, relative_positions
 from attnlab.encodings.position_scheme import PositionScheme, check_positions, check_rel
-from attnlab.encodings.score_mods import ScoreMod, distance_score_mod
+from attnlab.encodings.score_mods import DistanceScoreMod
 
 __all__ = ["T5RelativeBias", "t5_bucket"]
 
@@ -128,7 +128,7 @@ def t5_bucket(
     return bucket + torch.where(is_small, n, large)
 
 
-class T5RelativeBias(PositionScheme):
+class T5RelativeBias(DistanceScoreMod, PositionScheme):
     """T5's learned, bucketed relative position bias (Raffel et al. 2020).
 
     ``bias(q, S)[0, h, i, j] = table[t5_bucket((k_offset + j) - (q_offset + i)), h]``
@@ -218,21 +218,6 @@ class T5RelativeBias(PositionScheme):
         n_keys = check_int("n_keys", n_keys, minimum=0)
         rel = relative_positions(q.shape[2], n_keys, q_offset=q_offset, k_offset=k_offset, device=q.device)
         return self._bias(q, rel)
-
-    def score_mod(self, q: Tensor, n_keys: int, *, q_offset: int = 0, k_offset: int = 0) -> ScoreMod:
-        """:meth:`bias` as a FlexAttention score_mod: a lookup in the bias at each distance (no ``[T, S]``).
-
-        Args:
-            q: queries ``[B, H, T, Dh]``; only ``T``, dtype and device are used.
-            n_keys: number of keys ``S``.
-            q_offset: position of the first query.
-            k_offset: position of the first key.
-
-        Returns:
-            ``score_mod(score, b, h, q_idx, kv_idx)`` adding this bias
-            (:func:`attnlab.encodings.score_mods.distance_score_mod`).
-        """
-        return distance_score_mod(self, q, n_keys, q_offset=q_offset, k_offset=k_offset)
 
     def bias_at(self, q: Tensor, *, q_pos: Tensor, k_pos: Tensor, k: Tensor | None = None) -> Tensor:
         """The learned bias for queries at ``q_pos [T]`` and keys at ``k_pos [S]``: buckets of ``k_pos - q_pos``.
