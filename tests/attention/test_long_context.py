@@ -89,6 +89,10 @@ def test_chunked_equals_dense_outputs_and_gradients(name):
                          is_causal=causal, chunk_size=4)
     ref = dense(position, q, k, v, q_offset=offset, mask=mask, is_causal=causal, bias=user_bias)
     torch.testing.assert_close(out, ref, rtol=0, atol=1e-12)
+    with torch.no_grad():  # the inference paths: SDPA per chunk, or the in-place softmax for a value term
+        again = chunked_attend(q, k, v, position=position, q_offset=offset, mask=mask, bias=user_bias,
+                               is_causal=causal, chunk_size=4)
+    torch.testing.assert_close(again, ref, rtol=0, atol=1e-12)
     params = [q, k, v, *position.parameters()]
     grad_out = torch.randn(out.shape, generator=g, dtype=torch.float64)
     got = torch.autograd.grad(out, params, grad_out)
@@ -97,8 +101,59 @@ def test_chunked_equals_dense_outputs_and_gradients(name):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-11)
 
 
-def test_chunked_recomputes_instead_of_keeping_every_chunks_scores():
-    """With gradients, each chunk runs under checkpointing: backward saves no [.., C, S] scores per chunk."""
+@pytest.mark.parametrize("name", ["alibi", "t5-causal", "shaw", "cope", "fire"])
+def test_chunked_gradients_with_grouped_keys_empty_rows_and_a_trainable_bias(name):
+    """Two key/value heads for four query heads, rows that see no key, and a user bias that learns."""
+    position = SCHEMES[name]
+    T, S = 9, 6  # causal, bottom-right: the first three queries see no key at all
+    g = torch.Generator().manual_seed(3)
+    q = torch.randn(B, H, T, DH, generator=g, dtype=torch.float64, requires_grad=True)
+    k, v = (torch.randn(B, 2, S, DH, generator=g, dtype=torch.float64, requires_grad=True) for _ in range(2))
+    user_bias = torch.randn(1, H, T, S, generator=g, dtype=torch.float64, requires_grad=True)
+    out = chunked_attend(q, k, v, position=position, bias=user_bias, is_causal=True, chunk_size=2)
+    k_full, v_full = (t.repeat_interleave(H // 2, dim=1) for t in (k, v))  # head h reads key/value head h // 2
+    ref = dense(position, q, k_full, v_full, q_offset=0, mask=None, is_causal=True, bias=user_bias)
+    torch.testing.assert_close(out, ref, rtol=0, atol=1e-12)
+    assert out[:, :, :3].abs().max() == 0  # the empty rows are zero, as attend's
+    params = [q, k, v, user_bias, *position.parameters()]
+    grad_out = torch.randn(out.shape, generator=g, dtype=torch.float64)
+    for a, b in zip(torch.autograd.grad(out, params, grad_out), torch.autograd.grad(ref, params, grad_out),
+                    strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-11)
+
+
+def test_chunked_float32_matches_the_dense_path_to_1e_5():
+    """The issue's tolerance at a size with many chunks: outputs and every gradient, ALiBi and Shaw's two terms."""
+    g = torch.Generator().manual_seed(11)
+    q, k, v = (torch.randn(1, H, 300, DH, generator=g, requires_grad=True) for _ in range(3))
+    for position in (ALiBi(H), ShawRelative(DH, max_relative_position=8)):
+        out = chunked_attend(q, k, v, position=position, is_causal=True, chunk_size=37)
+        ref = dense(position, q, k, v, q_offset=0, mask=None, is_causal=True)
+        torch.testing.assert_close(out, ref, rtol=0, atol=1e-5)
+        params = [q, k, v, *position.parameters()]
+        for a, b in zip(torch.autograd.grad(out.square().sum(), params),
+                        torch.autograd.grad(ref.square().sum(), params), strict=True):
+            # 1e-5 of the gradient's size: w^V's gradient sums 90,000 products and reaches 130, where
+            # float32 rounding alone is 4e-5 on the dense path (against float64; the chunked path's is 1e-5).
+            torch.testing.assert_close(a, b, rtol=0, atol=1e-5 * max(1.0, b.abs().max().item()))
+
+
+def test_chunked_training_with_dropout_draws_the_inference_paths_masks():
+    """With dropout the chunks run under checkpointing: the same RNG draws as chunking without autograd."""
+    q, k, v = qkv(12, 12, grad=True)
+    position = SCHEMES["alibi"]
+    torch.manual_seed(5)
+    out = chunked_attend(q, k, v, position=position, is_causal=True, dropout_p=0.5, chunk_size=5)
+    torch.manual_seed(5)
+    with torch.no_grad():
+        again = chunked_attend(q, k, v, position=position, is_causal=True, dropout_p=0.5, chunk_size=5)
+    torch.testing.assert_close(out, again, rtol=0, atol=0)
+    grads = torch.autograd.grad(out.sum(), [q, k, v])
+    assert all(bool(torch.isfinite(g).all()) and g.abs().sum() > 0 for g in grads)
+
+
+def test_chunked_keeps_no_chunks_scores_for_the_backward_pass():
+    """With gradients, the forward pass saves q, k, v and a number per row: no [.., C, S] scores of any chunk."""
     q, k, v = (t.float() for t in qkv(64, 64, grad=True))
     saved: list[torch.Size] = []
 

@@ -11,15 +11,21 @@ outputs are concatenated. Each row's softmax sees every key, so the result is
 the full computation's, not an approximation: only the order of the work
 changes.
 
-Memory. A chunk holds ``[B, H, C, S]`` scores; ``C`` is chosen so that is about
-:data:`CHUNK_ELEMENTS` numbers (16 MiB in float32), whatever the length. With
-gradients, each chunk runs under activation checkpointing
-(``torch.utils.checkpoint``, non-reentrant): the forward pass keeps only the
-chunk's inputs (views of ``q``, ``k``, ``v``) and output, and the backward pass
-recomputes one chunk's scores at a time. Peak memory is then ``O(L * C)``, not
-``O(L^2)``, in the forward and in the backward pass, at the price of computing
-the scores twice. Dropout masks are recomputed identically (checkpointing
-restores the RNG state).
+Memory. A chunk holds ``[B, H, C, n]`` scores (``n`` keys: under the causal
+mask a chunk skips the keys none of its rows can see, half the work of a causal
+call). ``C`` is chosen so that is at most half the size of the queries, between
+2**20 and :data:`CHUNK_ELEMENTS` numbers (4 to 16 MiB in float32), and those
+tensors live in buffers allocated once per call. With gradients, the forward
+pass keeps one number per query row (its softmax's log-denominator) and the
+backward pass rebuilds each chunk's weights from it
+(:mod:`attnlab.attention.chunked_backward`, FlashAttention-2's backward in torch
+ops). Peak memory is ``O(L * C)``, not ``O(L^2)``, in both passes. Training with
+dropout instead runs each chunk under activation checkpointing
+(``torch.utils.checkpoint``), which draws the same dropout masks again.
+
+A scheme that is a function of the distance alone (ALiBi, T5, KERPLE) is
+evaluated once per distance and gathered per chunk
+(:mod:`attnlab.attention.chunk_plan`); the others are asked for their rows.
 
 What it needs from the scheme: honesty about offsets (``caches`` True: the
 term for rows ``c0 ..`` is the full term's rows). Randomized schemes draw new
@@ -33,13 +39,16 @@ queries, ``S`` keys, ``C`` queries per chunk, ``Dh`` head dim, ``Dv`` value widt
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import torch
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
 from attnlab._validate import check_int
-from attnlab.attention.functional import attend_unchecked, repeat_kv_heads
+from attnlab.attention.chunk_plan import ChunkPlan, default_scale
+from attnlab.attention.chunked_backward import ChunkedAttention, attend_chunks
+from attnlab.attention.functional import attend_unchecked
 from attnlab.encodings.attention_position import AttentionPosition
 
 __all__ = ["CHUNK_ELEMENTS", "chunk_rows", "chunked_attend"]
@@ -75,13 +84,6 @@ def chunk_rows(batch: int, heads: int, n_keys: int, *, budget: int = CHUNK_ELEME
     n_keys = check_int("n_keys", n_keys, minimum=1)
     budget = check_int("budget", budget, minimum=1)
     return max(1, budget // (batch * heads * n_keys))
-
-
-def _rows(t: Tensor | None, start: int, stop: int, n_rows: int) -> Tensor | None:
-    """Rows ``start:stop`` of a mask or bias broadcastable to ``[B, H, T, S]`` (whole if it broadcasts over T)."""
-    if t is None or t.dim() < 2 or t.shape[-2] != n_rows or n_rows == 1:
-        return t
-    return t[..., start:stop, :]  # [.., C, S]
 
 
 def chunked_attend(
@@ -141,50 +143,62 @@ def chunked_attend(
             f"{type(position).__name__} draws new positions at every call, so its rows cannot be asked for "
             "one chunk at a time; it takes the dense path (position=..., backend='dense')"
         )
-    B, H, T, _ = query.shape
+    B, H, T, Dh = query.shape
     S = key.shape[-2]
-    rows = chunk_rows(max(B, 1), H, max(S, 1)) if chunk_size is None else check_int("chunk_size", chunk_size, minimum=1)
-    needs_keys = bool(getattr(position, "needs_keys", False))
-    needs_weights = bool(getattr(position, "needs_weights", False))
-
-    def one_chunk(q_c: Tensor, k: Tensor, v: Tensor, start: int) -> Tensor:
-        """Rows ``start .. start + C - 1``: ``q_c [B, H, C, Dh]`` -> ``[B, H, C, Dv]``."""
-        C = q_c.shape[-2]
-        if needs_keys:  # CoPE counts positions with gates from the keys, one key per query head
-            term = position.bias(q_c, S, q_offset=q_offset + start, k_offset=0,  # type: ignore[call-arg]
-                                 k=repeat_kv_heads(k, H))
-        else:
-            term = position.bias(q_c, S, q_offset=q_offset + start, k_offset=0)  # [B|1, H, C, S] or None
-        user = _rows(bias, start, start + C, T)
-        if user is not None:
-            term = user if term is None else term + user.to(term.dtype)
-        m = _rows(mask, start, start + C, T)
-        if is_causal:
-            # Bottom-right alignment of the whole call: query t sees keys <= S - T + t.
-            last = torch.arange(start, start + C, device=q_c.device) + (S - T)  # [C]
-            causal = torch.arange(S, device=q_c.device)[None, :] <= last[:, None]  # [C, S]
-            m = causal if m is None else m.to(q_c.device) & causal
-        out, weights = attend_unchecked(
-            q_c, k, v, mask=m, bias=term, dropout_p=dropout_p, scale=scale,
-            need_weights=needs_weights, is_causal=False,
-        )  # out [B, H, C, Dv], weights [B, H, C, S] or None
-        if needs_weights and weights is not None:
-            extra = position.value_term(weights, q_offset=q_offset + start, k_offset=0)  # [B, H, C, Dv] or None
-            if extra is not None:
-                out = out + extra.to(out.dtype)
-        return out
-
-    # Recompute each chunk in the backward pass instead of keeping its scores, whenever
-    # autograd records (inputs or the scheme's parameters need gradients).
+    if S == 0 or T == 0:  # nothing to cut into chunks; attend's own rules for empty calls
+        return attend_unchecked(query, key, value, mask=mask, bias=bias, dropout_p=dropout_p, scale=scale,
+                                need_weights=False, is_causal=is_causal)[0]
+    if chunk_size is None:
+        # A chunk's scores at most half the size of the queries (and between a quarter of the budget
+        # and the budget): each of the few per-chunk tensors is then small against the O(L) tensors
+        # attention keeps anyway, at every length.
+        rows = chunk_rows(B, H, S, budget=min(CHUNK_ELEMENTS, max(CHUNK_ELEMENTS // 4, query.numel() // 2)))
+    else:
+        rows = check_int("chunk_size", chunk_size, minimum=1)
+    plan = ChunkPlan(position=position, n_heads=H, n_queries=T, n_keys=S, q_offset=q_offset, rows=rows,
+                     scale=default_scale(Dh, scale), is_causal=is_causal, mask=mask, bias=bias)
+    params = list(position.parameters())
     recording = torch.is_grad_enabled() and (
         query.requires_grad or key.requires_grad or value.requires_grad
-        or any(p.requires_grad for p in position.parameters())
+        or (bias is not None and bias.requires_grad) or any(p.requires_grad for p in params)
     )
-    run: Callable[..., Tensor] = one_chunk
+    if recording and dropout_p == 0.0:
+        if key.shape[0] != B:  # keys shared across the batch: the expand's backward sums their gradients
+            key, value = key.expand(B, -1, -1, -1), value.expand(B, -1, -1, -1)
+        out: Tensor = ChunkedAttention.apply(plan, query, key, value, bias, *params)
+        return out  # [B, H, T, Dv]
+    if dropout_p == 0.0:
+        # Without autograd: the same chunk loop as the forward pass above, its [B, H, C, n] tensors
+        # in buffers allocated once. (SDPA per chunk is ~15% faster but allocates its own per chunk;
+        # their sizes grow with n under the causal mask, and the peak varied fourfold between runs.)
+        with torch.no_grad():
+            return attend_chunks(plan, query, key, value)[0]  # [B, H, T, Dv]
+    run: Callable[[int, int, int], Tensor] = partial(_chunk_forward, plan, query, key, value, dropout_p,
+                                                     plan.table(query))
     if recording:
-        def run(q_c: Tensor, k: Tensor, v: Tensor, start: int) -> Tensor:
-            return checkpoint(one_chunk, q_c, k, v, start, use_reentrant=False)
-    outs = [run(query[..., s : s + rows, :], key, value, s) for s in range(0, T, rows)]  # each [B, H, C, Dv]
-    if not outs:
-        return query.new_zeros(*query.shape[:-1], value.shape[-1])  # [B, H, 0, Dv]
+        # Dropout's masks cannot be drawn again in a hand-written backward pass: each chunk runs under
+        # checkpointing instead, which restores the RNG state when it recomputes the chunk.
+        def run(start: int, stop: int, n: int) -> Tensor:
+            return checkpoint(_chunk_forward, plan, query, key, value, dropout_p, plan.table(query), start, stop, n,
+                              use_reentrant=False)
+    outs = [run(start, stop, n) for start, stop, n in plan.chunks()]  # each [B, H, C, Dv]
     return torch.cat(outs, dim=-2)  # [B, H, T, Dv]
+
+
+def _chunk_forward(plan: ChunkPlan, query: Tensor, key: Tensor, value: Tensor, dropout_p: float,
+                   table: Tensor | None, start: int, stop: int, n: int) -> Tensor:
+    """Rows ``start .. stop - 1`` through attend (with dropout), ``[B, H, C, Dv]``; checkpointed when training."""
+    q_c = query[..., start:stop, :]  # [B, H, C, Dh]
+    term = plan.scheme_rows(q_c, key, start, n, table=table)  # [B|1, H, C, n] or None
+    user = plan.user_rows(start, stop, n)
+    if user is not None:
+        term = user if term is None else term + user.to(term.dtype)
+    out, weights = attend_unchecked(
+        q_c, key[..., :n, :], value[..., :n, :], mask=plan.mask_rows(start, stop, n, query.device), bias=term,
+        dropout_p=dropout_p, scale=plan.scale, need_weights=plan.needs_weights, is_causal=False,
+    )  # out [B, H, C, Dv], weights [B, H, C, n] or None
+    if weights is not None:
+        extra = plan.position.value_term(weights, q_offset=plan.q_offset + start, k_offset=0)  # [B, H, C, Dv] or None
+        if extra is not None:
+            out = out + extra.to(out.dtype)
+    return out

@@ -184,14 +184,25 @@ def _rotate(x: Tensor, cos: Tensor, sin: Tensor, d: int, convention: str) -> Ten
     cos, sin = cos.to(work), sin.to(work)
     xr = x[..., :d].to(work)  # [..., L, d]
     if convention == "interleaved":
-        pairs = xr.unflatten(-1, (d // 2, 2))  # [..., L, d/2, 2]: (x[2i], x[2i+1])
-        x0, x1 = pairs[..., 0], pairs[..., 1]  # [..., L, d/2] each
-        out = torch.stack((x0 * cos - x1 * sin, x1 * cos + x0 * sin), dim=-1)  # [..., L, d/2, 2]
-        out = out.flatten(-2)  # [..., L, d]
+        x0, x1 = xr.unflatten(-1, (d // 2, 2)).unbind(-1)  # [..., L, d/2] each: (x[2i], x[2i+1])
     else:
         x0, x1 = xr[..., : d // 2], xr[..., d // 2 :]  # [..., L, d/2] each: (x[i], x[i + d/2])
-        out = torch.cat((x0 * cos - x1 * sin, x1 * cos + x0 * sin), dim=-1)  # [..., L, d]
-    out = out.to(x.dtype)
+    if torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad or sin.requires_grad):
+        parts = (x0 * cos - x1 * sin, x1 * cos + x0 * sin)  # [..., L, d/2] each
+        out = torch.stack(parts, dim=-1).flatten(-2) if convention == "interleaved" else torch.cat(parts, dim=-1)
+    else:
+        # Without autograd, written into out's halves one product at a time (the same numbers): at
+        # long lengths the rotation of q and k is a visible part of inference's peak memory, and
+        # stack/cat of four products held five copies of x.
+        out = torch.empty(torch.broadcast_shapes(xr.shape[:-1], cos.shape[:-1]) + (d,), dtype=work,
+                          device=x.device)  # [..., L, d]
+        if convention == "interleaved":
+            y0, y1 = out.unflatten(-1, (d // 2, 2)).unbind(-1)  # views of out's even and odd features
+        else:
+            y0, y1 = out[..., : d // 2], out[..., d // 2 :]
+        torch.mul(x0, cos, out=y0).sub_(x1 * sin)  # x0 cos - x1 sin
+        torch.mul(x1, cos, out=y1).add_(x0 * sin)  # x1 cos + x0 sin
+    out = out.to(x.dtype)  # [..., L, d]
     if d == x.shape[-1]:
         return out
     return torch.cat((out, x[..., d:]), dim=-1)  # [..., L, Dh]: pass-through features untouched

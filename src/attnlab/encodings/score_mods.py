@@ -69,7 +69,34 @@ class _FireLike(Protocol):
     def threshold(self) -> Tensor: ...
 
 
-__all__ = ["DistanceScoreMod", "ScoreMod", "distance_score_mod", "fire_score_mod", "shaw_score_mod"]
+__all__ = ["DistanceScoreMod", "ScoreMod", "distance_score_mod", "distance_table", "fire_score_mod", "shaw_score_mod"]
+
+
+def distance_table(scheme: _ByDistance, q: Tensor, n_keys: int, *, q_offset: int = 0, k_offset: int = 0) -> Tensor:
+    """The bias of a scheme that is a function of ``j - i`` alone, once per distance the call can meet.
+
+    Entry ``[h, j - i + T - 1]`` is head ``h``'s bias between query ``i`` and key
+    ``j`` of the call (positions ``q_offset + i`` and ``k_offset + j``): the
+    ``[T, S]`` bias of every head is a sliding window over this table.
+
+    Args:
+        scheme: ALiBi, T5RelativeBias or KERPLE (``bias_at`` depends on the positions
+            only through ``k_pos - q_pos``, and not on ``q``'s values).
+        q: queries ``[B, H, T, Dh]``; fixes ``T``, dtype and device.
+        n_keys: ``S``.
+        q_offset: position of the first query.
+        k_offset: position of the first key.
+
+    Returns:
+        ``[H, T + S - 1]``, at distances ``k_offset - q_offset - (T - 1) .. k_offset - q_offset + S - 1``,
+        computed by the scheme's own ``bias_at`` (so with gradients to its parameters when autograd records).
+    """
+    T = q.shape[-2]
+    first = k_offset - q_offset - (T - 1)  # the smallest key-minus-query distance of the call
+    distances = torch.arange(first, first + T + n_keys - 1, device=q.device)  # [T + S - 1]
+    zero = torch.zeros(1, dtype=torch.int64, device=q.device)  # one query, at position 0
+    table = scheme.bias_at(q[..., :1, :], q_pos=zero, k_pos=distances)  # [1, H|1, 1, T + S - 1]
+    return table[0, :, 0].expand(q.shape[1], -1)  # [H, T + S - 1]
 
 
 def distance_score_mod(
@@ -90,12 +117,8 @@ def distance_score_mod(
         with ``table [H, T + S - 1]`` the scheme's bias at distances
         ``k_offset - q_offset - (T - 1) .. k_offset - q_offset + S - 1``.
     """
-    T = q.shape[-2]
-    first = k_offset - q_offset - (T - 1)  # the smallest key-minus-query distance of the call
-    distances = torch.arange(first, first + T + n_keys - 1, device=q.device)  # [T + S - 1]
-    zero = torch.zeros(1, dtype=torch.int64, device=q.device)  # one query, at position 0
-    table = scheme.bias_at(q[..., :1, :], q_pos=zero, k_pos=distances)[0, :, 0]  # [1, H, 1, T+S-1] -> [H, T+S-1]
-    shift = T - 1
+    table = distance_table(scheme, q, n_keys, q_offset=q_offset, k_offset=k_offset)  # [H, T + S - 1]
+    shift = q.shape[-2] - 1
 
     def score_mod(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         return score + table[h, kv_idx - q_idx + shift]

@@ -209,6 +209,12 @@ def _terminate(children: set[Any]) -> None:
         child.terminate()
     for child in children:
         child.join(timeout=5)
+    # A child that has not gone within 5 s of SIGTERM (a loaded machine, a stuck system call) is killed:
+    # the sweep promises that no worker outlives it.
+    for child in children:
+        if child.is_alive():
+            child.kill()
+            child.join()
 
 
 def _drain(progress: Any, bar: Any) -> None:

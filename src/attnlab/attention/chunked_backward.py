@@ -1,0 +1,255 @@
+"""Gradients of chunked attention without keeping any chunk's scores: FlashAttention-2's backward in torch ops.
+
+The forward pass keeps, per query row, one number: the log of its softmax
+denominator, ``lse_i = log sum_j exp(s_ij)``. The backward pass walks the
+chunks again and, per chunk, rebuilds the scores ``s`` (same plan, same
+numbers), the weights ``p = exp(s - lse)`` without another softmax, and then
+(Dao 2023, arXiv:2307.08691, Algorithm 2)::
+
+    dV += p^T dO                    dP = dO V^T  (+ the value term's gradient)
+    dS  = p * (dP - rowsum(p * dP))
+    dQ  = dS K * scale              dK += dS^T Q * scale
+
+``rowsum(p * dP)`` is ``rowsum(dO * O)`` (the output is kept for it), since
+the output is linear in the weights, a value term included. The scheme's own
+parameters (T5's table, KERPLE's, FIRE's MLP, Shaw's vectors) and any input
+its term reads (Shaw's and CoPE's queries, CoPE's keys) get their
+gradients by running autograd on the chunk's term alone with ``dS`` as its
+output gradient; for a scheme gathered from a per-distance table, ``dS`` is
+first summed into the table (one ``[H, T + S - 1]`` gradient for the whole
+call) and autograd runs once at the end.
+
+Compared with checkpointing each chunk (the earlier way): the chunk's forward is
+not run twice in the backward pass, and its large tensors live in three
+buffers allocated once per call (:class:`attnlab.attention.chunk_plan.Workspace`)
+instead of the autograd graph of a whole chunk per step, which glibc's
+allocator did not hand back (6.9 GB at L=16384 with ALiBi).
+
+Dropout is not served here (its mask would have to be drawn again identically);
+``chunked_attend`` keeps checkpointing for training with dropout.
+
+Shape notation: ``B`` batch, ``H`` query heads, ``Hkv`` key/value heads, ``T``
+queries, ``S`` keys, ``C`` rows per chunk, ``n`` keys the chunk sees, ``Dh``
+head dim, ``Dv`` value width.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.autograd.function import FunctionCtx, once_differentiable
+
+from attnlab.attention.chunk_plan import (
+    ChunkPlan,
+    compute_dtype,
+    grouped_matmul,
+    grouped_matmul_t,
+    softmax_rows,
+    weights_at,
+)
+
+__all__ = ["ChunkedAttention", "attend_chunks"]
+
+
+class ChunkedAttention(torch.autograd.Function):
+    """``softmax(q k^T * scale + term + bias) v (+ value term)`` chunk by chunk, with the backward pass above.
+
+    Called as ``ChunkedAttention.apply(plan, query, key, value, bias, *params)``:
+    ``query [B, H, T, Dh]``, ``key [B, Hkv, S, Dh]``, ``value [B, Hkv, S, Dv]``
+    (same ``B``), ``bias`` the plan's user bias (or None) and ``params`` the
+    scheme's parameters, passed so that autograd returns their gradients.
+    Returns ``out [B, H, T, Dv]``.
+    """
+
+    @staticmethod
+    def forward(ctx: FunctionCtx, plan: ChunkPlan, query: Tensor, key: Tensor, value: Tensor,
+                bias: Tensor | None, *params: Tensor) -> Tensor:
+        out, lse = attend_chunks(plan, query, key, value)  # [B, H, T, Dv], [B, H, T]
+        ctx.plan = plan  # type: ignore[attr-defined]
+        ctx.save_for_backward(query, key, value, out, lse)
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, d_out: Tensor) -> tuple[Tensor | None, ...]:
+        plan: ChunkPlan = ctx.plan
+        query, key, value, out, lse = ctx.saved_tensors
+        need_q, need_k, need_v, need_bias = ctx.needs_input_grad[1:5]
+        params = list(plan.position.parameters())  # the Function's inputs after bias, in this order
+        compute = lse.dtype
+        k_all, v_all = key.to(compute), value.to(compute)
+        B, H = query.shape[:2]
+        Hkv = key.shape[1]
+        dq = torch.zeros_like(query, dtype=compute)  # [B, H, T, Dh]
+        dk = torch.zeros_like(key, dtype=compute)  # [B, Hkv, S, Dh]
+        dv = torch.zeros_like(value, dtype=compute)  # [B, Hkv, S, Dv]
+        d_bias, bias_dtype = None, compute
+        if need_bias and plan.bias is not None:
+            d_bias, bias_dtype = torch.zeros_like(plan.bias, dtype=compute), plan.bias.dtype
+        d_params = _ParameterGradients(params)
+        terms = _TermGradients(plan, query, key, d_params, need_q=need_q, need_k=need_k)
+        work = plan.workspace(B, compute, query.device)
+        for start, stop, n in plan.chunks():
+            C = stop - start
+            q_c = query[..., start:stop, :].to(compute)  # [B, H, C, Dh]
+            k_n, v_n = k_all[..., :n, :], v_all[..., :n, :]  # [B, Hkv, n, Dh], [B, Hkv, n, Dv]
+            term = terms.value(q_c, start, n, out=work.get("term", H, C * n))  # [B|1, H, C, n] or None
+            scores, mask, empty = plan.scores(q_c, k_n, term, start, work.get("scores", B, H, C, n))
+            p = weights_at(scores, lse[..., start:stop, None], mask)  # the forward's weights, recomputed
+            do = d_out[..., start:stop, :].to(compute)  # [B, H, C, Dv]
+            if empty is not None:
+                do = do.masked_fill(empty, 0.0)  # their output was zeroed: nothing flows back through them
+            dv[..., :n, :] += grouped_matmul_t(p, do, kv_heads=Hkv)  # [B, Hkv, n, Dv]
+            dp = grouped_matmul(do, v_n.transpose(-2, -1), out=work.get("dp", B, H, C, n))  # [B, H, C, n]
+            if plan.needs_weights:
+                _value_term_backward(plan, p, do, start, d_params, dp)
+            # rowsum(p * dP) = rowsum(dO * O): O is linear in p (p V plus a value term that sums
+            # weights times vectors), so the [C, n] product is never formed.
+            row = (do * out[..., start:stop, :].to(compute)).sum(dim=-1, keepdim=True)  # [B, H, C, 1]
+            ds = p.mul_(dp.sub_(row))  # [B, H, C, n], in place of the weights
+            dq[..., start:stop, :] = grouped_matmul(ds, k_n).mul_(plan.scale)  # [B, H, C, Dh]
+            dk[..., :n, :] += grouped_matmul_t(ds, q_c, kv_heads=Hkv).mul_(plan.scale)  # [B, Hkv, n, Dh]
+            terms.backward(q_c, start, n, ds, dq, dk)
+            if d_bias is not None:
+                _add_bias_gradient(plan, d_bias, ds, start, stop, n)
+        terms.finish()
+        return (None, dq.to(query.dtype) if need_q else None, dk.to(key.dtype) if need_k else None,
+                dv.to(value.dtype) if need_v else None, None if d_bias is None else d_bias.to(bias_dtype),
+                *d_params.result())
+
+def attend_chunks(plan: ChunkPlan, query: Tensor, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
+    """The forward pass, chunk by chunk, with in-place softmax: ``out [B, H, T, Dv]`` and ``lse [B, H, T]``.
+
+    ``query [B, H, T, Dh]``, ``key [B, Hkv, S, Dh]``, ``value [B, Hkv, S, Dv]``; no
+    autograd history is recorded (call it under ``torch.no_grad()`` or from a Function).
+    """
+    B, H, T, _ = query.shape
+    compute = compute_dtype(query.dtype)
+    k_all, v_all = key.to(compute), value.to(compute)
+    out = query.new_zeros(B, H, T, value.shape[-1])  # [B, H, T, Dv]
+    lse = torch.zeros(B, H, T, dtype=compute, device=query.device)  # [B, H, T]
+    table = plan.table(query)  # [H, T + S - 1] or None
+    work = plan.workspace(B, compute, query.device)
+    for start, stop, n in plan.chunks():
+        C = stop - start
+        q_c = query[..., start:stop, :].to(compute)  # [B, H, C, Dh]
+        term = plan.scheme_rows(q_c, key, start, n, table=table, out=work.get("term", H, C * n))  # [B|1, H, C, n]
+        scores, mask, empty = plan.scores(q_c, k_all[..., :n, :], term, start, work.get("scores", B, H, C, n))
+        p, lse_c = softmax_rows(scores, mask)  # the weights, in place of the scores; [B, H, C, 1]
+        o = grouped_matmul(p, v_all[..., :n, :])  # [B, H, C, n] x [B, Hkv, n, Dv] -> [B, H, C, Dv]
+        if plan.needs_weights:
+            extra = plan.position.value_term(p, q_offset=plan.q_offset + start, k_offset=0)
+            if extra is not None:
+                o += extra.to(o.dtype)  # [B, H, C, Dv]
+        if empty is not None:
+            o.masked_fill_(empty, 0.0)
+        out[..., start:stop, :] = o
+        lse[..., start:stop] = lse_c.squeeze(-1)
+    return out, lse
+
+
+class _ParameterGradients:
+    """The scheme's parameters' gradients, summed over the chunks: one slot per parameter."""
+
+    def __init__(self, params: Sequence[Tensor]) -> None:
+        self.params = list(params)
+        self.sums: list[Tensor | None] = [None] * len(self.params)
+        self.index = [i for i, p in enumerate(self.params) if p.requires_grad]
+
+    @property
+    def trainable(self) -> list[Tensor]:
+        """The parameters that take a gradient, in the order :meth:`add` expects."""
+        return [self.params[i] for i in self.index]
+
+    def add(self, grads: Sequence[Tensor | None]) -> None:
+        """Add one gradient (or None: nothing flowed) per :attr:`trainable` parameter."""
+        for i, g in zip(self.index, grads, strict=True):
+            if g is not None:
+                total = self.sums[i]
+                self.sums[i] = g if total is None else total + g
+
+    def result(self) -> list[Tensor | None]:
+        """The sums, in each parameter's dtype; None where nothing flowed."""
+        return [None if g is None else g.to(p.dtype) for g, p in zip(self.sums, self.params, strict=True)]
+
+
+class _TermGradients:
+    """The scheme's term in the backward pass: its value per chunk, and the gradients that flow through it."""
+
+    def __init__(self, plan: ChunkPlan, query: Tensor, key: Tensor, d_params: _ParameterGradients, *,
+                 need_q: bool, need_k: bool) -> None:
+        self.plan, self.key, self.d_params = plan, key, d_params
+        self.need_q, self.need_k = need_q, need_k
+        self.table: Tensor | None = None  # [H, T + S - 1], with autograd history to the parameters
+        self.d_table: Tensor | None = None  # its gradient, summed over the chunks
+        if plan.by_distance:
+            with torch.enable_grad():
+                self.table = plan.table(query)
+            if self.table is not None and self.table.requires_grad:
+                self.d_table = torch.zeros_like(self.table, dtype=compute_dtype(query.dtype))
+
+    def value(self, q_c: Tensor, start: int, n: int, *, out: Tensor) -> Tensor | None:
+        """The term at the chunk, without history (for the scores); a distance scheme's is gathered into ``out``."""
+        table = None if self.table is None else self.table.detach()
+        return self.plan.scheme_rows(q_c, self.key, start, n, table=table, out=out)
+
+    def backward(self, q_c: Tensor, start: int, n: int, ds: Tensor, dq: Tensor, dk: Tensor) -> None:
+        """Send ``ds [B, H, C, n]`` through the chunk's term: into ``dq``'s rows, ``dk`` and the parameters."""
+        if self.table is not None:  # a distance scheme: only its table, gathered, has a gradient
+            if self.d_table is not None:
+                index = self.plan.table_index(start, start + q_c.shape[-2], n, ds.device)
+                self.d_table.index_add_(1, index, ds.sum(dim=0).flatten(1))  # [H, C, n] -> [H, C * n]
+            return
+        reads_q = self.need_q  # Shaw's and CoPE's terms read the queries; others leave them unused
+        reads_k = self.need_k and bool(getattr(self.plan.position, "needs_keys", False))
+        trainable = self.d_params.trainable
+        if not (reads_q or reads_k or trainable):
+            return
+        with torch.enable_grad():
+            q_leaf = q_c.detach().requires_grad_(reads_q)
+            k_leaf = self.key.detach().requires_grad_(reads_k)
+            term = self.plan.scheme_rows(q_leaf, k_leaf, start, n, table=None)
+            if term is None or not term.requires_grad:
+                return
+            leaves = [x for x in (q_leaf, k_leaf) if x.requires_grad]
+            grads = torch.autograd.grad(term, leaves + trainable, ds.sum_to_size(term.shape).to(term.dtype),
+                                        allow_unused=True)
+        for leaf, g in zip(leaves, grads, strict=False):
+            if g is None:
+                continue
+            if leaf is q_leaf:
+                dq[..., start : start + q_c.shape[-2], :] += g
+            else:
+                dk += g
+        self.d_params.add(grads[len(leaves):])
+
+    def finish(self) -> None:
+        """Send the distance table's summed gradient to the parameters (one autograd call for the whole call)."""
+        if self.table is not None and self.d_table is not None:
+            trainable = self.d_params.trainable
+            self.d_params.add(torch.autograd.grad(self.table, trainable, self.d_table.to(self.table.dtype),
+                                                  allow_unused=True))
+
+
+def _value_term_backward(plan: ChunkPlan, p: Tensor, do: Tensor, start: int, d_params: _ParameterGradients,
+                         dp: Tensor) -> None:
+    """The value term's share: its gradient into ``dp [B, H, C, n]`` (in place) and into ``d_params``."""
+    trainable = d_params.trainable
+    with torch.enable_grad():
+        p_leaf = p.detach().requires_grad_(True)
+        extra = plan.position.value_term(p_leaf, q_offset=plan.q_offset + start, k_offset=0)  # [B, H, C, Dv] or None
+        if extra is None:
+            return
+        grads = torch.autograd.grad(extra, [p_leaf, *trainable], do.to(extra.dtype), allow_unused=True)
+    if grads[0] is not None:
+        dp += grads[0].to(dp.dtype)
+    d_params.add(grads[1:])
+
+
+def _add_bias_gradient(plan: ChunkPlan, d_bias: Tensor, ds: Tensor, start: int, stop: int, n: int) -> None:
+    """Add ``ds [B, H, C, n]`` into the user bias's gradient at the chunk's rows and keys."""
+    target = plan.user_rows_of(d_bias, start, stop, n)
+    target += ds.sum_to_size(target.shape)
