@@ -129,10 +129,31 @@ def decoding_rows(r: dict) -> list[Row]:
     return rows
 
 
+def long_context_rows(r: dict) -> list[Row]:
+    rows: list[Row] = []
+    for key, row in r["rows"].items():
+        L, mode, name, backend = key.split(" ")
+        if name == "none":
+            continue
+        label = f"{name} {L} {'fwd' if mode == 'forward' else 'fwd+bwd'}" + (" (flex)" if backend == "flex" else "")
+        ratio = row["memory_over_none"]
+        rows.append((f"{label} peak memory", f"{row['extra_peak_mb']:.0f} MB",
+                     f"{row['extra_peak_mb'] / ratio:.0f} MB no position", f"{ratio:.2f}x", "<= 2x", ratio <= 2))
+        compile_note = f", first call {_s(row['first_call_s'])}" if backend == "flex" else ""
+        rows.append((f"  {label} time", _s(row["seconds"]) + compile_note,
+                     f"{_s(row['seconds'] / row['time_over_none'])} no position",
+                     f"{row['time_over_none']:.2f}x", "", None))
+    for name, agree in r.get("agreement_at_4096", {}).items():
+        worst = max(agree.values())
+        rows.append((f"{name} L=4096 chunked vs dense", f"{worst:.1e}", "dense path", "", "<= 1e-5", worst <= 1e-5))
+    return rows
+
+
 # Rows for the benchmarks whose modules do not define summary() themselves.
 SUMMARIES: dict[str, Callable[[dict], list[Row]]] = {
     "bench_attention": attention_rows,
     "bench_decoding": decoding_rows,
+    "bench_long_context": long_context_rows,
     "bench_scaling": scaling_rows,
     "bench_sinusoidal": sinusoidal_rows,
     "bench_training": training_rows,
