@@ -20,7 +20,9 @@ Time: the same subprocess times the call after a warm-up call at the same L
 against the no-position call, measured in its own subprocess in the same run.
 
 Agreement: at L=4096 (where the dense path fits), each scheme's output and
-input gradient on the ``auto`` path against the dense path, max abs difference
+input gradient on the ``auto`` path against the dense path, max abs difference,
+and every parameter's gradient against the dense path in float64, max abs
+difference relative to its largest entry, next to the dense float32 path's own
 (target 1e-5 in float32).
 
 Run: ``python benchmarks/bench_long_context.py [--lengths 4096,16384] [--schemes ...]``.
@@ -109,16 +111,29 @@ def run_child(name: str, backend: str, L: int, mode: str) -> dict:
 
 
 def agreement(name: str, L: int) -> dict:
-    """Output and input-gradient difference, ``auto`` path against the dense one, forward + backward."""
+    """The ``auto`` path against the dense one, forward + backward, and both against the dense path in float64.
+
+    Outputs and input gradients: max abs difference, ``auto`` vs dense (float32).
+    Parameter gradients (the projections' and the scheme's, such as T5's table,
+    whose far buckets sum millions of terms): max abs difference from the float64
+    gradient over that gradient's largest entry, for ``auto`` and for dense float32.
+    """
     results = {}
-    for backend in ("auto", "dense"):
+    for backend, dtype in (("auto", torch.float32), ("dense", torch.float32), ("dense", torch.float64)):
         mha, x = build(name, backend, L)
-        x = x.requires_grad_(True)
+        mha, x = mha.to(dtype), x.to(dtype).requires_grad_(True)
         out = mha(x, is_causal=True)
         out.sum().backward()
-        results[backend] = (out.detach(), x.grad)
-    (out_a, grad_a), (out_d, grad_d) = results["auto"], results["dense"]
-    return {"output": float((out_a - out_d).abs().max()), "input_grad": float((grad_a - grad_d).abs().max())}
+        results[backend, dtype] = (out.detach(), x.grad, {n: p.grad.double() for n, p in mha.named_parameters()})
+    (out_a, grad_a, params_a), (out_d, grad_d, params_d) = results["auto", torch.float32], results["dense", torch.float32]
+    exact = results["dense", torch.float64][2]
+
+    def param_error(params: dict) -> float:
+        return max(float((params[n] - g).abs().max() / g.abs().max().clamp_min(1e-12)) for n, g in exact.items())
+
+    return {"output": float((out_a - out_d).abs().max()), "input_grad": float((grad_a - grad_d).abs().max()),
+            "param_grad_relative_to_float64": param_error(params_a),
+            "dense_param_grad_relative_to_float64": param_error(params_d)}
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -166,7 +181,9 @@ def main(argv: list[str] | None = None) -> dict:
             if name != "none":
                 agree[name] = agreement(name, 4096)
                 print(f"L=4096 auto vs dense, {name}: output {agree[name]['output']:.1e}, "
-                      f"input grad {agree[name]['input_grad']:.1e}", flush=True)
+                      f"input grad {agree[name]['input_grad']:.1e}, "
+                      f"parameter grads vs float64 {agree[name]['param_grad_relative_to_float64']:.1e} of their size "
+                      f"(dense float32: {agree[name]['dense_param_grad_relative_to_float64']:.1e})", flush=True)
     worst = max((r["memory_over_none"] for r in rows.values()), default=0.0)
     result = {
         "description": f"self-attention with positional schemes at long lengths, B={B} D={D} H={H}: "

@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -37,7 +38,7 @@ from attnlab.attention.functional import repeat_kv_heads
 from attnlab.encodings.attention_position import AttentionPosition, bias_dtype
 from attnlab.encodings.score_mods import DistanceScoreMod, distance_table
 
-__all__ = ["ChunkPlan", "Workspace", "grouped_matmul", "grouped_matmul_t", "softmax_rows", "weights_at"]
+__all__ = ["ChunkMask", "ChunkPlan", "Workspace", "grouped_matmul", "grouped_matmul_t", "softmax_rows", "weights_at"]
 
 
 def grouped_matmul(a: Tensor, b: Tensor, *, out: Tensor | None = None) -> Tensor:
@@ -175,7 +176,10 @@ class ChunkPlan:
         return None if self.bias is None else self.user_rows_of(self.bias, start, stop, n)
 
     def user_rows_of(self, t: Tensor, start: int, stop: int, n: int) -> Tensor:
-        """The chunk's window (a view) of ``t``, a tensor shaped like the user's ``bias`` (or its gradient)."""
+        """The chunk's window (a view) of ``t``, shaped like the user's ``bias`` (or its gradient).
+
+        ``t`` broadcasts to ``[B, H, T, S]``; the window to ``[B, H, C, n]``.
+        """
         window = _window(t, rows=self._rows(t, start, stop), n_keys=n, full_keys=self.n_keys)
         assert window is not None
         return window
@@ -186,21 +190,36 @@ class ChunkPlan:
             return None
         return slice(start, stop)
 
-    def mask_rows(self, start: int, stop: int, n: int, device: torch.device) -> Tensor | None:
-        """The user's mask and the causal mask at the chunk: boolean, broadcastable to ``[B, H, C, n]``, or None."""
+    def mask_rows(self, start: int, stop: int, n: int, device: torch.device, *, first: int = 0) -> Tensor | None:
+        """The user's mask and the causal mask at the chunk's keys ``first .. n - 1``.
+
+        Returns:
+            Boolean, broadcastable to ``[B, H, C, n - first]``, True = may attend; or None.
+        """
         m = _window(self.mask, rows=self._rows(self.mask, start, stop), n_keys=n, full_keys=self.n_keys)
         if m is not None:
-            m = m.to(device)
+            m = m.to(device)[..., first:]
         if self.is_causal:
             # Bottom-right alignment of the whole call: query t sees keys <= S - T + t.
             last = torch.arange(start, stop, device=device) + (self.n_keys - self.n_queries)  # [C]
-            causal = torch.arange(n, device=device)[None, :] <= last[:, None]  # [C, n]
+            causal = torch.arange(first, n, device=device)[None, :] <= last[:, None]  # [C, n - first]
             m = causal if m is None else m & causal
         return m
 
+    def first_masked_key(self, start: int, n: int) -> int:
+        """The first of the chunk's keys that some row may not see: every row sees the keys before it.
+
+        With only the causal mask, row ``start`` already sees keys ``0 .. S - T + start``,
+        so the mask need only cover the ``[C, C]`` block at the diagonal; with a
+        user mask, any key may be hidden (0).
+        """
+        if self.mask is not None or not self.is_causal:
+            return 0
+        return min(n, max(0, self.n_keys - self.n_queries + start + 1))
+
     def scores(self, q_c: Tensor, k_n: Tensor, term: Tensor | None, start: int,
-               out: Tensor) -> tuple[Tensor, Tensor | None, Tensor | None]:
-        """The chunk's scores ``q k^T * scale + term + bias``, the keys each row may see, and its empty rows.
+               out: Tensor) -> tuple[Tensor, ChunkMask]:
+        """The chunk's scores ``q k^T * scale + term + bias`` and which of them each row may see.
 
         Args:
             q_c: ``[B, H, C, Dh]`` in the compute dtype.
@@ -211,28 +230,48 @@ class ChunkPlan:
 
         Returns:
             ``scores [B, H, C, n]`` (``out``; not masked: :func:`softmax_rows` and
-            :func:`weights_at` take the mask), ``mask`` (boolean, broadcastable to
-            the scores; rows with nothing to attend to see every key instead) or
-            None, and ``empty [B|1, H|1, C, 1]`` (True where a row may attend to
-            nothing; the caller zeroes their output) or None when no row is empty.
+            :func:`weights_at` take the mask) and the :class:`ChunkMask`.
         """
         stop, n = start + q_c.shape[-2], k_n.shape[-2]
-        scores = grouped_matmul(q_c, k_n.transpose(-2, -1), out=out).mul_(self.scale)  # [B, H, C, n]
+        # The scale on the C x Dh queries rather than the C x n scores: one pass fewer over the chunk.
+        scores = grouped_matmul(q_c * self.scale, k_n.transpose(-2, -1), out=out)  # [B, H, C, n]
         if term is not None:
             scores += term.to(scores.dtype)
         user = self.user_rows(start, stop, n)
         if user is not None:
             scores += user.to(device=scores.device, dtype=scores.dtype)
-        m = self.mask_rows(start, stop, n, scores.device)
+        first = self.first_masked_key(start, n)
+        keep = self.mask_rows(start, stop, n, scores.device, first=first)
         empty = None
-        if m is not None:
-            empty = ~m.any(dim=-1, keepdim=True)  # [B|1, H|1, C, 1]
+        if keep is not None and first == 0:  # with first > 0 every row sees a key
+            empty = ~keep.any(dim=-1, keepdim=True)  # [B|1, H|1, C, 1]
             # As attend: asking whether a row is empty is free on the CPU and a device sync elsewhere.
             if scores.device.type == "cpu" and not bool(empty.any()):
                 empty = None
             else:
-                m = m | empty  # an empty row attends everywhere; its output is zeroed by the caller
-        return scores, m, empty
+                keep = keep | empty  # an empty row attends everywhere; its output is zeroed by the caller
+        return scores, ChunkMask(keep, first, empty)
+
+
+class ChunkMask(NamedTuple):
+    """Which of a chunk's scores ``[B, H, C, n]`` each row may see.
+
+    Attributes:
+        keep: boolean, broadcastable to ``[B, H, C, n - first]``: True = may attend,
+            for keys ``first ..``; the keys before ``first`` are seen by every row. None: no mask.
+        first: the first key ``keep`` covers.
+        empty: ``[B|1, H|1, C, 1]``, True where a row may attend to nothing (it is let
+            see every key instead, and the caller zeroes its output); None when no row is empty.
+    """
+
+    keep: Tensor | None
+    first: int
+    empty: Tensor | None
+
+    def hide(self, t: Tensor, value: float) -> None:
+        """Set ``t [B, H, C, n]`` to ``value`` where a row may not attend, in place."""
+        if self.keep is not None:
+            t[..., self.first :].masked_fill_(~self.keep, value)
 
 
 class Workspace:
@@ -270,31 +309,28 @@ def _underflow(dtype: torch.dtype) -> float:
     return math.log(torch.finfo(dtype).tiny) + 1.0
 
 
-def softmax_rows(scores: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
+def softmax_rows(scores: Tensor, mask: ChunkMask) -> tuple[Tensor, Tensor]:
     """Softmax over the last dim, in place of ``scores``, and the log of each row's denominator.
 
     Args:
         scores: ``[B, H, C, n]``, overwritten by the weights.
-        mask: boolean, broadcastable to ``scores``, True = may attend, with at least one True per row; or None.
+        mask: which scores each row may see (every row sees at least one).
 
     Returns:
         ``weights [B, H, C, n]`` (the same storage; exactly 0 where masked) and ``lse [B, H, C, 1]``.
     """
-    if mask is not None:
-        scores.masked_fill_(~mask, float("-inf"))
+    mask.hide(scores, float("-inf"))
     row_max = scores.amax(dim=-1, keepdim=True)  # [B, H, C, 1], finite: every row sees a key
     weights = scores.sub_(row_max).clamp_(min=_underflow(scores.dtype)).exp_()
-    if mask is not None:
-        weights.masked_fill_(~mask, 0.0)
+    mask.hide(weights, 0.0)
     total = weights.sum(dim=-1, keepdim=True)  # [B, H, C, 1], >= 1
     return weights.div_(total), row_max + total.log()
 
 
-def weights_at(scores: Tensor, lse: Tensor, mask: Tensor | None) -> Tensor:
+def weights_at(scores: Tensor, lse: Tensor, mask: ChunkMask) -> Tensor:
     """The weights again from the scores and :func:`softmax_rows`'s ``lse [B, H, C, 1]``, in place of ``scores``."""
     weights = scores.sub_(lse).clamp_(min=_underflow(scores.dtype)).exp_()  # [B, H, C, n]
-    if mask is not None:
-        weights.masked_fill_(~mask, 0.0)
+    mask.hide(weights, 0.0)
     return weights
 
 

@@ -67,6 +67,7 @@ class ChunkedAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx: FunctionCtx, plan: ChunkPlan, query: Tensor, key: Tensor, value: Tensor,
                 bias: Tensor | None, *params: Tensor) -> Tensor:
+        """``query [B, H, T, Dh]``, ``key [B, Hkv, S, Dh]``, ``value [B, Hkv, S, Dv]`` -> ``out [B, H, T, Dv]``."""
         out, lse = attend_chunks(plan, query, key, value)  # [B, H, T, Dv], [B, H, T]
         ctx.plan = plan  # type: ignore[attr-defined]
         ctx.save_for_backward(query, key, value, out, lse)
@@ -75,6 +76,7 @@ class ChunkedAttention(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx: Any, d_out: Tensor) -> tuple[Tensor | None, ...]:
+        """``d_out [B, H, T, Dv]`` -> the gradients of ``query``, ``key``, ``value``, ``bias`` and ``params``."""
         plan: ChunkPlan = ctx.plan
         query, key, value, out, lse = ctx.saved_tensors
         need_q, need_k, need_v, need_bias = ctx.needs_input_grad[1:5]
@@ -97,11 +99,11 @@ class ChunkedAttention(torch.autograd.Function):
             q_c = query[..., start:stop, :].to(compute)  # [B, H, C, Dh]
             k_n, v_n = k_all[..., :n, :], v_all[..., :n, :]  # [B, Hkv, n, Dh], [B, Hkv, n, Dv]
             term = terms.value(q_c, start, n, out=work.get("term", H, C * n))  # [B|1, H, C, n] or None
-            scores, mask, empty = plan.scores(q_c, k_n, term, start, work.get("scores", B, H, C, n))
+            scores, mask = plan.scores(q_c, k_n, term, start, work.get("scores", B, H, C, n))
             p = weights_at(scores, lse[..., start:stop, None], mask)  # the forward's weights, recomputed
             do = d_out[..., start:stop, :].to(compute)  # [B, H, C, Dv]
-            if empty is not None:
-                do = do.masked_fill(empty, 0.0)  # their output was zeroed: nothing flows back through them
+            if mask.empty is not None:
+                do = do.masked_fill(mask.empty, 0.0)  # their output was zeroed: nothing flows back through them
             dv[..., :n, :] += grouped_matmul_t(p, do, kv_heads=Hkv)  # [B, Hkv, n, Dv]
             dp = grouped_matmul(do, v_n.transpose(-2, -1), out=work.get("dp", B, H, C, n))  # [B, H, C, n]
             if plan.needs_weights:
@@ -137,15 +139,15 @@ def attend_chunks(plan: ChunkPlan, query: Tensor, key: Tensor, value: Tensor) ->
         C = stop - start
         q_c = query[..., start:stop, :].to(compute)  # [B, H, C, Dh]
         term = plan.scheme_rows(q_c, key, start, n, table=table, out=work.get("term", H, C * n))  # [B|1, H, C, n]
-        scores, mask, empty = plan.scores(q_c, k_all[..., :n, :], term, start, work.get("scores", B, H, C, n))
+        scores, mask = plan.scores(q_c, k_all[..., :n, :], term, start, work.get("scores", B, H, C, n))
         p, lse_c = softmax_rows(scores, mask)  # the weights, in place of the scores; [B, H, C, 1]
         o = grouped_matmul(p, v_all[..., :n, :])  # [B, H, C, n] x [B, Hkv, n, Dv] -> [B, H, C, Dv]
         if plan.needs_weights:
             extra = plan.position.value_term(p, q_offset=plan.q_offset + start, k_offset=0)
             if extra is not None:
                 o += extra.to(o.dtype)  # [B, H, C, Dv]
-        if empty is not None:
-            o.masked_fill_(empty, 0.0)
+        if mask.empty is not None:
+            o.masked_fill_(mask.empty, 0.0)
         out[..., start:stop, :] = o
         lse[..., start:stop] = lse_c.squeeze(-1)
     return out, lse
