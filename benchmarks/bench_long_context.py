@@ -125,7 +125,8 @@ def agreement(name: str, L: int) -> dict:
         out = mha(x, is_causal=True)
         out.sum().backward()
         results[backend, dtype] = (out.detach(), x.grad, {n: p.grad.double() for n, p in mha.named_parameters()})
-    (out_a, grad_a, params_a), (out_d, grad_d, params_d) = results["auto", torch.float32], results["dense", torch.float32]
+    out_a, grad_a, params_a = results["auto", torch.float32]
+    out_d, grad_d, params_d = results["dense", torch.float32]
     exact = results["dense", torch.float64][2]
 
     def param_error(params: dict) -> float:
