@@ -61,6 +61,7 @@ from torch import Tensor
 from attnlab._validate import check_choice, check_dtype, check_finite_float, check_int
 from attnlab.encodings.position_scheme import PositionScheme, check_positions
 from attnlab.encodings.rotary import rotary_inv_freq
+from attnlab.encodings.rotary_functional import check_qk
 
 __all__ = ["COORDS", "AxialRotary", "axial_rotary_angles"]
 
@@ -283,13 +284,6 @@ class AxialRotary(PositionScheme):
             raise RuntimeError("AxialRotary has no grid: pass grid=(rows, cols) or call set_grid(rows, cols) first")
         return self.grid
 
-    def _check_qk(self, q: Tensor, k: Tensor) -> None:
-        for name, t in (("q", q), ("k", k)):
-            if not isinstance(t, Tensor) or not t.is_floating_point():
-                raise TypeError(f"{name} must be a floating-point tensor, got {getattr(t, 'dtype', type(t).__name__)}")
-            if t.ndim < 2 or t.shape[-1] != self.head_dim:
-                raise ValueError(f"{name} must be [..., L, head_dim={self.head_dim}], got shape {list(t.shape)}")
-
     def _cos_sin(self, positions: Tensor) -> tuple[Tensor, Tensor]:
         angles = _grid_angles(positions, self._known_grid(), self.speeds, self.coords, self.angle_dtype)  # [P, d/2]
         return angles.cos(), angles.sin()
@@ -312,7 +306,7 @@ class AxialRotary(PositionScheme):
             ValueError: if ``q``/``k`` do not have ``head_dim`` features, or are not the
                 whole grid (length ``rows * cols``, offsets 0).
         """
-        self._check_qk(q, k)
+        check_qk(q, k, head_dim=self.head_dim)
         q_offset, k_offset = check_int("q_offset", q_offset), check_int("k_offset", k_offset)
         grid = self._known_grid()
         n = math.prod(grid)
@@ -345,7 +339,7 @@ class AxialRotary(PositionScheme):
             ValueError: if ``q``/``k`` do not have ``head_dim`` features, or the
                 positions are not ``[T]`` / ``[S]`` (inside the grid is the caller's promise).
         """
-        self._check_qk(q, k)
+        check_qk(q, k, head_dim=self.head_dim)
         check_positions("q_pos", q_pos, q.shape[-2])
         check_positions("k_pos", k_pos, k.shape[-2])
         cos_k, sin_k = self._cos_sin(k_pos)  # [S, d/2]

@@ -176,10 +176,17 @@ class FIRE(PositionScheme):
         q_pos, k_pos = q_pos.to(device=device, dtype=torch.int64), k_pos.to(device=device, dtype=torch.int64)
         # Subtract as integers: exact at any position (float32 is not beyond 2**24).
         distance = (q_pos[:, None] - k_pos[None, :]).abs().to(torch.float64)  # [T, S]
-        c = self.c.to(torch.float64).abs()
-        normaliser = torch.maximum(q_pos.to(torch.float64), self.threshold)  # [T]: max(L, i)
+        return self.psi(distance) / self.normaliser(q_pos)[:, None]  # [T, S]
+
+    def psi(self, x: Tensor) -> Tensor:
+        """``psi(x) = log(|c| x + 1)`` in float64, for distances ``x >= 0`` of any shape (on ``c``'s device)."""
         # log1p(c x) is log(c x + 1) without the rounding of c x + 1 for small c x.
-        return torch.log1p(c * distance) / (torch.log1p(c * normaliser) + self.eps)[:, None]  # [T, S]
+        return torch.log1p(self.c.to(torch.float64).abs() * x.to(device=self.c.device, dtype=torch.float64))
+
+    def normaliser(self, q_pos: Tensor) -> Tensor:
+        """``psi(max(L, i)) + eps`` in float64 for query positions ``q_pos [T]``: what FIRE divides by."""
+        q_pos = q_pos.to(device=self.c.device, dtype=torch.float64)
+        return self.psi(torch.maximum(q_pos, self.threshold.to(torch.float64))) + self.eps  # [T]
 
     def score_mod(self, q: Tensor, n_keys: int, *, q_offset: int = 0, k_offset: int = 0) -> ScoreMod:
         """:meth:`bias` as a FlexAttention score_mod, the MLP run per score (no ``[T, S]`` tensor).

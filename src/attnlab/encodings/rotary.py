@@ -80,6 +80,7 @@ from attnlab.encodings.rotary_functional import (
     CONVENTIONS,
     _check_rotary_dim,
     apply_rotary,
+    check_qk,
     interleaved_to_half_permutation,
     rotary_angles,
     rotary_inv_freq,
@@ -229,14 +230,6 @@ class Rotary(PositionScheme):
         # the rotated q and k are both scaled, so a score q . k by its square.
         return angles.cos() * self.attention_factor, angles.sin() * self.attention_factor
 
-    def _check_qk(self, q: Tensor, k: Tensor) -> None:
-        """Refuse anything but floating ``q [..., T, Dh]`` and ``k [..., S, Dh]`` with ``Dh = head_dim``."""
-        for name, t in (("q", q), ("k", k)):
-            if not isinstance(t, Tensor) or not t.is_floating_point():
-                raise TypeError(f"{name} must be a floating-point tensor, got {getattr(t, 'dtype', type(t).__name__)}")
-            if t.ndim < 2 or t.shape[-1] != self.head_dim:
-                raise ValueError(f"{name} must be [..., L, head_dim={self.head_dim}], got shape {list(t.shape)}")
-
     def rotate(self, q: Tensor, k: Tensor, *, q_offset: int = 0, k_offset: int = 0) -> tuple[Tensor, Tensor]:
         """Rotate queries and keys by their positions.
 
@@ -254,7 +247,7 @@ class Rotary(PositionScheme):
             TypeError: for non-floating ``q``/``k`` or non-integer offsets.
             ValueError: if ``q`` or ``k`` does not have ``head_dim`` features.
         """
-        self._check_qk(q, k)
+        check_qk(q, k, head_dim=self.head_dim)
         q_offset = check_int("q_offset", q_offset)
         k_offset = check_int("k_offset", k_offset)
         T, S = q.shape[-2], k.shape[-2]
@@ -287,7 +280,7 @@ class Rotary(PositionScheme):
             ValueError: if ``q`` or ``k`` does not have ``head_dim`` features, or
                 the positions are not ``[T]`` / ``[S]``.
         """
-        self._check_qk(q, k)
+        check_qk(q, k, head_dim=self.head_dim)
         check_positions("q_pos", q_pos, q.shape[-2])
         check_positions("k_pos", k_pos, k.shape[-2])
         cos_k, sin_k = self._cos_sin(k_pos)  # [S, d/2]

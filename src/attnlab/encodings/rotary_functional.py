@@ -31,6 +31,20 @@ CONVENTIONS = ("interleaved", "half")
 _ANGLE_DTYPES = (torch.float32, torch.float64)
 
 
+def check_qk(q: Tensor, k: Tensor, *, head_dim: int) -> None:
+    """Refuse anything but floating ``q [..., T, Dh]`` and ``k [..., S, Dh]`` with ``Dh = head_dim``.
+
+    Raises:
+        TypeError: for a non-tensor or non-floating ``q`` / ``k``.
+        ValueError: for fewer than 2 dims or a last dim other than ``head_dim``.
+    """
+    for name, t in (("q", q), ("k", k)):
+        if not isinstance(t, Tensor) or not t.is_floating_point():
+            raise TypeError(f"{name} must be a floating-point tensor, got {getattr(t, 'dtype', type(t).__name__)}")
+        if t.ndim < 2 or t.shape[-1] != head_dim:
+            raise ValueError(f"{name} must be [..., L, head_dim={head_dim}], got shape {list(t.shape)}")
+
+
 def _check_rotary_dim(head_dim: int, rotary_dim: int | None) -> int:
     """The rotary dim: ``head_dim`` by default; even, at least 2, at most ``head_dim``."""
     if rotary_dim is None:

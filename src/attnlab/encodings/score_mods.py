@@ -55,18 +55,14 @@ class _ShawLike(Protocol):
 class _FireLike(Protocol):
     """What :func:`fire_score_mod` reads of a :class:`attnlab.encodings.FIRE`."""
 
-    @property
-    def c(self) -> Tensor: ...
-    @property
-    def eps(self) -> float: ...
+    def psi(self, x: Tensor) -> Tensor: ...
+    def normaliser(self, q_pos: Tensor) -> Tensor: ...
     @property
     def n_heads(self) -> int: ...
     @property
     def causal(self) -> bool: ...
     @property
     def mlp(self) -> nn.Sequential: ...
-    @property
-    def threshold(self) -> Tensor: ...
 
 
 __all__ = ["DistanceScoreMod", "ScoreMod", "distance_score_mod", "distance_table", "fire_score_mod", "shaw_score_mod"]
@@ -198,11 +194,9 @@ def fire_score_mod(scheme: _FireLike, q: Tensor, n_keys: int, *, q_offset: int =
     q_pos = torch.arange(q_offset, q_offset + T, device=q.device)  # [T]
     first = k_offset - q_offset - (T - 1)
     distances = torch.arange(first, first + T + n_keys - 1, device=q.device)  # [T + S - 1]
-    # psi(|d|) and 1 / (psi(max(L, i)) + eps) in float64, as the dense path computes them.
-    c = scheme.c.to(torch.float64).abs()
-    psi = torch.log1p(c * distances.abs().to(device=c.device, dtype=torch.float64))  # [T + S - 1]
-    normaliser = torch.maximum(q_pos.to(device=c.device, dtype=torch.float64), scheme.threshold)  # [T]
-    inv_norm = 1.0 / (torch.log1p(c * normaliser) + scheme.eps)  # [T]
+    # psi(|d|) and 1 / (psi(max(L, i)) + eps) in float64, by the scheme's own formulas.
+    psi = scheme.psi(distances.abs())  # [T + S - 1]
+    inv_norm = 1.0 / scheme.normaliser(q_pos)  # [T]
     psi, inv_norm = psi.to(device=q.device, dtype=dtype), inv_norm.to(device=q.device, dtype=dtype)
     first_layer, last_layer = scheme.mlp[0], scheme.mlp[2]
     assert isinstance(first_layer, nn.Linear) and isinstance(last_layer, nn.Linear)
