@@ -6,7 +6,7 @@ forward + backward (``out.sum().backward()``, the input requiring grad), for
 no position (the fused kernel: the peer every ratio is against), rotary,
 ALiBi, T5's buckets and Shaw's relative vectors (keys and values), each on the
 path ``backend="auto"`` picks (on the CPU: chunked for the bias schemes, see
-``attnlab.attention.long_context``), plus FlexAttention forced for ALiBi and T5
+``attnlab.attention.backends.choose``), plus FlexAttention forced for ALiBi and T5
 in the forward pass (its compile time reported apart).
 
 Memory: each (scheme, path, L, mode) in a fresh subprocess: after a warm-up at

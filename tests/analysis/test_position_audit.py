@@ -7,10 +7,10 @@ import torch
 
 from attnlab.analysis.position_audit import audit_position
 from attnlab.encodings.alibi import ALiBi
-from attnlab.encodings.attention_position import AttentionPosition, NoPosition, bias_dtype
 from attnlab.encodings.cope import CoPE
 from attnlab.encodings.relative import ShawRelative
 from attnlab.encodings.rotary import Rotary
+from attnlab.encodings.scheme import AttentionPosition, NoPosition, bias_dtype
 from attnlab.encodings.t5 import T5RelativeBias
 from attnlab.encodings.xpos import XPos
 
@@ -20,9 +20,11 @@ CHECKS = ["offset_only", "norm_preserved", "shift_invariant", "offsets_consisten
 class AbsoluteQueryBias(AttentionPosition):
     """Broken: the bias grows with the query's absolute position."""
 
-    def bias(self, q, n_keys, *, q_offset=0, k_offset=0):
-        pos = torch.arange(q_offset, q_offset + q.shape[2], dtype=bias_dtype(q.dtype))  # [T]
-        return (0.01 * pos)[None, None, :, None].expand(1, 1, q.shape[2], n_keys)
+    adds_score = True
+
+    def bias_at(self, q, *, q_pos, k_pos, k=None):
+        pos = q_pos.to(bias_dtype(q.dtype))  # [T]
+        return (0.01 * pos)[None, None, :, None].expand(1, 1, q.shape[2], k_pos.shape[0])
 
 
 class GrowingRotary(Rotary):
@@ -54,15 +56,15 @@ class LimitedScheme(ALiBi):
 
     max_len = 40
 
-    def bias(self, q, n_keys, *, q_offset=0, k_offset=0):
+    def bias(self, q, n_keys, *, q_offset=0, k_offset=0, k=None):
         assert q_offset + q.shape[2] <= 40 and k_offset + n_keys <= 40, (q_offset, q.shape, k_offset, n_keys)
-        return super().bias(q, n_keys, q_offset=q_offset, k_offset=k_offset)
+        return super().bias(q, n_keys, q_offset=q_offset, k_offset=k_offset, k=k)
 
 
 class KeyCheckingRotary(Rotary):
-    """Reads the keys (needs_keys, as CoPE): checks that bias gets the rotated queries and keys, as in attention."""
+    """Reads the keys (reads_keys, as CoPE): checks that bias gets the rotated queries and keys, as in attention."""
 
-    needs_keys = True
+    reads_keys = True
     calls = 0
 
     def rotate(self, q, k, *, q_offset=0, k_offset=0):
@@ -70,7 +72,7 @@ class KeyCheckingRotary(Rotary):
         return self.turned
 
     def bias(self, q, n_keys, *, q_offset=0, k_offset=0, k=None):
-        assert k is not None, "a scheme with needs_keys must be given the keys"
+        assert k is not None, "a scheme with reads_keys must be given the keys"
         assert q is self.turned[0] and k is self.turned[1] and k.shape[2] == n_keys
         self.calls += 1
         return None

@@ -16,10 +16,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnlab.attention.chunked import chunk_rows, chunked_attend
-from attnlab.attention.flex import flex_attend, shape_family
+from attnlab.attention.backends.choose import adds_terms, choose_backend, key_valid_of
+from attnlab.attention.backends.chunked import chunk_rows, chunked_attend
+from attnlab.attention.backends.flex import flex_attend, shape_family
 from attnlab.attention.functional import attend_unchecked
-from attnlab.attention.long_context import adds_terms, choose_backend, key_valid_of
 from attnlab.encodings import ALiBi, NoPosition, Rotary, ShawRelative, T5RelativeBias
 from attnlab.encodings.cope import CoPE
 from attnlab.encodings.fire import FIRE
@@ -56,13 +56,13 @@ SCHEMES = schemes()
 
 def dense(position, q, k, v, *, q_offset, mask, is_causal, bias=None):
     """The dense path: the scheme's whole term, the explicit softmax, the value term."""
-    kw = {"k": k} if position.needs_keys else {}
+    kw = {"k": k} if position.reads_keys else {}
     term = position.bias(q, k.shape[-2], q_offset=q_offset, k_offset=0, **kw)
     if bias is not None:
         term = bias if term is None else term + bias
     out, w = attend_unchecked(q, k, v, mask=mask, bias=term, dropout_p=0.0, scale=None, need_weights=True,
                               is_causal=is_causal)
-    extra = position.value_term(w, q_offset=q_offset, k_offset=0) if position.needs_weights else None
+    extra = position.value_term(w, q_offset=q_offset, k_offset=0) if position.adds_value else None
     return out if extra is None else out + extra
 
 
@@ -303,7 +303,7 @@ def test_multihead_flex_backend_routes_the_scheme_to_flex_attention(monkeypatch)
     """The forced flex path binds the scheme's score_mod at the call's offsets (kernel run eagerly here)."""
     import functools
 
-    from attnlab.attention import long_context
+    from attnlab.attention.backends import choose as long_context
 
     calls = []
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from attnlab.encodings.alibi import ALiBi, alibi_slopes
-from attnlab.encodings.attention_position import AttentionPosition
+from attnlab.encodings.scheme import AttentionPosition
 
 
 def official_get_slopes(n):
@@ -84,7 +84,7 @@ def test_bias_dtype_follows_the_queries():
 def test_module_is_fixed_and_unbounded():
     alibi = ALiBi(12, causal=False)
     assert isinstance(alibi, AttentionPosition)
-    assert alibi.max_len is None and not alibi.needs_weights and not alibi.causal
+    assert alibi.max_len is None and not alibi.adds_value and not alibi.causal
     assert list(alibi.parameters()) == [] and alibi.state_dict() == {}
     torch.testing.assert_close(alibi.slopes, torch.tensor(TWELVE_HEADS), atol=0, rtol=1e-7)
     # long sequences are fine: the bias is a formula, not a table

@@ -4,9 +4,9 @@ import pytest
 import torch
 
 from attnlab.encodings.alibi import ALiBi
-from attnlab.encodings.attention_position import AttentionPosition, NoPosition, bias_dtype, relative_positions
 from attnlab.encodings.relative import ShawRelative
 from attnlab.encodings.rotary import Rotary
+from attnlab.encodings.scheme import AttentionPosition, NoPosition, bias_dtype, relative_positions
 from attnlab.encodings.t5 import T5RelativeBias
 
 
@@ -42,7 +42,7 @@ def test_base_class_does_nothing():
     assert rq is q and rk is k
     assert scheme.bias(q, 5) is None
     assert scheme.value_term(torch.rand(1, 2, 3, 5)) is None
-    assert scheme.max_len is None and scheme.needs_weights is False
+    assert scheme.max_len is None and scheme.adds_value is False
 
 
 def test_no_position_is_a_first_class_scheme():
@@ -50,7 +50,7 @@ def test_no_position_is_a_first_class_scheme():
     assert isinstance(nope, AttentionPosition) and isinstance(nope, torch.nn.Module)
     q = torch.randn(2, 2, 3, 4)
     assert nope.rotate(q, q)[0] is q and nope.bias(q, 3) is None and nope.value_term(q) is None
-    assert list(nope.parameters()) == [] and nope.max_len is None and not nope.needs_weights
+    assert list(nope.parameters()) == [] and nope.max_len is None and not nope.adds_value
 
 
 def test_bias_dtype():
@@ -76,7 +76,7 @@ def test_every_scheme_speaks_the_protocol(scheme):
     weights = scores.softmax(-1)
     out = weights @ v
     term = scheme.value_term(weights, q_offset=2, k_offset=0)
-    assert (term is not None) == scheme.needs_weights
+    assert (term is not None) == scheme.adds_value
     if term is not None:
         assert term.shape == out.shape
         out = out + term

@@ -12,8 +12,8 @@ from rotary_embedding_torch import RotaryEmbedding, apply_rotary_emb
 from torch.testing import assert_close
 
 from attnlab.attention import MultiHeadAttention
-from attnlab.encodings.attention_position import AttentionPosition
 from attnlab.encodings.axial_rotary import AxialRotary, axial_rotary_angles
+from attnlab.encodings.scheme import AttentionPosition
 
 
 def reference_axial(x, sizes, *, rotary_dim, base=10000.0, coords="integer", max_freq=10.0):

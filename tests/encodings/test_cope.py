@@ -11,7 +11,7 @@ from torch.testing import assert_close
 from attnlab.analysis.position_audit import audit_position
 from attnlab.attention import KVCache, MultiHeadAttention, attend
 from attnlab.encodings.cope import CoPE
-from attnlab.encodings.position_scheme import PositionScheme
+from attnlab.encodings.scheme import PositionScheme
 
 # --- the reference, re-typed from the paper's appendix (Golovneva et al. 2024) ---------------------
 # query/key/val are [N, L, Dh] with the heads folded into N, mask [T, S] 0/1 (1 = may attend);
@@ -133,8 +133,8 @@ def test_counted_positions_are_sums_of_gates():
 
 def test_is_a_learned_position_scheme_that_needs_keys():
     cope = CoPE(8)
-    assert isinstance(cope, PositionScheme) and cope.needs_keys and cope.caches
-    assert cope.max_len is None and not cope.needs_weights
+    assert isinstance(cope, PositionScheme) and cope.reads_keys and cope.caches
+    assert cope.max_len is None and not cope.adds_value
     assert [n for n, _ in cope.named_parameters()] == ["pos_emb"] and cope.pos_emb.shape == (8, 64)
     assert CoPE(8, npos_max=5, n_heads=3).pos_emb.shape == (3, 8, 5)
     # zeros at first, as in the paper: a new CoPE adds nothing

@@ -9,7 +9,7 @@ from torch import nn
 from attnlab.analysis.position_audit import audit_position
 from attnlab.attention import KVCache, MultiHeadAttention
 from attnlab.encodings.fire import FIRE
-from attnlab.encodings.position_scheme import PositionScheme
+from attnlab.encodings.scheme import PositionScheme
 
 
 def reference_fire(fire, q_pos, k_pos):
@@ -112,7 +112,7 @@ def test_bias_dtype_follows_the_queries():
 
 def test_module_defaults_follow_the_paper():
     fire = FIRE(4)
-    assert isinstance(fire, PositionScheme) and fire.max_len is None and fire.caches and not fire.needs_weights
+    assert isinstance(fire, PositionScheme) and fire.max_len is None and fire.caches and not fire.adds_value
     assert [n for n, _ in fire.named_parameters()] == [
         "c", "threshold_multiplier", "mlp.0.weight", "mlp.0.bias", "mlp.2.weight", "mlp.2.bias"]
     assert fire.mlp[0].out_features == 32 and isinstance(fire.mlp[1], nn.ReLU) and fire.mlp[2].out_features == 4

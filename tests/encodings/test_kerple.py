@@ -9,7 +9,7 @@ from torch import nn
 from attnlab.analysis.position_audit import audit_position
 from attnlab.attention import KVCache, MultiHeadAttention
 from attnlab.encodings.kerple import KERPLE
-from attnlab.encodings.position_scheme import PositionScheme
+from attnlab.encodings.scheme import PositionScheme
 
 
 def reference_kerple(kernel, r1, r2, q_pos, k_pos):
@@ -128,7 +128,7 @@ def test_bias_dtype_follows_the_queries():
 def test_module_attributes():
     kerple = KERPLE(4, kernel="power", causal=False)
     assert isinstance(kerple, PositionScheme) and kerple.max_len is None and kerple.caches
-    assert not kerple.needs_weights and not kerple.causal
+    assert not kerple.adds_value and not kerple.causal
     assert [(n, tuple(p.shape)) for n, p in kerple.named_parameters()] == [("r1", (4,)), ("r2", (4,))]
     assert "kernel='power'" in repr(kerple)
 

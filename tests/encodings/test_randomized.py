@@ -18,13 +18,12 @@ import torch
 
 from attnlab.attention import MultiHeadAttention
 from attnlab.encodings.alibi import ALiBi
-from attnlab.encodings.attention_position import NoPosition
-from attnlab.encodings.position_scheme import PositionScheme
 from attnlab.encodings.positional import PositionalEncoding
 from attnlab.encodings.randomized import RandomizedPositions, sample_positions
 from attnlab.encodings.randomized_tables import RandomizedLearned, RandomizedSinusoidal
 from attnlab.encodings.relative import ShawRelative
 from attnlab.encodings.rotary import Rotary
+from attnlab.encodings.scheme import NoPosition
 from attnlab.encodings.t5 import T5RelativeBias
 
 H, DH = 4, 8
@@ -115,7 +114,7 @@ def seeded(seed, fn):
 
 
 def run_attention(scheme, q, k, v):
-    """What MultiHeadAttention does with a scheme: rotate, bias, softmax, value term (when needs_weights)."""
+    """What MultiHeadAttention does with a scheme: rotate, bias, softmax, value term (when adds_value)."""
     rq, rk = scheme.rotate(q, k)
     scores = rq @ rk.transpose(-1, -2) / math.sqrt(q.shape[-1])  # [B, H, T, S]
     bias = scheme.bias(q, k.shape[2])
@@ -123,7 +122,7 @@ def run_attention(scheme, q, k, v):
         scores = scores + bias
     weights = scores.softmax(-1)
     out = weights @ v  # [B, H, T, Dh]
-    if scheme.needs_weights:
+    if scheme.adds_value:
         term = scheme.value_term(weights)
         if term is not None:
             out = out + term
@@ -272,16 +271,23 @@ def test_shaw_bias_and_value_term_at_positions_and_distances():
     torch.testing.assert_close(shaw.value_term_rel(weights[:, :, :5, :5], rel=rel), value_term, atol=1e-12, rtol=0)
 
 
-def test_base_class_rel_defaults_row_by_row_equal_the_vectorised_ones():
-    # PositionScheme's default bias_rel / value_term_rel (built on *_at) against ALiBi's and Shaw's own.
+def _row_by_row_at_positions(term, x, rel):
+    """A relative scheme's term at distances, one query row at a time through the positions form (*_at)."""
+    zero = rel.new_zeros(1)  # the query at position 0, its keys at their distances
+    return torch.cat([term(x[..., i : i + 1, :], q_pos=zero, k_pos=rel[i]) for i in range(rel.shape[0])], dim=-2)
+
+
+def test_terms_at_positions_row_by_row_equal_the_terms_at_distances():
+    # The protocol derives bias_at / value_term_at of a relative scheme from its *_rel primitives:
+    # evaluated row by row at positions, they give the vectorised terms at distances.
     rel = distance_map([2, 3, 8, 11], 5, 5)
     q = torch.randn(2, H, 5, DH, dtype=torch.float64)
     alibi = ALiBi(H, causal=False, left_offset=0.5)
-    torch.testing.assert_close(PositionScheme.bias_rel(alibi, q, rel=rel), alibi.bias_rel(q, rel=rel))
+    torch.testing.assert_close(_row_by_row_at_positions(alibi.bias_at, q, rel), alibi.bias_rel(q, rel=rel))
     shaw = big(ShawRelative(DH, max_relative_position=4)).double()
     weights = torch.rand(2, H, 5, 5, dtype=torch.float64).softmax(-1)
-    torch.testing.assert_close(PositionScheme.bias_rel(shaw, q, rel=rel), shaw.bias_rel(q, rel=rel))
-    torch.testing.assert_close(PositionScheme.value_term_rel(shaw, weights, rel=rel),
+    torch.testing.assert_close(_row_by_row_at_positions(shaw.bias_at, q, rel), shaw.bias_rel(q, rel=rel))
+    torch.testing.assert_close(_row_by_row_at_positions(shaw.value_term_at, weights, rel),
                                shaw.value_term_rel(weights, rel=rel))
     with pytest.raises(NotImplementedError, match="Rotary.*relative=False"):
         Rotary(DH).bias_rel(q, rel=rel)
@@ -418,11 +424,11 @@ def test_pending_draw_is_per_thread():
 def test_wrapper_attributes_and_parameters():
     shaw = ShawRelative(DH)
     rand = RandomizedPositions(shaw, max_len=64, sample="distances")
-    assert rand.caches is False and rand.needs_weights is True and rand.needs_keys is False
+    assert rand.caches is False and rand.adds_value is True and rand.reads_keys is False
     assert rand.max_len == 64 and rand.scheme is shaw
     assert set(rand.state_dict()) == {"scheme.rel_keys", "scheme.rel_values"}
     assert {id(p) for p in rand.parameters()} == {id(shaw.rel_keys), id(shaw.rel_values)}
-    assert RandomizedPositions(ShawRelative(DH, on_values=False), max_len=8).needs_weights is False
+    assert RandomizedPositions(ShawRelative(DH, on_values=False), max_len=8).adds_value is False
     assert "max_len=64, sample='distances'" in repr(rand)
 
 

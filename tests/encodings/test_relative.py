@@ -121,11 +121,11 @@ def test_never_materialises_a_T_by_S_by_Dh_tensor():
 
 def test_keys_only_variant():
     shaw = ShawRelative(8, max_relative_position=4, on_values=False)
-    assert not shaw.needs_weights and shaw.rel_values is None
+    assert not shaw.adds_value and shaw.rel_values is None
     assert [n for n, _ in shaw.named_parameters()] == ["rel_keys"]
     assert shaw.value_term(torch.rand(1, 1, 2, 2)) is None
     full = ShawRelative(8)
-    assert full.needs_weights and full.max_len is None
+    assert full.adds_value and full.max_len is None
     assert [n for n, _ in full.named_parameters()] == ["rel_keys", "rel_values"]
     assert full.rel_keys.shape == (33, 8)
 

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from attnlab.encodings.attention_position import relative_positions
+from attnlab.encodings.scheme import relative_positions
 from attnlab.encodings.t5 import T5RelativeBias, t5_bucket
 
 
@@ -111,7 +111,7 @@ def test_bias_dtype_and_initialisation():
     t5 = T5RelativeBias(8, num_buckets=256, max_distance=1024)
     assert t5.bias(torch.zeros(1, 8, 2, 4, dtype=torch.bfloat16), 2).dtype == torch.float32
     assert t5.bias(torch.zeros(1, 8, 2, 4, dtype=torch.float64), 2).dtype == torch.float64
-    assert t5.max_len is None and not t5.needs_weights
+    assert t5.max_len is None and not t5.adds_value
     # N(0, 0.02^2) over 2048 draws: the sample std is within 10%
     assert abs(t5.table.weight.std().item() - 0.02) < 0.002
 

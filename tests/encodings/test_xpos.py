@@ -11,7 +11,7 @@ from torch.testing import assert_close
 
 from attnlab.analysis.position_audit import audit_position
 from attnlab.attention import KVCache, MultiHeadAttention
-from attnlab.encodings.position_scheme import PositionScheme
+from attnlab.encodings.scheme import PositionScheme
 from attnlab.encodings.xpos import XPos, xpos_zeta
 
 
@@ -125,7 +125,7 @@ def test_zeta_golden_and_the_decay():
 def test_is_a_position_scheme_without_state_and_survives_half():
     xpos = XPos(8)
     assert isinstance(xpos, PositionScheme) and xpos.max_len is None and xpos.caches
-    assert not xpos.needs_weights and not xpos.needs_keys
+    assert not xpos.adds_value and not xpos.reads_keys
     assert xpos.state_dict() == {} and list(xpos.parameters()) == []
     x = torch.randn(1, 1, 5, 8)
     before = xpos.rotate(x, x, q_offset=300, k_offset=300)

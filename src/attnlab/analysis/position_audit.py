@@ -3,11 +3,11 @@
 :func:`~attnlab.analysis.properties.audit` measures a table of vectors. A scheme
 like rotary or ALiBi has no table: it changes the attention scores. So this
 audit measures scores, the way attention uses the scheme (see
-:class:`~attnlab.encodings.attention_position.AttentionPosition`)::
+:class:`~attnlab.encodings.scheme.PositionScheme`)::
 
     score(i, j) = rotate(q)_i . rotate(k)_j / sqrt(Dh) + bias(rotate(q))[i, j]
 
-(a scheme that sets ``needs_keys``, CoPE, also gets ``k=rotate(k)`` in ``bias``)
+(a scheme that sets ``reads_keys``, CoPE, also gets ``k=rotate(k)`` in ``bias``)
 with random queries and keys drawn from a private ``torch.Generator`` (the
 global RNG is not touched), in float64. Four checks:
 
@@ -50,7 +50,7 @@ from torch import Tensor
 
 from attnlab._validate import check_int
 from attnlab.analysis.properties import AuditReport, PropertyCheck
-from attnlab.encodings.attention_position import AttentionPosition
+from attnlab.encodings.scheme import PositionScheme
 
 __all__ = ["audit_position"]
 
@@ -62,7 +62,7 @@ _DEFAULT_HEADS = 2
 _Randn = Callable[..., Tensor]  # draws float64 normals from the audit's private generator
 
 
-def _resolve(name: str, given: int | None, scheme: AttentionPosition, default: int) -> int:
+def _resolve(name: str, given: int | None, scheme: PositionScheme, default: int) -> int:
     """The scheme's own size if it has one (refusing a different ``given``), else ``given`` or ``default``."""
     own = getattr(scheme, name, None)
     if given is not None:
@@ -82,7 +82,7 @@ def _check_offsets(offsets: Any) -> list[int]:
     return sorted({check_int(f"offsets[{i}]", k, minimum=1) for i, k in enumerate(values)})
 
 
-def _scores(scheme: AttentionPosition, q: Tensor, k: Tensor, q_offset: int, k_offset: int) -> tuple[Tensor, float]:
+def _scores(scheme: PositionScheme, q: Tensor, k: Tensor, q_offset: int, k_offset: int) -> tuple[Tensor, float]:
     """Positional scores as attention computes them, float64 ``[B, H, T, S]``, and their scale."""
     turned_q, turned_k = scheme.rotate(q, k, q_offset=q_offset, k_offset=k_offset)
     # contiguous: a matmul of stride-0 (expanded) operands takes a slow path.
@@ -99,11 +99,10 @@ def _scores(scheme: AttentionPosition, q: Tensor, k: Tensor, q_offset: int, k_of
     return scores, scale
 
 
-def _bias(scheme: AttentionPosition, q: Tensor, k: Tensor, *, q_offset: int = 0, k_offset: int = 0) -> Tensor | None:
-    """``scheme.bias`` as attention calls it: with the (rotated) keys ``k [B, H, S, Dh]`` when it ``needs_keys``."""
-    if getattr(scheme, "needs_keys", False):  # CoPE counts positions with gates on q . k
-        return scheme.bias(q, k.shape[2], q_offset=q_offset, k_offset=k_offset, k=k)  # type: ignore[call-arg]
-    return scheme.bias(q, k.shape[2], q_offset=q_offset, k_offset=k_offset)
+def _bias(scheme: PositionScheme, q: Tensor, k: Tensor, *, q_offset: int = 0, k_offset: int = 0) -> Tensor | None:
+    """``scheme.bias`` as attention calls it: with the (rotated) keys ``k [B, H, S, Dh]`` when it ``reads_keys``."""
+    keys = k if scheme.reads_keys else None  # CoPE counts positions with gates on q . k
+    return scheme.bias(q, k.shape[2], q_offset=q_offset, k_offset=k_offset, k=keys)
 
 
 def _tolerance(scale: float, largest_position: int) -> float:
@@ -111,7 +110,7 @@ def _tolerance(scale: float, largest_position: int) -> float:
     return 8.0 * _U * (1 + largest_position) * max(scale, 1e-30)
 
 
-def _uses(scheme: AttentionPosition, q: Tensor, w: Tensor) -> list[str]:
+def _uses(scheme: PositionScheme, q: Tensor, w: Tensor) -> list[str]:
     """Which of rotate / bias / value_term the scheme actually uses."""
     used = []
     rq, rk = scheme.rotate(q, q)
@@ -125,7 +124,7 @@ def _uses(scheme: AttentionPosition, q: Tensor, w: Tensor) -> list[str]:
 
 
 def audit_position(
-    scheme: AttentionPosition,
+    scheme: PositionScheme,
     *,
     head_dim: int | None = None,
     n_heads: int | None = None,
@@ -154,7 +153,7 @@ def audit_position(
         ``value`` is the measured worst error and ``detail`` says it in words.
 
     Raises:
-        TypeError: if ``scheme`` is not an ``AttentionPosition`` or a size is not an integer.
+        TypeError: if ``scheme`` is not an ``PositionScheme`` or a size is not an integer.
         ValueError: for a ``head_dim``/``n_heads`` that contradicts the scheme's,
             ``max_positions < 2``, a non-positive offset, or a ``max_len`` below 2.
 
@@ -165,8 +164,8 @@ def audit_position(
         [('offset_only', 'pass'), ('norm_preserved', 'n/a'), ('shift_invariant', 'pass'),
          ('offsets_consistent', 'pass')]
     """
-    if not isinstance(scheme, AttentionPosition):
-        raise TypeError(f"scheme must be an AttentionPosition, got {type(scheme).__name__}")
+    if not isinstance(scheme, PositionScheme):
+        raise TypeError(f"scheme must be an PositionScheme, got {type(scheme).__name__}")
     Dh = _resolve("head_dim", head_dim, scheme, _DEFAULT_HEAD_DIM)
     H = _resolve("n_heads", n_heads, scheme, _DEFAULT_HEADS)
     N = check_int("max_positions", max_positions, minimum=2)
@@ -201,7 +200,7 @@ def _none_note(used: list[str]) -> str:
     return "" if used else " (the scheme adds nothing positional, so this holds trivially)"
 
 
-def _offset_only(scheme: AttentionPosition, randn: _Randn, H: int, Dh: int, N: int, offsets: list[int],
+def _offset_only(scheme: PositionScheme, randn: _Randn, H: int, Dh: int, N: int, offsets: list[int],
                  used: list[str]) -> PropertyCheck:
     # One query vector and one key vector repeated at every position: any change
     # along a diagonal j - i = d can only come from the absolute positions.
@@ -229,7 +228,7 @@ def _offset_only(scheme: AttentionPosition, randn: _Randn, H: int, Dh: int, N: i
     return PropertyCheck("offset_only", "fail", worst, tol, detail, extra)
 
 
-def _norm_preserved(scheme: AttentionPosition, randn: _Randn, H: int, Dh: int, N: int, offsets: list[int],
+def _norm_preserved(scheme: PositionScheme, randn: _Randn, H: int, Dh: int, N: int, offsets: list[int],
                     used: list[str]) -> PropertyCheck:
     tol = 16.0 * _U
     if "rotate" not in used:
@@ -254,7 +253,7 @@ def _norm_preserved(scheme: AttentionPosition, randn: _Randn, H: int, Dh: int, N
     return PropertyCheck("norm_preserved", "fail", worst, tol, detail, extra)
 
 
-def _shift_invariant(scheme: AttentionPosition, randn: _Randn, H: int, Dh: int, N: int, W: int, offsets: list[int],
+def _shift_invariant(scheme: PositionScheme, randn: _Randn, H: int, Dh: int, N: int, W: int, offsets: list[int],
                      weights: Tensor) -> PropertyCheck:
     q, k = randn(_B, H, W, Dh), randn(_B, H, W, Dh)  # [B, H, W, Dh] each
     base, scale = _scores(scheme, q, k, 0, 0)  # [B, H, W, W]
@@ -291,7 +290,7 @@ def _shift_invariant(scheme: AttentionPosition, randn: _Randn, H: int, Dh: int, 
     return PropertyCheck("shift_invariant", "pass" if ok else "fail", worst, tol, detail, extra)
 
 
-def _offsets_consistent(scheme: AttentionPosition, randn: _Randn, H: int, Dh: int, W: int,
+def _offsets_consistent(scheme: PositionScheme, randn: _Randn, H: int, Dh: int, W: int,
                         weights: Tensor) -> PropertyCheck:
     q, k = randn(_B, H, W, Dh), randn(_B, H, W, Dh)  # [B, H, W, Dh] each
     full, scale = _scores(scheme, q, k, 0, 0)  # [B, H, W, W]

@@ -5,7 +5,7 @@ r"""Attention: the functional core, masks, scoring functions and the modules on 
 * long context, for position schemes that add terms: :func:`chunked_attend` (query
   chunks, O(L) memory, forward and backward) and :func:`flex_attend` (FlexAttention
   ``score_mod``\ s); ``MultiHeadAttention(backend=...)`` picks between them and the dense
-  path (:mod:`attnlab.attention.long_context`).
+  path (:mod:`attnlab.attention.backends.choose`).
 * masks: :func:`causal_mask` (bottom-right aligned), :func:`padding_mask`,
   :func:`padding_mask_from_lengths`, :func:`subsequent_mask`, converters to and
   from ``nn.MultiheadAttention``'s polarity.
@@ -18,12 +18,12 @@ r"""Attention: the functional core, masks, scoring functions and the modules on 
 """
 
 from attnlab.attention.attention import Attention
+from attnlab.attention.backends.choose import BACKENDS
+from attnlab.attention.backends.chunked import chunked_attend
+from attnlab.attention.backends.flex import compile_log, flex_attend
 from attnlab.attention.cache import DecodingCache, KVCache
-from attnlab.attention.chunked import chunked_attend
-from attnlab.attention.flex import compile_log, flex_attend
 from attnlab.attention.functional import attend, repeat_kv_heads
 from attnlab.attention.lab_heads import LabMultiHeadAttention, keeping_alphas
-from attnlab.attention.long_context import BACKENDS
 from attnlab.attention.masks import (
     attention_mask,
     causal_mask,

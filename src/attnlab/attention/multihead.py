@@ -43,17 +43,17 @@ from attnlab._validate import (
     check_int,
     check_probability,
 )
+from attnlab.attention.backends.choose import BACKENDS, attend_with_position
 from attnlab.attention.cache import KVCache
 from attnlab.attention.functional import check_bias
 from attnlab.attention.interop import from_torch_module
-from attnlab.attention.long_context import BACKENDS, attend_with_position
 from attnlab.attention.masks import attention_mask
 from attnlab.attention.projections import HeadLayout
 from attnlab.attention.recording import is_recording, record
 
 # encodings never import attention (DESIGN.md: encodings -> attention -> models), so no cycle; a real
 # import, not a TYPE_CHECKING one, so that typing.get_type_hints (the docstring audit) resolves it.
-from attnlab.encodings.attention_position import AttentionPosition
+from attnlab.encodings.scheme import AttentionPosition
 
 __all__ = ["MultiHeadAttention"]
 
@@ -84,7 +84,7 @@ class MultiHeadAttention(nn.Module):
             T5 uses 1.0 (Raffel et al. 2020 fold it into the initialisation).
         backend: how a ``position`` that adds terms (ALiBi, T5, Shaw, FIRE, KERPLE, CoPE) is
             computed: ``"auto"`` (dense up to ``T * S = 2**20``, then FlexAttention on CUDA or
-            query chunks, O(L) memory; :mod:`attnlab.attention.long_context` states the rule),
+            query chunks, O(L) memory; :mod:`attnlab.attention.backends.choose` states the rule),
             ``"dense"``, ``"flex"`` or ``"chunked"``. Weights on request take the dense path.
 
     Attributes:

@@ -6,8 +6,8 @@ sinusoids), ``fixed_base`` (the positional-encoding lab's dials), ``PositionalEn
 these are added to the inputs. For images and video: ``sinusoidal_2d`` / ``sinusoidal_3d``
 and ``PositionalEncoding2D`` / ``PositionalEncoding3D``.
 
-Schemes that act inside attention (:class:`AttentionPosition`, passed to
-``MultiHeadAttention(position=...)``): ``Rotary`` (RoFormer), ``ALiBi``,
+Schemes that act inside attention (:class:`PositionScheme`, the one protocol,
+:mod:`.scheme`; passed to ``MultiHeadAttention(position=...)``): ``Rotary`` (RoFormer), ``ALiBi``,
 ``T5RelativeBias``, ``ShawRelative`` (Shaw et al. 2018), ``FIRE`` (Li et al. 2023),
 ``KERPLE`` (Chi et al. 2022), ``XPos`` (Sun et al. 2022), ``CoPE`` (Golovneva et al.
 2024), ``AxialRotary`` (rotary over the rows and columns of an image) and
@@ -15,27 +15,27 @@ Schemes that act inside attention (:class:`AttentionPosition`, passed to
 randomized (Ruoss et al. 2023): ``RandomizedPositions`` around a scheme,
 ``RandomizedSinusoidal`` and ``RandomizedLearned`` for the tables.
 
-By name (:mod:`.registry`): ``ENCODINGS`` and ``attention_position(name, ...)``, what a
-model's ``encoding=`` argument builds.
+By name, class or factory (:mod:`.registry`): ``ENCODINGS``, ``register(name, cls)`` for a
+user's own scheme, ``resolve`` and ``attention_position(position, ...)``, what a model's
+``position=`` argument builds.
 """
 
 from attnlab.encodings.alibi import ALiBi, alibi_slopes
-from attnlab.encodings.attention_position import AttentionPosition, NoPosition, relative_positions
 from attnlab.encodings.axial_rotary import AxialRotary, axial_rotary_angles
 from attnlab.encodings.cope import CoPE
 from attnlab.encodings.fire import FIRE
 from attnlab.encodings.fixed_base import fixed_base
 from attnlab.encodings.kerple import KERPLE
 from attnlab.encodings.learned import LearnedPositionalEncoding
-from attnlab.encodings.position_scheme import PositionScheme
 from attnlab.encodings.positional import PositionalEncoding
-from attnlab.encodings.randomized import RandomizedPositions, sample_positions
+from attnlab.encodings.randomized import Randomized, RandomizedPositions, sample_positions
 from attnlab.encodings.randomized_tables import RandomizedLearned, RandomizedSinusoidal
-from attnlab.encodings.registry import ENCODINGS, attention_position
+from attnlab.encodings.registry import ENCODINGS, attention_position, register, resolve, spec_name
 from attnlab.encodings.relative import ShawRelative
 from attnlab.encodings.rope_scaling import ROPE_TYPES, rope_frequencies
 from attnlab.encodings.rotary import CONVENTIONS as ROTARY_CONVENTIONS
 from attnlab.encodings.rotary import Rotary, apply_rotary, interleaved_to_half_permutation
+from attnlab.encodings.scheme import AttentionPosition, ModelSizes, NoPosition, PositionScheme, relative_positions
 from attnlab.encodings.sinusoidal import LAYOUTS, RATES, angle_rates, shift_matrix, sinusoidal
 from attnlab.encodings.sinusoidal_nd import (
     PositionalEncoding2D,
@@ -89,4 +89,9 @@ __all__ = [
     "sinusoidal",
     "t5_bucket",
     "xpos_zeta",
+    "ModelSizes",
+    "Randomized",
+    "register",
+    "resolve",
+    "spec_name",
 ]

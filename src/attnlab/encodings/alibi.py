@@ -40,9 +40,7 @@ import torch
 from torch import Tensor
 
 from attnlab._validate import check_finite_float, check_int
-from attnlab.encodings.attention_position import _check_heads, bias_dtype, relative_positions
-from attnlab.encodings.position_scheme import PositionScheme, check_positions, check_rel
-from attnlab.encodings.score_mods import DistanceScoreMod
+from attnlab.encodings.scheme import ModelSizes, PositionScheme, bias_dtype, check_heads, check_rel
 
 __all__ = ["ALiBi", "alibi_slopes"]
 
@@ -85,7 +83,7 @@ def alibi_slopes(n_heads: int) -> Tensor:
     return torch.pow(2.0, -exponents).to(torch.float32)
 
 
-class ALiBi(DistanceScoreMod, PositionScheme):
+class ALiBi(PositionScheme):
     """ALiBi (Press et al. 2022) as an attention position scheme: bias ``-m_h * |j - i|``.
 
     ``bias(q, S)[0, h, i, j] = -m_h * |(k_offset + j) - (q_offset + i)|`` with
@@ -122,7 +120,19 @@ class ALiBi(DistanceScoreMod, PositionScheme):
                 [-0.0938, -0.0312,  0.0000]])
     """
 
+    adds_score = True
     relative = True
+    by_distance = True
+    has_score_mod = True
+    randomize_by = "distances"  # Ruoss et al.'s randomized ALiBi draws distances, not positions
+
+    @classmethod
+    def for_model(cls, sizes: ModelSizes) -> ALiBi:
+        """One ALiBi per self-attention: bidirectional, keys on the left get half a step less penalty.
+
+        Ruoss et al.'s encoder: symmetric ALiBi cannot tell left from right.
+        """
+        return cls(sizes.n_heads, causal=sizes.causal, left_offset=0.0 if sizes.causal else 0.5)
 
     def __init__(self, n_heads: int, *, causal: bool = True, left_offset: float = 0.0) -> None:
         super().__init__()
@@ -145,8 +155,25 @@ class ALiBi(DistanceScoreMod, PositionScheme):
         extra = f", left_offset={self.left_offset:g}" if self.left_offset else ""
         return f"n_heads={self.n_heads}, causal={self.causal}{extra}"
 
-    def _bias(self, q: Tensor, rel: Tensor) -> Tensor:
-        """``-m_h * (|rel| - left_offset [rel < 0])`` for signed distances ``rel [T, S]``; ``[1, H, T, S]``."""
+    def bias_rel(self, q: Tensor, *, rel: Tensor, k: Tensor | None = None) -> Tensor:
+        """The penalty at signed key-minus-query distances ``rel [T, S]``.
+
+        Args:
+            q: queries ``[B, H, T, Dh]``; only ``T``, dtype and device are used.
+            rel: int64 ``[T, S]``; negative entries are keys before the query and
+                get ``left_offset``.
+            k: the keys ``[B, H, S, Dh]`` of the protocol; unused.
+
+        Returns:
+            ``[1, H, T, S]``: ``-m_h * (|rel| - left_offset [rel < 0])``, float32 for
+            half-precision ``q``, else ``q.dtype``.
+
+        Raises:
+            TypeError / ValueError: for ``q`` that is not ``[B, H, T, Dh]`` with
+                ``H = n_heads``, or ``rel`` that is not an integer ``[T, S]``.
+        """
+        check_heads("q", q, n_heads=self.n_heads)
+        check_rel(rel, q.shape[2])
         dtype = bias_dtype(q.dtype)
         # Distances are exact integers in float32 up to 2**24; one rounding in the product.
         # Negated as integers, so that distance 0 gives +0.0 and not -0.0.
@@ -156,69 +183,3 @@ class ALiBi(DistanceScoreMod, PositionScheme):
             neg_distance = neg_distance + (rel < 0).to(dtype) * self.left_offset  # [T, S]
         slopes = self._slopes64.to(device=q.device, dtype=dtype)  # [H]
         return (slopes[:, None, None] * neg_distance)[None]  # [H, 1, 1] * [T, S] -> [1, H, T, S]
-
-    def bias(self, q: Tensor, n_keys: int, *, q_offset: int = 0, k_offset: int = 0,
-             k: Tensor | None = None) -> Tensor:
-        """The linear distance penalty ``-m_h * |key position - query position|``.
-
-        Args:
-            q: queries ``[B, H, T, Dh]``; only ``T``, dtype and device are used.
-            n_keys: number of keys ``S``.
-            q_offset: position of the first query.
-            k_offset: position of the first key.
-            k: the keys ``[B, H, S, Dh]`` of the protocol; unused.
-
-        Returns:
-            ``[1, H, T, S]``, float32 for half-precision ``q``, else ``q.dtype``.
-
-        Raises:
-            TypeError: for a non-floating ``q`` or non-integer sizes/offsets.
-            ValueError: if ``q`` is not ``[B, H, T, Dh]`` with ``H = n_heads``,
-                or ``n_keys < 0``.
-        """
-        _check_heads("q", q, n_heads=self.n_heads)
-        n_keys = check_int("n_keys", n_keys, minimum=0)
-        rel = relative_positions(q.shape[2], n_keys, q_offset=q_offset, k_offset=k_offset, device=q.device)
-        return self._bias(q, rel)  # [1, H, T, S]
-
-    def bias_at(self, q: Tensor, *, q_pos: Tensor, k_pos: Tensor, k: Tensor | None = None) -> Tensor:
-        """The penalty for queries at positions ``q_pos [T]`` and keys at ``k_pos [S]``.
-
-        Args:
-            q: queries ``[B, H, T, Dh]``; only ``T``, dtype and device are used.
-            q_pos: int64 ``[T]``, on ``q``'s device.
-            k_pos: int64 ``[S]``, on ``q``'s device.
-            k: the keys ``[B, H, S, Dh]`` of the protocol; unused.
-
-        Returns:
-            ``[1, H, T, S]``: ``-m_h * |k_pos[j] - q_pos[i]|`` (with ``left_offset``
-            where ``k_pos[j] < q_pos[i]``).
-
-        Raises:
-            TypeError / ValueError: for ``q`` as in :meth:`bias`, or positions that
-                are not integer ``[T]`` / ``[S]`` tensors.
-        """
-        _check_heads("q", q, n_heads=self.n_heads)
-        check_positions("q_pos", q_pos, q.shape[2])
-        check_positions("k_pos", k_pos)
-        return self._bias(q, k_pos[None, :] - q_pos[:, None])  # rel [T, S] -> [1, H, T, S]
-
-    def bias_rel(self, q: Tensor, *, rel: Tensor, k: Tensor | None = None) -> Tensor:
-        """The penalty at signed key-minus-query distances ``rel [T, S]`` (Ruoss et al.'s randomized ALiBi).
-
-        Args:
-            q: queries ``[B, H, T, Dh]``; only ``T``, dtype and device are used.
-            rel: int64 ``[T, S]``; negative entries are keys before the query and
-                get ``left_offset``.
-            k: the keys ``[B, H, S, Dh]`` of the protocol; unused.
-
-        Returns:
-            ``[1, H, T, S]``: ``-m_h * (|rel| - left_offset [rel < 0])``.
-
-        Raises:
-            TypeError / ValueError: for ``q`` as in :meth:`bias`, or ``rel`` that is
-                not an integer ``[T, S]``.
-        """
-        _check_heads("q", q, n_heads=self.n_heads)
-        check_rel(rel, q.shape[2])
-        return self._bias(q, rel)

@@ -59,9 +59,9 @@ import torch
 from torch import Tensor
 
 from attnlab._validate import check_choice, check_dtype, check_finite_float, check_int
-from attnlab.encodings.position_scheme import PositionScheme, check_positions
 from attnlab.encodings.rotary import rotary_inv_freq
 from attnlab.encodings.rotary_functional import check_qk
+from attnlab.encodings.scheme import PositionScheme, check_positions
 
 __all__ = ["COORDS", "AxialRotary", "axial_rotary_angles"]
 
@@ -238,6 +238,7 @@ class AxialRotary(PositionScheme):
                 [1.0806, 1.5403, 1.5403, 2.0000]])
     """
 
+    rotates = True
     caches = False
 
     def __init__(

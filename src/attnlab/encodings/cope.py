@@ -60,8 +60,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlab._validate import check_bool, check_int
-from attnlab.encodings.attention_position import _check_heads, bias_dtype
-from attnlab.encodings.position_scheme import PositionScheme
+from attnlab.encodings.scheme import ModelSizes, PositionScheme, bias_dtype, check_heads
 
 __all__ = ["CoPE"]
 
@@ -71,7 +70,7 @@ class CoPE(PositionScheme):
 
     ``bias(q, S, q_offset=.., k_offset=.., k=keys)[b, h, i, j]`` is the
     interpolated ``q_i @ pos_emb`` at the position ``p[i, j]`` (module docstring);
-    attention passes the keys because :attr:`needs_keys` is True. Learned
+    attention passes the keys because :attr:`reads_keys` is True. Learned
     (``pos_emb``), any sequence length (positions are clamped to ``npos_max - 1``,
     so ``max_len`` is None), causal only.
 
@@ -108,7 +107,14 @@ class CoPE(PositionScheme):
                 [1.5000, 1.0000, 0.5000]])
     """
 
-    needs_keys = True
+    adds_score = True
+    reads_keys = True
+    causal_only = True  # a key is counted by the queries after it
+
+    @classmethod
+    def for_model(cls, sizes: ModelSizes) -> CoPE:
+        """One shared table per self-attention, counting up to the longest sequence the model reads."""
+        return cls(sizes.head_dim, npos_max=max(2, sizes.max_len or 64))
 
     def __init__(self, head_dim: int, *, npos_max: int = 64, n_heads: int | None = None,
                  divide_bias: bool = False) -> None:
@@ -147,13 +153,13 @@ class CoPE(PositionScheme):
                 head_dim`` (and ``H = n_heads`` when set), if ``k`` does not hold
                 ``S`` keys, or if its batch and heads differ from ``q``'s.
         """
-        _check_heads("q", q, head_dim=self.head_dim, n_heads=self.n_heads)
+        check_heads("q", q, head_dim=self.head_dim, n_heads=self.n_heads)
         if k is None:
             raise TypeError(
                 "CoPE counts positions with gates sigmoid(q . k): bias() needs the keys, "
-                "k=<keys [B, H, S, Dh]> (MultiHeadAttention passes them because needs_keys is True), got k=None"
+                "k=<keys [B, H, S, Dh]> (MultiHeadAttention passes them because reads_keys is True), got k=None"
             )
-        _check_heads("k", k, head_dim=self.head_dim, n_heads=self.n_heads)
+        check_heads("k", k, head_dim=self.head_dim, n_heads=self.n_heads)
         S = k_pos.shape[0]
         if k.shape[2] != S:
             raise ValueError(f"k must hold n_keys = {S} keys (dim 2), got shape {list(k.shape)}")

@@ -62,9 +62,8 @@ import torch
 from torch import Tensor, nn
 
 from attnlab._validate import check_bool, check_finite_float, check_float32, check_int
-from attnlab.encodings.attention_position import _check_heads, bias_dtype
-from attnlab.encodings.position_scheme import PositionScheme, check_positions
-from attnlab.encodings.score_mods import ScoreMod, fire_score_mod
+from attnlab.encodings.scheme import ModelSizes, PositionScheme, ScoreMod, bias_dtype, check_heads, check_positions
+from attnlab.encodings.score_mods import fire_score_mod
 
 __all__ = ["FIRE"]
 
@@ -107,6 +106,14 @@ class FIRE(PositionScheme):
         >>> fire.normalized_distance(torch.tensor([600]), torch.tensor([0, 300, 600]))  # past L = 512
         tensor([[1.0000, 0.8353, 0.0000]], dtype=torch.float64, grad_fn=<DivBackward0>)
     """
+
+    adds_score = True
+    has_score_mod = True
+
+    @classmethod
+    def for_model(cls, sizes: ModelSizes) -> FIRE:
+        """One FIRE per self-attention (a second set of outputs for keys after the query when bidirectional)."""
+        return cls(sizes.n_heads, causal=sizes.causal)
 
     def __init__(
         self,
@@ -221,7 +228,7 @@ class FIRE(PositionScheme):
             ValueError: if ``q`` is not ``[B, H, T, Dh]`` with ``H = n_heads``, or
                 the positions are not 1-d with ``T`` query positions.
         """
-        _check_heads("q", q, n_heads=self.n_heads)
+        check_heads("q", q, n_heads=self.n_heads)
         check_positions("q_pos", q_pos, q.shape[2])
         check_positions("k_pos", k_pos)
         ratio = self._normalized_distance(q_pos, k_pos)  # [T, S] float64

@@ -49,9 +49,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlab._validate import check_bool, check_choice, check_finite_float, check_float32, check_int
-from attnlab.encodings.attention_position import _check_heads, bias_dtype
-from attnlab.encodings.position_scheme import PositionScheme, check_positions
-from attnlab.encodings.score_mods import DistanceScoreMod
+from attnlab.encodings.scheme import ModelSizes, PositionScheme, bias_dtype, check_heads, check_positions
 
 __all__ = ["KERNELS", "KERPLE"]
 
@@ -70,7 +68,7 @@ def _clamp_straight_through(x: Tensor, low: float, high: float | None) -> Tensor
     return x.detach().clamp(min=low, max=high) + (x - x.detach())
 
 
-class KERPLE(DistanceScoreMod, PositionScheme):
+class KERPLE(PositionScheme):
     """KERPLE (Chi et al. 2022): ``-r1_h log(1 + r2_h |i - j|)`` or ``-r1_h |i - j| ** r2_h``.
 
     ``bias(q, S)[0, h, i, j]`` for query position ``q_offset + i`` and key
@@ -104,6 +102,15 @@ class KERPLE(DistanceScoreMod, PositionScheme):
         >>> kerple.bias(torch.zeros(1, 2, 1, 8), 4, q_offset=3)[0, 0]
         tensor([[-1.3863, -1.0986, -0.6931,  0.0000]], grad_fn=<SelectBackward0>)
     """
+
+    adds_score = True
+    by_distance = True
+    has_score_mod = True
+
+    @classmethod
+    def for_model(cls, sizes: ModelSizes) -> KERPLE:
+        """One logarithmic KERPLE per self-attention."""
+        return cls(sizes.n_heads, causal=sizes.causal)
 
     def __init__(
         self,
@@ -171,7 +178,7 @@ class KERPLE(DistanceScoreMod, PositionScheme):
             ValueError: if ``q`` is not ``[B, H, T, Dh]`` with ``H = n_heads``, or
                 the positions are not 1-d with ``T`` query positions.
         """
-        _check_heads("q", q, n_heads=self.n_heads)
+        check_heads("q", q, n_heads=self.n_heads)
         check_positions("q_pos", q_pos, q.shape[2])
         check_positions("k_pos", k_pos)
         dtype = bias_dtype(q.dtype)

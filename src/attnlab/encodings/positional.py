@@ -29,6 +29,7 @@ from typing import Any
 from torch import Tensor, nn
 
 from attnlab._validate import check_bool, check_finite_float, check_int, check_probability
+from attnlab.encodings.scheme import ModelSizes
 from attnlab.encodings.sinusoidal import sinusoidal
 
 __all__ = ["PositionalEncoding", "check_sequence_input"]
@@ -102,6 +103,11 @@ class PositionalEncoding(nn.Module):
     """
 
     pe: Tensor
+
+    @classmethod
+    def for_model(cls, sizes: ModelSizes) -> PositionalEncoding:
+        """The table a model adds to its embeddings (``"sinusoidal"``): unscaled input, extends past ``max_len``."""
+        return cls(sizes.max_len or 1, sizes.d_model, scale_input=False)
 
     def __init__(
         self,

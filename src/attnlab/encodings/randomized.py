@@ -47,12 +47,12 @@ it, and T5 then sees offsets ``p_j - p_i`` of the drawn positions.
 
 One call, one draw. Attention calls a scheme's methods in a fixed order
 (``MultiHeadAttention``): :meth:`~RandomizedPositions.rotate` first, then
-:meth:`~RandomizedPositions.bias`, then, only when ``needs_weights``,
+:meth:`~RandomizedPositions.bias`, then, only when ``adds_value``,
 :meth:`~RandomizedPositions.value_term`. So ``rotate`` always draws, and leaves
 its draw pending; ``bias`` uses a draw pending from ``rotate`` (of the same
 sizes and device) and otherwise draws its own; ``value_term`` uses the draw
 ``bias`` left pending. The method that ends the call (``bias`` without
-``needs_weights``, else ``value_term``) drops the pending draw, so the next call
+``adds_value``, else ``value_term``) drops the pending draw, so the next call
 draws anew, and a stale draw is never picked up by a later ``bias`` alone.
 Thread safety: the pending draw is kept per thread (keyed by
 :func:`threading.get_ident`), so concurrent forward passes through one module
@@ -78,10 +78,9 @@ import torch
 from torch import Tensor
 
 from attnlab._validate import check_choice, check_int
-from attnlab.encodings.attention_position import AttentionPosition, _check_heads
-from attnlab.encodings.position_scheme import PositionScheme
+from attnlab.encodings.scheme import ModelSizes, PositionScheme, check_heads
 
-__all__ = ["SAMPLES", "RandomizedPositions", "sample_positions"]
+__all__ = ["SAMPLES", "Randomized", "RandomizedPositions", "sample_positions"]
 
 #: what :class:`RandomizedPositions` draws: positions, or distances (relative schemes).
 SAMPLES = ("positions", "distances")
@@ -167,7 +166,7 @@ class _Draw:
     stage: str  # "rotated": drawn by rotate; "biased": bias has used it, value_term may
 
 
-class RandomizedPositions(AttentionPosition):
+class RandomizedPositions(PositionScheme):
     """A :class:`PositionScheme` at randomized positions or distances (Ruoss et al. 2023).
 
     Every call draws (module docstring): with ``sample="positions"`` a sorted
@@ -190,8 +189,9 @@ class RandomizedPositions(AttentionPosition):
     Attributes:
         scheme: the wrapped scheme.
         max_len: ``L_max``.
-        caches: False: cached decoding would mix draws (module docstring).
-        needs_weights, needs_keys: the wrapped scheme's.
+        caches: False: cached decoding would mix draws (module docstring); ``draws_positions`` True.
+        rotates, adds_score, adds_value, reads_keys, causal_only: the wrapped scheme's; no
+            ``score_mod`` (a draw per call is not a function of the indices).
         last_draw: the most recent draw, int64 ``[L]`` positions or ``[L - 1]``
             distances (None before the first call); for inspection only.
 
@@ -218,14 +218,15 @@ class RandomizedPositions(AttentionPosition):
     """
 
     caches = False
+    draws_positions = True
     max_len: int
 
     def __init__(self, scheme: PositionScheme, *, max_len: int, sample: str = "positions") -> None:
         super().__init__()
-        if not isinstance(scheme, PositionScheme):
+        if not isinstance(scheme, PositionScheme) or not (scheme.rotates or scheme.adds_score or scheme.adds_value):
             raise TypeError(
-                f"scheme must be an attnlab.encodings.PositionScheme (a scheme written at given positions: "
-                f"Rotary, ALiBi, T5RelativeBias, ShawRelative, ...), got {type(scheme).__name__}"
+                f"scheme must be an attnlab.encodings.PositionScheme that uses positions (it rotates, or adds a "
+                f"score or value term: Rotary, ALiBi, T5RelativeBias, ShawRelative, ...), got {type(scheme).__name__}"
             )
         self.max_len = check_int("max_len", max_len, minimum=1)
         self.sample = check_choice("sample", sample, SAMPLES)
@@ -235,12 +236,14 @@ class RandomizedPositions(AttentionPosition):
                 raise ValueError(f"sample='distances' needs a scheme that depends on positions only through "
                                  f"k_pos - q_pos (relative=True: ALiBi, T5RelativeBias, ShawRelative); "
                                  f"{name} is not: use sample='positions'")
-            if type(scheme).rotate_at is not PositionScheme.rotate_at:
+            if scheme.rotates:
                 raise ValueError(f"sample='distances' cannot rotate: {name} turns queries and keys by "
                                  f"their positions; use sample='positions'")
         self.scheme = scheme
-        self.needs_weights = bool(scheme.needs_weights)
-        self.needs_keys = bool(scheme.needs_keys)
+        # What the wrapped scheme does, this one does (at drawn positions).
+        self.rotates, self.adds_score = scheme.rotates, scheme.adds_score
+        self.adds_value, self.reads_keys = bool(scheme.adds_value), scheme.reads_keys
+        self.causal_only = scheme.causal_only
         self.last_draw: Tensor | None = None
         # The draw of the call in progress, per thread (module docstring).
         self._pending: dict[int, _Draw] = {}
@@ -317,8 +320,8 @@ class RandomizedPositions(AttentionPosition):
                 non-zero offsets, or ``L > max_len``.
         """
         self._check_offsets(q_offset, k_offset)
-        _check_heads("q", q)
-        _check_heads("k", k)
+        check_heads("q", q)
+        check_heads("k", k)
         draw = self._new(q.shape[2], k.shape[2], q.device, "rotated")
         if draw.q_pos is None or draw.k_pos is None:
             return q, k  # distances: the scheme does not rotate (checked in __init__)
@@ -333,7 +336,7 @@ class RandomizedPositions(AttentionPosition):
             n_keys: number of keys ``S``.
             q_offset: must be 0 (no cache).
             k_offset: must be 0 (no cache).
-            k: the keys ``[B, H, S, Dh]``, passed on to schemes that set ``needs_keys``.
+            k: the keys ``[B, H, S, Dh]``, passed on to schemes that set ``reads_keys``.
 
         Returns:
             None or a tensor broadcastable to ``[B, H, T, S]``, as the scheme's
@@ -344,9 +347,9 @@ class RandomizedPositions(AttentionPosition):
                 negative ``n_keys``, non-zero offsets, or ``L > max_len``.
         """
         self._check_offsets(q_offset, k_offset)
-        _check_heads("q", q)
+        check_heads("q", q)
         n_keys = check_int("n_keys", n_keys, minimum=0)
-        draw = self._take(q.shape[2], n_keys, q.device, "rotated", "biased" if self.needs_weights else None)
+        draw = self._take(q.shape[2], n_keys, q.device, "rotated", "biased" if self.adds_value else None)
         if draw.rel is not None:
             return self.scheme.bias_rel(q, rel=draw.rel, k=k)
         assert draw.q_pos is not None and draw.k_pos is not None
@@ -379,3 +382,37 @@ class RandomizedPositions(AttentionPosition):
             return self.scheme.value_term_rel(weights, rel=draw.rel)
         assert draw.q_pos is not None and draw.k_pos is not None
         return self.scheme.value_term_at(weights, q_pos=draw.q_pos, k_pos=draw.k_pos)
+
+
+@dataclass(frozen=True)
+class Randomized:
+    """Ruoss et al.'s randomized version of a scheme class, built like a class (``for_model``).
+
+    What ``"random-alibi"`` (or ``"random-mypkg.schemes:Sandwich"``) names: the scheme built for
+    the model's sizes, wrapped in :class:`RandomizedPositions` with the model's ``max_len`` and
+    the draw the class declares (:attr:`~attnlab.encodings.PositionScheme.randomize_by`).
+
+    Attributes:
+        scheme: the class to randomize.
+
+    Example:
+        >>> from attnlab.encodings import ALiBi, ModelSizes
+        >>> Randomized(ALiBi).for_model(ModelSizes(n_heads=2, head_dim=4, d_model=8, causal=False, max_len=64))
+        RandomizedPositions(
+          max_len=64, sample='distances'
+          (scheme): ALiBi(n_heads=2, causal=False, left_offset=0.5)
+        )
+    """
+
+    scheme: type[PositionScheme]
+
+    def for_model(self, sizes: ModelSizes) -> RandomizedPositions:
+        """The wrapped scheme for ``sizes``, drawing from ``[0, sizes.max_len)``.
+
+        Raises:
+            ValueError: without ``sizes.max_len``, or what the scheme or the wrapper raise.
+        """
+        if sizes.max_len is None:
+            raise ValueError(f"a randomized {self.scheme.__name__} draws positions from [0, max_len): give max_len")
+        return RandomizedPositions(self.scheme.for_model(sizes), max_len=sizes.max_len,
+                                   sample=self.scheme.randomize_by)

@@ -26,9 +26,10 @@ import torch
 from torch import Tensor, nn
 
 from attnlab._validate import check_choice, check_finite_float, check_int
-from attnlab.encodings.learned import INITS, init_table
+from attnlab.encodings.learned import INITS, MODEL_TABLE_STD, init_table
 from attnlab.encodings.positional import check_sequence_input
 from attnlab.encodings.randomized import check_fits, sample_positions
+from attnlab.encodings.scheme import ModelSizes
 from attnlab.encodings.sinusoidal import LAYOUTS, sinusoidal
 
 __all__ = ["RandomizedLearned", "RandomizedSinusoidal"]
@@ -50,6 +51,14 @@ def _draw(table: RandomizedSinusoidal | RandomizedLearned, h: Tensor, offset: in
         )
     check_fits(h.shape[1], table.max_len, name)
     return sample_positions(h.shape[1], table.max_len, device=h.device)
+
+
+
+def _table_rows(sizes: ModelSizes) -> int:
+    """A randomized table's ``L_max`` rows: the model's ``max_len``, which it must give."""
+    if sizes.max_len is None:
+        raise ValueError("a randomized table draws positions from [0, max_len): give max_len")
+    return sizes.max_len
 
 
 class RandomizedSinusoidal(nn.Module):
@@ -89,6 +98,15 @@ class RandomizedSinusoidal(nn.Module):
 
     caches = False
     pe: Tensor
+
+    @classmethod
+    def for_model(cls, sizes: ModelSizes) -> RandomizedSinusoidal:
+        """The table a model adds to its embeddings (``"random-sinusoidal"``): ``max_len`` rows to draw from.
+
+        Raises:
+            ValueError: without ``sizes.max_len``.
+        """
+        return cls(_table_rows(sizes), sizes.d_model)
 
     def __init__(self, max_len: int, d_model: int, *, base: float = 10000.0, layout: str = "interleaved") -> None:
         super().__init__()
@@ -159,6 +177,15 @@ class RandomizedLearned(nn.Module):
     """
 
     caches = False
+
+    @classmethod
+    def for_model(cls, sizes: ModelSizes) -> RandomizedLearned:
+        """The table a model adds to its embeddings (``"random-learned"``), started on the tokens' scale.
+
+        Raises:
+            ValueError: without ``sizes.max_len``.
+        """
+        return cls(_table_rows(sizes), sizes.d_model, std=MODEL_TABLE_STD)
 
     def __init__(self, max_len: int, d_model: int, *, init: str = "normal", std: float = 0.02) -> None:
         super().__init__()

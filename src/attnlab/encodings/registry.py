@@ -1,169 +1,287 @@
-"""The encodings by name: what ``encoding="rotary"`` (or ``--encodings rotary``) builds.
+"""Position encodings by name, class or factory: one door for the built-in schemes and a user's own.
 
-A model that takes its positional encoding by name (:class:`attnlab.models.Transformer`,
-:class:`attnlab.models.DecoderOnlyTransformer`, :class:`attnlab.models.EncoderOnlyTransformer`,
-the length-generalisation lab) asks this module what the name means. Two kinds:
+Whatever a model, the length lab or the command line is given as ``position`` goes
+through :func:`resolve`, which returns something with ``for_model(sizes)``:
 
-* absolute (:data:`ADDED_TO_INPUT`): ``"sinusoidal"`` and ``"learned"``, and their
-  randomized versions, a table added to the embeddings before the first layer (the
-  model builds it, since it owns the embeddings: :func:`input_position`);
-* inside attention (:data:`INSIDE_ATTENTION`): ``"relative"`` (Shaw et al. 2018),
-  ``"t5"`` (Raffel et al. 2020), ``"rotary"`` (Su et al. 2021), ``"alibi"`` (Press et
-  al. 2022), ``"none"`` (NoPE, Kazemnejad et al. 2023), ``"fire"`` (Li et al. 2023),
-  ``"kerple"`` (Chi et al. 2022, logarithmic), ``"xpos"`` (Sun et al. 2022) and
-  ``"cope"`` (Golovneva et al. 2024): one :class:`~attnlab.encodings.AttentionPosition`
-  per self-attention, from :func:`attention_position`.
+* a **name**: a built-in one (:data:`attnlab.catalog.SCHEMES`, each a ``"module:Class"``
+  imported on first use), one added with :func:`register`, or one an installed package
+  declares in the entry-point group ``attnlab.schemes`` (``name = "pkg.module:Class"``);
+* ``"module:Class"``: a class anywhere importable, e.g. ``"mypkg.schemes:Sandwich"``;
+* ``"random-" + any of these``: Ruoss et al. 2023's randomized version of a scheme that
+  takes positions (:class:`~attnlab.encodings.randomized.Randomized`);
+* a **class**: a :class:`~attnlab.encodings.PositionScheme` (one per self-attention) or an
+  input table (anything else with a ``for_model`` classmethod: added to the embeddings);
+* a **factory**: any other callable, ``factory(sizes) -> PositionScheme``, called once per
+  self-attention.
 
-:data:`RANDOMIZED` are Ruoss et al. 2023's randomized versions of every scheme that
-takes positions (``random-sinusoidal``, ``random-learned``, ``random-relative``,
-``random-t5``, ``random-rotary``, ``random-alibi``, ``random-fire``): positions (or
-distances) drawn from ``[0, max_len)`` at every call, in training and at test time,
-as the paper's code does (:mod:`attnlab.encodings.randomized`). :data:`CAUSAL_ONLY`
-schemes (xPos, CoPE) are defined for causal attention only and are refused in a
-bidirectional one.
+A class built from a ``"module:Class"`` runs that module's code: the name is imported
+from the environment (``sys.path``), as ``import`` would, never from a run folder.
+
+:func:`spec_name` gives the string that rebuilds a scheme elsewhere (a worker, ``--resume``).
 """
 
 from __future__ import annotations
 
-from functools import partial
+import importlib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Any, Protocol, cast
 
 from torch import nn
 
-from attnlab._validate import check_choice, check_int
-from attnlab.encodings.alibi import ALiBi
-from attnlab.encodings.attention_position import AttentionPosition, NoPosition
-from attnlab.encodings.cope import CoPE
-from attnlab.encodings.fire import FIRE
-from attnlab.encodings.kerple import KERPLE
-from attnlab.encodings.learned import LearnedPositionalEncoding
-from attnlab.encodings.position_scheme import PositionScheme
-from attnlab.encodings.positional import PositionalEncoding
-from attnlab.encodings.randomized import RandomizedPositions
-from attnlab.encodings.randomized_tables import RandomizedLearned, RandomizedSinusoidal
-from attnlab.encodings.relative import ShawRelative
-from attnlab.encodings.rotary import Rotary
-from attnlab.encodings.t5 import T5RelativeBias
-from attnlab.encodings.xpos import XPos
+from attnlab import catalog
+from attnlab.encodings.randomized import Randomized
+from attnlab.encodings.scheme import ModelSizes, PositionScheme
 
 __all__ = ["ADDED_TO_INPUT", "CAUSAL_ONLY", "DEFAULT_ENCODINGS", "ENCODINGS", "INSIDE_ATTENTION", "RANDOMIZED",
-           "attention_position", "input_position"]
+           "Position", "attention_position", "input_position", "register", "registered", "resolve", "spec_name"]
 
-#: the absolute encodings, added to the embeddings.
-ADDED_TO_INPUT = ("sinusoidal", "learned", "random-sinusoidal", "random-learned")
-#: the schemes that act inside self-attention.
-INSIDE_ATTENTION = ("relative", "t5", "rotary", "alibi", "none", "fire", "kerple", "xpos", "cope",
-                    "random-relative", "random-t5", "random-rotary", "random-alibi", "random-fire")
-#: the randomized schemes (Ruoss et al. 2023): positions drawn from [0, max_len) at every call.
-RANDOMIZED = ("random-sinusoidal", "random-learned", "random-relative", "random-t5", "random-rotary",
-              "random-alibi", "random-fire")
-#: schemes defined for causal attention only.
-CAUSAL_ONLY = ("xpos", "cope")
-#: every encoding a model can take by name: the classic seven, the newer schemes, the randomized ones.
-ENCODINGS = ("sinusoidal", "learned", "relative", "t5", "rotary", "alibi", "none",
-             "fire", "kerple", "xpos", "cope", *RANDOMIZED)
+
+class Buildable(Protocol):
+    """What :func:`resolve` returns: something that builds a module for a model's sizes."""
+
+    def for_model(self, sizes: ModelSizes) -> nn.Module: ...
+
+
+#: what ``position=`` takes: a name or ``"module:Class"``, a class, a ``Randomized`` spec, or a factory.
+Position = str | type[nn.Module] | Randomized | Callable[[ModelSizes], PositionScheme]
+
+#: every encoding attnlab lists by name: the built-in ones, then the randomized schemes it lists.
+ENCODINGS: tuple[str, ...] = (*catalog.SCHEMES, *catalog.RANDOMIZED)
 #: what ``attnlab compare`` compares unless told: the classic seven.
-DEFAULT_ENCODINGS = ENCODINGS[:7]
+DEFAULT_ENCODINGS = catalog.DEFAULT_ENCODINGS
+#: the randomized encodings attnlab lists (Ruoss et al. 2023).
+RANDOMIZED: tuple[str, ...] = tuple(name for name in ENCODINGS if name.startswith("random-"))
+_PREFIX = "random-"
+_IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
 
-_TABLE_STD = 1.0  # a learned table's initial standard deviation (see input_position)
-
-# Ruoss et al.'s code draws distances, not positions, for ALiBi and the relative encoding (randomized.py).
-_DRAWS_DISTANCES = ("random-relative", "random-alibi")
-
-
-def _check_max_len(encoding: str, max_len: int | None) -> int:
-    if max_len is None:
-        raise ValueError(f"encoding {encoding!r} draws positions from [0, max_len): give max_len")
-    return check_int("max_len", max_len, minimum=1)
+_registered: dict[str, type[nn.Module]] = {}
+_entry_points: dict[str, str] | None = None
 
 
-def _scheme(name: str, *, n_heads: int, head_dim: int, causal: bool, max_relative_position: int,
-            max_len: int | None) -> AttentionPosition | None:
-    """The (non-randomized) scheme ``name`` for one self-attention."""
-    if name in CAUSAL_ONLY and not causal:
-        raise ValueError(f"encoding {name!r} is defined for causal attention only; this attention is bidirectional "
-                         "(an encoder-only model, or an encoder-decoder's encoder): use a decoder-only model")
-    if name == "relative":
-        return ShawRelative(head_dim, max_relative_position=max_relative_position)
-    if name == "t5":
-        return T5RelativeBias(n_heads, bidirectional=not causal)
-    if name == "rotary":
-        return Rotary(head_dim)
-    if name == "alibi":
-        # Bidirectional: keys on the left get half a step less penalty, so left and right differ (Ruoss et al.'s
-        # code; symmetric ALiBi cannot tell them apart).
-        return ALiBi(n_heads, causal=causal, left_offset=0.0 if causal else 0.5)
-    if name == "fire":
-        return FIRE(n_heads, causal=causal)
-    if name == "kerple":
-        return KERPLE(n_heads, causal=causal)
-    if name == "xpos":
-        return XPos(head_dim)
-    if name == "cope":
-        # CoPE counts positions up to npos_max - 1: room for the longest sequence the model reads.
-        return CoPE(head_dim, npos_max=max(2, max_len or 64))
-    if name == "none":
-        return NoPosition()
-    return None
+@dataclass(frozen=True)
+class _Factory:
+    """A user's callable ``factory(sizes) -> PositionScheme``, called once per self-attention."""
+
+    factory: Callable[[ModelSizes], PositionScheme]
+
+    def for_model(self, sizes: ModelSizes) -> PositionScheme:
+        scheme = self.factory(sizes)
+        if not isinstance(scheme, PositionScheme):
+            raise TypeError(f"position factory {self.factory!r} must return an attnlab.encodings.PositionScheme, "
+                            f"got {type(scheme).__name__}")
+        return scheme
 
 
-def attention_position(
-    encoding: str, *, n_heads: int, head_dim: int, causal: bool, max_relative_position: int = 16,
-    max_len: int | None = None,
-) -> AttentionPosition | None:
-    """The scheme an ``encoding`` puts inside one self-attention (None for the absolute ones).
+def register(name: str, scheme_class: type[nn.Module], *, replace: bool = False) -> None:
+    """Make ``name`` build ``scheme_class`` wherever attnlab takes an encoding by name.
 
     Args:
-        encoding: one of :data:`ENCODINGS`.
-        n_heads: ``H`` (T5, ALiBi, FIRE and KERPLE have a value per head).
-        head_dim: ``Dh`` (rotary, xPos, CoPE and Shaw work on it).
-        causal: the attention is causal (T5 then buckets one direction only, ALiBi
-            penalises one side only; xPos and CoPE require it).
-        max_relative_position: Shaw's clipping distance ``k``.
-        max_len: the randomized schemes draw from ``[0, max_len)`` (required for them);
-            CoPE counts positions up to it.
-
-    Returns:
-        A new :class:`~attnlab.encodings.AttentionPosition`, or None for the absolute encodings.
+        name: lower-case letters, digits, ``-`` and ``_``; not a built-in name, and not
+            starting with ``random-`` (that prefix randomizes any scheme).
+        scheme_class: a :class:`~attnlab.encodings.PositionScheme` subclass, or an input
+            table class with a ``for_model(sizes)`` classmethod.
+        replace: replace a name registered before (never a built-in one).
 
     Raises:
-        ValueError: for an unknown encoding (naming the known ones), a causal-only
-            scheme in a bidirectional attention, a randomized one without ``max_len``,
-            and what the scheme raises for its sizes (e.g. an odd ``head_dim`` for rotary).
+        TypeError: if ``scheme_class`` is not such a class.
+        ValueError: for a malformed or taken name.
+
+    Example:
+        >>> from attnlab.encodings import ALiBi
+        >>> class SteepALiBi(ALiBi):
+        ...     pass
+        >>> register("steep-alibi", SteepALiBi)
+        >>> resolve("steep-alibi") is SteepALiBi
+        True
     """
-    check_choice("encoding", encoding, ENCODINGS)
-    if encoding in ADDED_TO_INPUT:
-        return None
-    scheme = partial(_scheme, n_heads=n_heads, head_dim=head_dim, causal=causal,
-                     max_relative_position=max_relative_position, max_len=max_len)
-    if encoding not in RANDOMIZED:
-        return scheme(encoding)
-    max_len = _check_max_len(encoding, max_len)
-    inner = scheme(encoding.removeprefix("random-"))
-    assert isinstance(inner, PositionScheme)  # every scheme that takes positions is written at given positions
-    return RandomizedPositions(inner, max_len=max_len,
-                               sample="distances" if encoding in _DRAWS_DISTANCES else "positions")
+    if not isinstance(name, str) or not _NAME.match(name) or name.startswith(_PREFIX):
+        raise ValueError(f"name must be lower-case letters, digits, '-' and '_', not starting with {_PREFIX!r}; "
+                         f"got {name!r}")
+    _check_class("scheme_class", scheme_class)
+    if name in catalog.SCHEMES:
+        raise ValueError(f"name {name!r} is a built-in encoding; choose another name")
+    if name in _registered and not replace and _registered[name] is not scheme_class:
+        raise ValueError(f"name {name!r} is registered already (to {_registered[name].__qualname__}); "
+                         "pass replace=True to replace it")
+    _registered[name] = scheme_class
 
 
-def input_position(encoding: str, *, d_model: int, max_len: int) -> nn.Module | None:
-    """The table an absolute ``encoding`` adds to the embeddings (None for the schemes inside attention).
+def registered() -> dict[str, str]:
+    """Every name a scheme can be given by now: built-in, registered and from entry points -> ``"module:Class"``."""
+    names = dict(catalog.SCHEMES)
+    names.update({name: f"{cls.__module__}:{cls.__qualname__}" for name, cls in _registered.items()})
+    for name, path in _plugin_paths().items():
+        names.setdefault(name, path)
+    return names
 
-    Called as ``table(h [B, L, D], offset=0) -> [B, L, D]``: ``"sinusoidal"`` extends past
-    ``max_len``, ``"learned"`` refuses longer sequences, the randomized ones add the rows
-    of a sorted random subset of ``[0, max_len)`` at every call.
+
+def resolve(position: Position) -> Buildable:
+    """What ``position`` builds: a class, a :class:`~attnlab.encodings.randomized.Randomized`, or a factory.
+
+    Raises:
+        TypeError: for something that is none of the kinds (module docstring).
+        ValueError: for an unknown name or a ``"module:Class"`` that does not import,
+            naming the known names.
+    """
+    if isinstance(position, str):
+        known = position in _registered or position in catalog.SCHEMES or position in _plugin_paths()
+        if position.startswith(_PREFIX) and not known:
+            inner = resolve(position.removeprefix(_PREFIX))
+            if not (isinstance(inner, type) and issubclass(inner, PositionScheme)) or inner.draws_positions:
+                raise ValueError(f"encoding {position!r}: only a scheme inside attention that takes positions "
+                                 f"can be randomized; {position.removeprefix(_PREFIX)!r} is not one")
+            return Randomized(inner)
+        return cast(Buildable, _named(position))
+    if isinstance(position, Randomized):
+        return position
+    if isinstance(position, type):
+        _check_class("position", position)
+        return cast(Buildable, position)
+    if callable(position):
+        return _Factory(position)
+    raise TypeError(f"position must be a name, 'module:Class', a scheme class or a factory, "
+                    f"got {type(position).__name__}")
+
+
+def spec_name(position: Position) -> str:
+    """The string that rebuilds ``position`` in another process: its name, or ``"module:Class"``.
+
+    Raises:
+        TypeError: for a factory, a class defined inside a function or in ``__main__``,
+            which another process cannot import.
+        ValueError: for an unknown name.
+    """
+    if isinstance(position, str):
+        resolve(position)  # an unknown name is refused here, not in a worker
+        return position
+    if isinstance(position, Randomized):
+        return _PREFIX + spec_name(position.scheme)
+    if isinstance(position, type):
+        for name, cls in _registered.items():
+            if cls is position:
+                return name
+        path = f"{position.__module__}:{position.__qualname__}"
+        for name, builtin in catalog.SCHEMES.items():
+            if builtin == path:
+                return name
+        if "<locals>" in position.__qualname__ or position.__module__ == "__main__":
+            raise TypeError(f"{position.__qualname__} cannot be imported by another process (defined in "
+                            f"{position.__module__}); define it in a module, or register() it in every process")
+        return path
+    raise TypeError(f"a factory ({position!r}) cannot be named for another process; give a class or a name")
+
+
+def attention_position(encoding: Position, *, n_heads: int, head_dim: int, causal: bool,
+                       max_relative_position: int = 16, max_len: int | None = None,
+                       d_model: int | None = None) -> PositionScheme | None:
+    """The scheme ``encoding`` puts inside one self-attention; None for an input table.
+
+    Args:
+        encoding: a name, ``"module:Class"``, a class or a factory (module docstring).
+        n_heads: ``H``; head_dim: ``Dh``; d_model: ``D`` (default ``H * Dh``).
+        causal: the attention is causal (T5 buckets one side, ALiBi penalises one side;
+            a scheme that declares ``causal_only`` requires it).
+        max_relative_position: Shaw's clipping distance ``k``.
+        max_len: the longest sequence; the randomized schemes draw from ``[0, max_len)``.
+
+    Raises:
+        ValueError: for an unknown encoding (naming the known ones), a causal-only scheme
+            in a bidirectional attention, a randomized one without ``max_len``, and what
+            the scheme raises for its sizes.
+    """
+    built = resolve(encoding)
+    if isinstance(built, type) and not issubclass(built, PositionScheme):
+        return None  # an input table
+    sizes = ModelSizes(n_heads=n_heads, head_dim=head_dim, d_model=n_heads * head_dim if d_model is None else d_model,
+                       causal=causal, max_len=max_len, max_relative_position=max_relative_position)
+    scheme = built.for_model(sizes)
+    assert isinstance(scheme, PositionScheme)
+    if scheme.causal_only and not causal:
+        raise ValueError(f"encoding {_label(encoding)!r} is defined for causal attention only; this attention is "
+                         "bidirectional (an encoder-only model, or an encoder-decoder's encoder): "
+                         "use a decoder-only model")
+    return scheme
+
+
+def input_position(encoding: Position, *, d_model: int, max_len: int) -> nn.Module | None:
+    """The table an absolute ``encoding`` adds to the embeddings; None for a scheme inside attention.
+
+    Called as ``table(h [B, L, D], offset=0) -> [B, L, D]``.
 
     Raises:
         ValueError: for an unknown encoding, and what the table raises for its sizes.
     """
-    check_choice("encoding", encoding, ENCODINGS)
-    if encoding == "sinusoidal":
-        return PositionalEncoding(max_len, d_model, scale_input=False)
-    # Learned tables start on the scale of what they are added to (nn.Embedding's N(0, 1) tokens): at
-    # std 0.02 a table 50 times smaller than the tokens was ignored, and the length lab's models learned
-    # nothing from it in 1,024 steps (reverse, encoder-only: 59% in distribution, NoPE's 60%; at std 1, 99.5%).
-    if encoding == "learned":
-        return LearnedPositionalEncoding(max_len, d_model, std=_TABLE_STD)
-    if encoding == "random-sinusoidal":
-        return RandomizedSinusoidal(max_len, d_model)
-    if encoding == "random-learned":
-        return RandomizedLearned(max_len, d_model, std=_TABLE_STD)
-    return None
+    built = resolve(encoding)
+    if not isinstance(built, type) or issubclass(built, PositionScheme):
+        return None
+    sizes = ModelSizes(n_heads=1, head_dim=d_model, d_model=d_model, causal=False, max_len=max_len)
+    return cast(Buildable, built).for_model(sizes)
+
+
+def is_input_table(encoding: Position) -> bool:
+    """True when ``encoding`` is added to the embeddings rather than acting inside attention."""
+    built = resolve(encoding)
+    return isinstance(built, type) and not issubclass(built, PositionScheme)
+
+
+# -- names -------------------------------------------------------------------------------------
+
+
+def _named(name: str) -> type[nn.Module]:
+    """The class a name or ``"module:Class"`` stands for."""
+    if name in _registered:
+        return _registered[name]
+    path = catalog.SCHEMES.get(name) or _plugin_paths().get(name)
+    if path is None and _IMPORT_PATH.match(name):
+        path = name
+    if path is None:
+        known = ", ".join(repr(n) for n in (*registered(), *catalog.RANDOMIZED))
+        raise ValueError(f"unknown encoding {name!r}; known: {known}; or 'module:Class', "
+                         "or 'random-' before a scheme's name")
+    cls = _load(path, name)
+    _check_class(f"encoding {name!r}", cls)
+    return cls
+
+
+def _load(path: str, name: str) -> Any:
+    module_name, _, attr = path.partition(":")
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ImportError as err:
+        raise ValueError(f"encoding {name!r}: cannot import module {module_name!r} ({err})") from None
+    for part in attr.split("."):
+        if not hasattr(target, part):
+            raise ValueError(f"encoding {name!r}: module {module_name!r} has no {attr!r}")
+        target = getattr(target, part)
+    return target
+
+
+def _plugin_paths() -> dict[str, str]:
+    """The schemes installed packages declare in the entry-point group (read once)."""
+    global _entry_points
+    if _entry_points is None:
+        _entry_points = {ep.name: ep.value for ep in entry_points(group=catalog.ENTRY_POINT_GROUP)}
+    return _entry_points
+
+
+def _check_class(what: str, cls: Any) -> None:
+    if not isinstance(cls, type) or not issubclass(cls, nn.Module) or not callable(getattr(cls, "for_model", None)):
+        raise TypeError(f"{what} must be an attnlab.encodings.PositionScheme subclass (or an input table class "
+                        f"with a for_model classmethod), got {cls!r}")
+
+
+def _label(encoding: Position) -> str:
+    return encoding if isinstance(encoding, str) else getattr(encoding, "__name__", repr(encoding))
+
+
+#: the absolute encodings attnlab lists, added to the embeddings.
+ADDED_TO_INPUT: tuple[str, ...] = tuple(name for name in catalog.SCHEMES if is_input_table(name))
+#: the schemes inside attention attnlab lists.
+INSIDE_ATTENTION: tuple[str, ...] = tuple(name for name in ENCODINGS if name not in ADDED_TO_INPUT)
+#: the listed schemes defined for causal attention only.
+CAUSAL_ONLY: tuple[str, ...] = tuple(name for name in INSIDE_ATTENTION if not name.startswith(_PREFIX)
+                                     and getattr(_named(name), "causal_only", False))

@@ -42,9 +42,16 @@ import torch
 from torch import Tensor, nn
 
 from attnlab._validate import check_int
-from attnlab.encodings.attention_position import _check_heads, bias_dtype, relative_positions
-from attnlab.encodings.position_scheme import PositionScheme, check_positions, check_rel
-from attnlab.encodings.score_mods import ScoreMod, shaw_score_mod
+from attnlab.encodings.scheme import (
+    ModelSizes,
+    PositionScheme,
+    ScoreMod,
+    bias_dtype,
+    check_heads,
+    check_rel,
+    relative_positions,
+)
+from attnlab.encodings.score_mods import shaw_score_mod
 
 __all__ = ["ShawRelative"]
 
@@ -73,7 +80,7 @@ class ShawRelative(PositionScheme):
             default; tensor2tensor's is 20); Shaw et al.'s ablation found no gain
             from ``k`` above 2 or so on translation.
         on_values: also learn ``w^V`` and add the value term (the full model of
-            the paper). With False only the key term is used, ``needs_weights``
+            the paper). With False only the key term is used, ``adds_value``
             is False and attention can stay on a fused kernel with the bias.
 
     Attributes:
@@ -86,13 +93,20 @@ class ShawRelative(PositionScheme):
 
     Example:
         >>> shaw = ShawRelative(8, max_relative_position=2)
-        >>> shaw.rel_keys.shape, shaw.needs_weights
+        >>> shaw.rel_keys.shape, shaw.adds_value
         (torch.Size([5, 8]), True)
         >>> shaw.bias(torch.randn(2, 3, 4, 8), 6).shape  # depends on q: one per batch row
         torch.Size([2, 3, 4, 6])
     """
 
+    adds_score = True
     relative = True
+    randomize_by = "distances"  # Ruoss et al.'s randomized relative encoding draws distances
+
+    @classmethod
+    def for_model(cls, sizes: ModelSizes) -> ShawRelative:
+        """One pair of tables per self-attention, clipped at the model's ``max_relative_position``."""
+        return cls(sizes.head_dim, max_relative_position=sizes.max_relative_position)
 
     def __init__(self, head_dim: int, *, max_relative_position: int = 16, on_values: bool = True) -> None:
         super().__init__()
@@ -101,7 +115,9 @@ class ShawRelative(PositionScheme):
         if not isinstance(on_values, bool):
             raise TypeError(f"on_values must be a bool, got {on_values!r} ({type(on_values).__name__})")
         self.on_values = on_values
-        self.needs_weights = on_values
+        self.adds_value = on_values
+        # FlexAttention takes the key term only: with the value term, the chunked path serves the scheme.
+        self.has_score_mod = not on_values
         n_rel = 2 * self.max_relative_position + 1
         self.rel_keys = nn.Parameter(torch.empty(n_rel, self.head_dim))  # [R, Dh]
         if on_values:
@@ -167,29 +183,6 @@ class ShawRelative(PositionScheme):
         w_v = self.rel_values.to(device=weights.device, dtype=work)  # [R, Dh]
         return (buckets @ w_v).to(weights.dtype)  # [B, H, T, R] x [R, Dh] -> [B, H, T, Dh]
 
-    def bias(self, q: Tensor, n_keys: int, *, q_offset: int = 0, k_offset: int = 0,
-             k: Tensor | None = None) -> Tensor:
-        """The key term ``e^rel_ij = q_i . w^K[clip(j - i) + k] / sqrt(Dh)`` of Shaw's eq. 4.
-
-        Args:
-            q: queries ``[B, H, T, Dh]`` (after any projection; not rotated).
-            n_keys: number of keys ``S``.
-            q_offset: position of the first query.
-            k_offset: position of the first key.
-            k: the keys ``[B, H, S, Dh]`` of the protocol; unused.
-
-        Returns:
-            ``[B, H, T, S]``, float32 for half-precision ``q``, else ``q.dtype``.
-
-        Raises:
-            TypeError: for a non-floating ``q`` or non-integer sizes/offsets.
-            ValueError: if ``q`` is not ``[B, H, T, head_dim]``, or ``n_keys < 0``.
-        """
-        _check_heads("q", q, head_dim=self.head_dim)
-        n_keys = check_int("n_keys", n_keys, minimum=0)
-        idx = self.clipped_index(q.shape[2], n_keys, q_offset=q_offset, k_offset=k_offset, device=q.device)
-        return self._key_term(q, idx)  # [B, H, T, S]
-
     def score_mod(self, q: Tensor, n_keys: int, *, q_offset: int = 0, k_offset: int = 0) -> ScoreMod | None:
         """The key term as a FlexAttention score_mod (:func:`attnlab.encodings.score_mods.shaw_score_mod`).
 
@@ -207,27 +200,6 @@ class ShawRelative(PositionScheme):
             return None
         return shaw_score_mod(self, q, q_offset=q_offset, k_offset=k_offset)
 
-    def bias_at(self, q: Tensor, *, q_pos: Tensor, k_pos: Tensor, k: Tensor | None = None) -> Tensor:
-        """The key term for queries at ``q_pos [T]`` and keys at ``k_pos [S]``: offsets ``clip(k_pos - q_pos)``.
-
-        Args:
-            q: queries ``[B, H, T, Dh]``.
-            q_pos: int64 ``[T]``, on ``q``'s device.
-            k_pos: int64 ``[S]``, on ``q``'s device.
-            k: the keys ``[B, H, S, Dh]`` of the protocol; unused.
-
-        Returns:
-            ``[B, H, T, S]``, as :meth:`bias`.
-
-        Raises:
-            TypeError / ValueError: for ``q`` as in :meth:`bias`, or positions that
-                are not integer ``[T]`` / ``[S]`` tensors.
-        """
-        _check_heads("q", q, head_dim=self.head_dim)
-        check_positions("q_pos", q_pos, q.shape[2])
-        check_positions("k_pos", k_pos)
-        return self._key_term(q, self._clip(k_pos[None, :] - q_pos[:, None]))  # idx [T, S] -> [B, H, T, S]
-
     def bias_rel(self, q: Tensor, *, rel: Tensor, k: Tensor | None = None) -> Tensor:
         """The key term at signed key-minus-query distances ``rel [T, S]``, clipped at ``k``.
 
@@ -237,13 +209,14 @@ class ShawRelative(PositionScheme):
             k: the keys ``[B, H, S, Dh]`` of the protocol; unused.
 
         Returns:
-            ``[B, H, T, S]``, as :meth:`bias`.
+            ``[B, H, T, S]``: ``q_i . w^K[clip(rel_ij) + k] / sqrt(Dh)`` (Shaw's eq. 4), float32
+            for half-precision ``q``, else ``q.dtype``.
 
         Raises:
-            TypeError / ValueError: for ``q`` as in :meth:`bias`, or ``rel`` that is
-                not an integer ``[T, S]``.
+            TypeError / ValueError: for ``q`` that is not ``[B, H, T, head_dim]``, or ``rel``
+                that is not an integer ``[T, S]``.
         """
-        _check_heads("q", q, head_dim=self.head_dim)
+        check_heads("q", q, head_dim=self.head_dim)
         check_rel(rel, q.shape[2])
         return self._key_term(q, self._clip(rel))
 
@@ -255,52 +228,6 @@ class ShawRelative(PositionScheme):
         if weights.ndim != 4:
             raise ValueError(f"weights must be [B, H, T, S] (4 dims), got shape {list(weights.shape)}")
 
-    def value_term(self, weights: Tensor, *, q_offset: int = 0, k_offset: int = 0) -> Tensor | None:
-        """The value term ``sum_j weights_ij w^V[clip(j - i) + k]`` of Shaw's eq. 3.
-
-        Args:
-            weights: post-softmax weights ``[B, H, T, S]`` (rows summing to 1, or
-                0 for a fully masked row, which then gets no value term either).
-            q_offset: position of the first query.
-            k_offset: position of the first key.
-
-        Returns:
-            ``[B, H, T, Dh]`` in ``weights.dtype`` (summed in float32 for half
-            precision), or None when built with ``on_values=False``.
-
-        Raises:
-            TypeError: for a non-floating ``weights`` or non-integer offsets.
-            ValueError: if ``weights`` is not 4-dimensional.
-        """
-        if self.rel_values is None:
-            return None
-        self._check_weights(weights)
-        T, S = weights.shape[-2:]
-        idx = self.clipped_index(T, S, q_offset=q_offset, k_offset=k_offset, device=weights.device)  # [T, S]
-        return self._value_term(weights, idx)
-
-    def value_term_at(self, weights: Tensor, *, q_pos: Tensor, k_pos: Tensor) -> Tensor | None:
-        """The value term for queries at ``q_pos [T]`` and keys at ``k_pos [S]``: offsets ``clip(k_pos - q_pos)``.
-
-        Args:
-            weights: post-softmax weights ``[B, H, T, S]``.
-            q_pos: int64 ``[T]``, on ``weights``' device.
-            k_pos: int64 ``[S]``, on ``weights``' device.
-
-        Returns:
-            ``[B, H, T, Dh]`` as :meth:`value_term`, or None without ``on_values``.
-
-        Raises:
-            TypeError / ValueError: for ``weights`` as in :meth:`value_term`, or
-                positions that are not integer ``[T]`` / ``[S]`` tensors.
-        """
-        if self.rel_values is None:
-            return None
-        self._check_weights(weights)
-        check_positions("q_pos", q_pos, weights.shape[2])
-        check_positions("k_pos", k_pos, weights.shape[3])
-        return self._value_term(weights, self._clip(k_pos[None, :] - q_pos[:, None]))  # idx [T, S]
-
     def value_term_rel(self, weights: Tensor, *, rel: Tensor) -> Tensor | None:
         """The value term at signed key-minus-query distances ``rel [T, S]``, clipped at ``k``.
 
@@ -309,11 +236,12 @@ class ShawRelative(PositionScheme):
             rel: int64 ``[T, S]``.
 
         Returns:
-            ``[B, H, T, Dh]`` as :meth:`value_term`, or None without ``on_values``.
+            ``[B, H, T, Dh]``: ``sum_j weights_ij w^V[clip(rel_ij) + k]`` (Shaw's eq. 3) in
+            ``weights.dtype`` (summed in float32 for half precision), or None without ``on_values``.
 
         Raises:
-            TypeError / ValueError: for ``weights`` as in :meth:`value_term`, or
-                ``rel`` that is not an integer ``[T, S]``.
+            TypeError / ValueError: for ``weights`` that is not a floating ``[B, H, T, S]``,
+                or ``rel`` that is not an integer ``[T, S]``.
         """
         if self.rel_values is None:
             return None

@@ -74,7 +74,6 @@ import torch
 from torch import Tensor
 
 from attnlab._validate import check_choice, check_finite_float, check_int
-from attnlab.encodings.position_scheme import PositionScheme, check_positions
 from attnlab.encodings.rope_scaling import LENGTH_DEPENDENT, _RopeScaling
 from attnlab.encodings.rotary_functional import (
     CONVENTIONS,
@@ -87,6 +86,7 @@ from attnlab.encodings.rotary_functional import (
 )
 from attnlab.encodings.rotary_functional import _check_angle_dtype as _check_angle_dtype  # re-exported: xpos
 from attnlab.encodings.rotary_functional import _rotate as _rotate  # re-exported: xpos
+from attnlab.encodings.scheme import ModelSizes, PositionScheme, check_positions
 
 # The functional parts live in rotary_functional; they are importable from here as before
 # (xpos imports the private helpers too).
@@ -162,6 +162,13 @@ class Rotary(PositionScheme):
                 [-0.4161,  0.5403,  1.0000]])
     """
 
+    rotates = True
+
+    @classmethod
+    def for_model(cls, sizes: ModelSizes) -> Rotary:
+        """Every feature of each head rotated, base 10000 (the paper's RoPE)."""
+        return cls(sizes.head_dim)
+
     def __init__(
         self,
         head_dim: int,
@@ -229,38 +236,6 @@ class Rotary(PositionScheme):
         # YaRN's and LongRoPE's attention factor, on cos and sin as transformers applies it:
         # the rotated q and k are both scaled, so a score q . k by its square.
         return angles.cos() * self.attention_factor, angles.sin() * self.attention_factor
-
-    def rotate(self, q: Tensor, k: Tensor, *, q_offset: int = 0, k_offset: int = 0) -> tuple[Tensor, Tensor]:
-        """Rotate queries and keys by their positions.
-
-        Args:
-            q: queries ``[B, H, T, Dh]`` (any leading dims) at positions
-                ``q_offset .. q_offset + T - 1``.
-            k: keys ``[B, H, S, Dh]`` at positions ``k_offset .. k_offset + S - 1``.
-            q_offset: position of the first query.
-            k_offset: position of the first key.
-
-        Returns:
-            ``(q, k)`` rotated, each in its own dtype and shape.
-
-        Raises:
-            TypeError: for non-floating ``q``/``k`` or non-integer offsets.
-            ValueError: if ``q`` or ``k`` does not have ``head_dim`` features.
-        """
-        check_qk(q, k, head_dim=self.head_dim)
-        q_offset = check_int("q_offset", q_offset)
-        k_offset = check_int("k_offset", k_offset)
-        T, S = q.shape[-2], k.shape[-2]
-        cos_k, sin_k = self._cos_sin(torch.arange(k_offset, k_offset + S, device=k.device))  # [S, d/2]
-        if q.device == k.device and k_offset <= q_offset and q_offset + T <= k_offset + S:
-            # Self-attention and cached decoding: the query positions are among
-            # the keys', so one table serves both.
-            rows = slice(q_offset - k_offset, q_offset - k_offset + T)
-            cos_q, sin_q = cos_k[rows], sin_k[rows]  # [T, d/2]
-        else:
-            cos_q, sin_q = self._cos_sin(torch.arange(q_offset, q_offset + T, device=q.device))  # [T, d/2]
-        return (_rotate(q, cos_q, sin_q, self.rotary_dim, self.convention),
-                _rotate(k, cos_k, sin_k, self.rotary_dim, self.convention))
 
     def rotate_at(self, q: Tensor, k: Tensor, *, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
         """Rotate queries by the angles ``q_pos * theta`` and keys by ``k_pos * theta``.

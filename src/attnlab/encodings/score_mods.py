@@ -7,10 +7,9 @@ bias costs no ``[T, S]`` tensor. This module turns attnlab's bias schemes into
 such functions. Each one captures only small tensors:
 
 * a scheme that depends on the positions only through ``j - i`` and not on the
-  queries' content (ALiBi, T5's buckets, KERPLE) is evaluated once at every
-  distance the call can meet, ``-(T - 1) .. S - 1``, by the scheme's own
-  ``bias_at``: a table ``[H, T + S - 1]`` (:func:`distance_score_mod`). The
-  numbers are the dense path's, from the same code;
+  queries' content (``by_distance``: ALiBi, T5's buckets, KERPLE) gets its
+  score_mod from the protocol's base (:meth:`attnlab.encodings.PositionScheme.score_mod`,
+  a lookup in :func:`attnlab.encodings.scheme.distance_table`);
 * Shaw's key term depends on the query: ``q_i . w^K[clip(j - i)] / sqrt(Dh)``
   for the ``2k + 1`` clipped offsets, ``[B, H, T, 2k + 1]`` (:func:`shaw_score_mod`);
 * FIRE reads the query's absolute position; its MLP runs inside the kernel on
@@ -20,25 +19,19 @@ Positions follow the protocol: query ``q_idx`` sits at ``q_offset + q_idx`` and
 key ``kv_idx`` at ``k_offset + kv_idx``. The functions index captured tensors
 with ``q_idx``/``kv_idx``, which FlexAttention supports on CPU and CUDA (with
 gradients to the captured tensors on CUDA; torch 2.13 has no FlexAttention
-backward on the CPU, where :mod:`attnlab.attention.chunked` serves training).
+backward on the CPU, where :mod:`attnlab.attention.backends.chunked` serves training).
 
 Shape notation: ``B`` batch, ``H`` heads, ``T`` queries, ``S`` keys, ``Dh`` head dim.
 """
 
 from __future__ import annotations
 
-from typing import Protocol, cast
+from typing import Protocol
 
 import torch
 from torch import Tensor, nn
 
-from attnlab.encodings.attention_position import ScoreMod, bias_dtype
-
-
-class _ByDistance(Protocol):
-    """A scheme whose bias is a function of ``k_pos - q_pos`` alone (ALiBi, T5RelativeBias, KERPLE)."""
-
-    def bias_at(self, q: Tensor, *, q_pos: Tensor, k_pos: Tensor, k: Tensor | None = None) -> Tensor: ...
+from attnlab.encodings.scheme import ScoreMod, bias_dtype
 
 
 class _ShawLike(Protocol):
@@ -65,83 +58,7 @@ class _FireLike(Protocol):
     def mlp(self) -> nn.Sequential: ...
 
 
-__all__ = ["DistanceScoreMod", "ScoreMod", "distance_score_mod", "distance_table", "fire_score_mod", "shaw_score_mod"]
-
-
-def distance_table(scheme: _ByDistance, q: Tensor, n_keys: int, *, q_offset: int = 0, k_offset: int = 0) -> Tensor:
-    """The bias of a scheme that is a function of ``j - i`` alone, once per distance the call can meet.
-
-    Entry ``[h, j - i + T - 1]`` is head ``h``'s bias between query ``i`` and key
-    ``j`` of the call (positions ``q_offset + i`` and ``k_offset + j``): the
-    ``[T, S]`` bias of every head is a sliding window over this table.
-
-    Args:
-        scheme: ALiBi, T5RelativeBias or KERPLE (``bias_at`` depends on the positions
-            only through ``k_pos - q_pos``, and not on ``q``'s values).
-        q: queries ``[B, H, T, Dh]``; fixes ``T``, dtype and device.
-        n_keys: ``S``.
-        q_offset: position of the first query.
-        k_offset: position of the first key.
-
-    Returns:
-        ``[H, T + S - 1]``, at distances ``k_offset - q_offset - (T - 1) .. k_offset - q_offset + S - 1``,
-        computed by the scheme's own ``bias_at`` (so with gradients to its parameters when autograd records).
-    """
-    T = q.shape[-2]
-    first = k_offset - q_offset - (T - 1)  # the smallest key-minus-query distance of the call
-    distances = torch.arange(first, first + T + n_keys - 1, device=q.device)  # [T + S - 1]
-    zero = torch.zeros(1, dtype=torch.int64, device=q.device)  # one query, at position 0
-    table = scheme.bias_at(q[..., :1, :], q_pos=zero, k_pos=distances)  # [1, H|1, 1, T + S - 1]
-    return table[0, :, 0].expand(q.shape[1], -1)  # [H, T + S - 1]
-
-
-def distance_score_mod(
-    scheme: _ByDistance, q: Tensor, n_keys: int, *, q_offset: int = 0, k_offset: int = 0,
-) -> ScoreMod:
-    """The score_mod of a scheme that is a function of ``j - i`` alone: a lookup in its bias per distance.
-
-    Args:
-        scheme: ALiBi, T5RelativeBias or KERPLE (or any scheme whose ``bias_at``
-            depends on the positions only through ``k_pos - q_pos`` and not on ``q``).
-        q: queries ``[B, H, T, Dh]``; fixes ``T``, dtype and device.
-        n_keys: ``S``.
-        q_offset: position of the first query.
-        k_offset: position of the first key.
-
-    Returns:
-        ``score_mod(score, b, h, q_idx, kv_idx) = score + table[h, kv_idx - q_idx + T - 1]``
-        with ``table [H, T + S - 1]`` the scheme's bias at distances
-        ``k_offset - q_offset - (T - 1) .. k_offset - q_offset + S - 1``.
-    """
-    table = distance_table(scheme, q, n_keys, q_offset=q_offset, k_offset=k_offset)  # [H, T + S - 1]
-    shift = q.shape[-2] - 1
-
-    def score_mod(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
-        return score + table[h, kv_idx - q_idx + shift]
-
-    return score_mod
-
-
-class DistanceScoreMod:
-    """Mixin: a ``score_mod`` for schemes whose bias is a function of ``k_pos - q_pos`` alone (ALiBi, T5, KERPLE).
-
-    Listed before :class:`~attnlab.encodings.PositionScheme` in the bases, so that its
-    ``score_mod`` replaces the protocol's None.
-    """
-
-    def score_mod(self, q: Tensor, n_keys: int, *, q_offset: int = 0, k_offset: int = 0) -> ScoreMod:
-        """The scheme's ``bias`` as a FlexAttention score_mod: a lookup in the bias at each distance (no ``[T, S]``).
-
-        Args:
-            q: queries ``[B, H, T, Dh]``; only ``T``, dtype and device are used.
-            n_keys: number of keys ``S``.
-            q_offset: position of the first query.
-            k_offset: position of the first key.
-
-        Returns:
-            ``score_mod(score, b, h, q_idx, kv_idx)`` adding the bias (:func:`distance_score_mod`).
-        """
-        return distance_score_mod(cast(_ByDistance, self), q, n_keys, q_offset=q_offset, k_offset=k_offset)
+__all__ = ["fire_score_mod", "shaw_score_mod"]
 
 
 def shaw_score_mod(scheme: _ShawLike, q: Tensor, *, q_offset: int = 0, k_offset: int = 0) -> ScoreMod:

@@ -36,9 +36,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlab._validate import check_int
-from attnlab.encodings.attention_position import _check_heads, bias_dtype, relative_positions
-from attnlab.encodings.position_scheme import PositionScheme, check_positions, check_rel
-from attnlab.encodings.score_mods import DistanceScoreMod
+from attnlab.encodings.scheme import ModelSizes, PositionScheme, bias_dtype, check_heads, check_rel
 
 __all__ = ["T5RelativeBias", "t5_bucket"]
 
@@ -83,7 +81,7 @@ def t5_bucket(
 
     Args:
         relative_position: key position minus query position, any shape, integer
-            (e.g. :func:`~attnlab.encodings.attention_position.relative_positions`).
+            (e.g. :func:`~attnlab.encodings.scheme.relative_positions`).
         bidirectional: True for an encoder (keys on both sides); False for a
             causal decoder, where every key after the query lands in bucket 0.
         num_buckets: number of buckets (32 in T5); even when bidirectional.
@@ -128,7 +126,7 @@ def t5_bucket(
     return bucket + torch.where(is_small, n, large)
 
 
-class T5RelativeBias(DistanceScoreMod, PositionScheme):
+class T5RelativeBias(PositionScheme):
     """T5's learned, bucketed relative position bias (Raffel et al. 2020).
 
     ``bias(q, S)[0, h, i, j] = table[t5_bucket((k_offset + j) - (q_offset + i)), h]``
@@ -162,7 +160,15 @@ class T5RelativeBias(DistanceScoreMod, PositionScheme):
         torch.Size([1, 4, 5, 7])
     """
 
+    adds_score = True
     relative = True
+    by_distance = True
+    has_score_mod = True
+
+    @classmethod
+    def for_model(cls, sizes: ModelSizes) -> T5RelativeBias:
+        """One table per self-attention; a causal decoder buckets one direction only."""
+        return cls(sizes.n_heads, bidirectional=not sizes.causal)
 
     def __init__(
         self,
@@ -188,58 +194,6 @@ class T5RelativeBias(DistanceScoreMod, PositionScheme):
         return (f"n_heads={self.n_heads}, num_buckets={self.num_buckets}, max_distance={self.max_distance}, "
                 f"bidirectional={self.bidirectional}")
 
-    def _bias(self, q: Tensor, rel: Tensor) -> Tensor:
-        """The table's entry for the bucket of each signed distance ``rel [T, S]``; ``[1, H, T, S]``."""
-        buckets = t5_bucket(rel, bidirectional=self.bidirectional, num_buckets=self.num_buckets,
-                            max_distance=self.max_distance)  # [T, S]
-        values = self.table(buckets.to(self.table.weight.device))  # [T, S, H]
-        return values.to(device=q.device, dtype=bias_dtype(q.dtype)).permute(2, 0, 1)[None]  # [1, H, T, S]
-
-    def bias(self, q: Tensor, n_keys: int, *, q_offset: int = 0, k_offset: int = 0,
-             k: Tensor | None = None) -> Tensor:
-        """The learned bias of each (query, key) pair's bucket.
-
-        Args:
-            q: queries ``[B, H, T, Dh]``; only ``T``, dtype and device are used.
-            n_keys: number of keys ``S``.
-            q_offset: position of the first query.
-            k_offset: position of the first key.
-            k: the keys ``[B, H, S, Dh]`` of the protocol; unused.
-
-        Returns:
-            ``[1, H, T, S]``, float32 for half-precision ``q``, else ``q.dtype``;
-            differentiable with respect to the table.
-
-        Raises:
-            TypeError: for a non-floating ``q`` or non-integer sizes/offsets.
-            ValueError: if ``q`` is not ``[B, H, T, Dh]`` with ``H = n_heads``, or ``n_keys < 0``.
-        """
-        _check_heads("q", q, n_heads=self.n_heads)
-        n_keys = check_int("n_keys", n_keys, minimum=0)
-        rel = relative_positions(q.shape[2], n_keys, q_offset=q_offset, k_offset=k_offset, device=q.device)
-        return self._bias(q, rel)
-
-    def bias_at(self, q: Tensor, *, q_pos: Tensor, k_pos: Tensor, k: Tensor | None = None) -> Tensor:
-        """The learned bias for queries at ``q_pos [T]`` and keys at ``k_pos [S]``: buckets of ``k_pos - q_pos``.
-
-        Args:
-            q: queries ``[B, H, T, Dh]``; only ``T``, dtype and device are used.
-            q_pos: int64 ``[T]``, on ``q``'s device.
-            k_pos: int64 ``[S]``, on ``q``'s device.
-            k: the keys ``[B, H, S, Dh]`` of the protocol; unused.
-
-        Returns:
-            ``[1, H, T, S]``, as :meth:`bias`.
-
-        Raises:
-            TypeError / ValueError: for ``q`` as in :meth:`bias`, or positions that
-                are not integer ``[T]`` / ``[S]`` tensors.
-        """
-        _check_heads("q", q, n_heads=self.n_heads)
-        check_positions("q_pos", q_pos, q.shape[2])
-        check_positions("k_pos", k_pos)
-        return self._bias(q, k_pos[None, :] - q_pos[:, None])  # rel [T, S] -> [1, H, T, S]
-
     def bias_rel(self, q: Tensor, *, rel: Tensor, k: Tensor | None = None) -> Tensor:
         """The learned bias at signed key-minus-query distances ``rel [T, S]``: their buckets.
 
@@ -249,12 +203,16 @@ class T5RelativeBias(DistanceScoreMod, PositionScheme):
             k: the keys ``[B, H, S, Dh]`` of the protocol; unused.
 
         Returns:
-            ``[1, H, T, S]``, as :meth:`bias`.
+            ``[1, H, T, S]``, float32 for half-precision ``q``, else ``q.dtype``;
+            differentiable with respect to the table.
 
         Raises:
-            TypeError / ValueError: for ``q`` as in :meth:`bias`, or ``rel`` that is
-                not an integer ``[T, S]``.
+            TypeError / ValueError: for ``q`` that is not ``[B, H, T, Dh]`` with
+                ``H = n_heads``, or ``rel`` that is not an integer ``[T, S]``.
         """
-        _check_heads("q", q, n_heads=self.n_heads)
+        check_heads("q", q, n_heads=self.n_heads)
         check_rel(rel, q.shape[2])
-        return self._bias(q, rel)
+        buckets = t5_bucket(rel, bidirectional=self.bidirectional, num_buckets=self.num_buckets,
+                            max_distance=self.max_distance)  # [T, S]
+        values = self.table(buckets.to(self.table.weight.device))  # [T, S, H]
+        return values.to(device=q.device, dtype=bias_dtype(q.dtype)).permute(2, 0, 1)[None]  # [1, H, T, S]

@@ -64,8 +64,6 @@ import torch
 from torch import Tensor
 
 from attnlab._validate import check_choice, check_finite_float, check_int
-from attnlab.encodings.attention_position import _check_heads
-from attnlab.encodings.position_scheme import PositionScheme
 from attnlab.encodings.rotary import (
     CONVENTIONS,
     _check_angle_dtype,
@@ -73,6 +71,7 @@ from attnlab.encodings.rotary import (
     rotary_angles,
     rotary_inv_freq,
 )
+from attnlab.encodings.scheme import ModelSizes, PositionScheme, check_heads
 
 __all__ = ["XPos", "xpos_zeta"]
 
@@ -158,6 +157,14 @@ class XPos(PositionScheme):
                 [-0.4141,  0.5390,  1.0000]])
     """
 
+    rotates = True
+    causal_only = True  # its scale decays with the distance one way only: defined for causal attention
+
+    @classmethod
+    def for_model(cls, sizes: ModelSizes) -> XPos:
+        """xPos over every feature of each head."""
+        return cls(sizes.head_dim)
+
     def __init__(
         self,
         head_dim: int,
@@ -239,8 +246,8 @@ class XPos(PositionScheme):
             ValueError: if ``q``/``k`` is not ``[B, H, L, Dh]`` with ``Dh = head_dim``,
                 or a position puts a scale out of the dtype's range (module docstring).
         """
-        _check_heads("q", q, head_dim=self.head_dim)
-        _check_heads("k", k, head_dim=self.head_dim)
+        check_heads("q", q, head_dim=self.head_dim)
+        check_heads("k", k, head_dim=self.head_dim)
         cos_q, sin_q = self._scaled_cos_sin(q_pos, 1.0, q.dtype)  # [T, d/2] each
         cos_k, sin_k = self._scaled_cos_sin(k_pos, -1.0, k.dtype)  # [S, d/2] each
         return (_rotate(q, cos_q, sin_q, self.head_dim, self.convention),

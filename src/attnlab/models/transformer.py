@@ -40,8 +40,8 @@ from torch import Tensor, nn
 
 from attnlab._validate import check_choice, check_input_dtype, check_int, check_probability
 from attnlab.attention import DecodingCache, KVCache, MultiHeadAttention
-from attnlab.encodings.attention_position import AttentionPosition
 from attnlab.encodings.registry import ENCODINGS, attention_position, input_position
+from attnlab.encodings.scheme import AttentionPosition
 
 __all__ = [
     "ENCODINGS", "SequenceModel", "Transformer", "TransformerDecoderLayer", "TransformerEncoderLayer",
@@ -60,7 +60,7 @@ class TransformerEncoderLayer(nn.Module):
         ff_units: hidden width of the feed-forward network.
         dropout: on the attention weights and on each residual branch.
         position: a scheme for the self-attention (see
-            :func:`attnlab.encodings.attention_position`).
+            :func:`attnlab.encodings.scheme`).
         head_dim: ``Dh``, each head's width; None derives it as ``D // H``.
 
     Shapes:

@@ -8,8 +8,8 @@ term to the scores or the output has three ways to run:
   it as a float mask (or the explicit softmax when the weights are needed).
   Fastest for short sequences; ``O(L^2)`` memory.
 * ``"flex"``: the scheme's ``score_mod`` inside compiled FlexAttention
-  (:mod:`attnlab.attention.flex`): ``O(L)`` memory, a compile per shape family.
-* ``"chunked"``: the queries a chunk at a time (:mod:`attnlab.attention.chunked`):
+  (:mod:`attnlab.attention.backends.flex`): ``O(L)`` memory, a compile per shape family.
+* ``"chunked"``: the queries a chunk at a time (:mod:`attnlab.attention.backends.chunked`):
   ``O(L * C)`` memory, forward and backward, for every scheme that is honest
   about offsets, Shaw's value term and CoPE included.
 
@@ -17,7 +17,7 @@ The rule of ``backend="auto"`` (:func:`choose_backend`), in order:
 
 1. no scheme, or one that only rotates (nothing to add): dense (already fused);
 2. the weights are wanted (``need_weights``, ``record_attention``), or the scheme
-   draws positions per call (``caches`` False, the randomized ones): dense;
+   draws positions per call (``draws_positions``, the randomized ones): dense;
 3. ``T * S <= DENSE_SCORES`` (``2**20``, e.g. 1024 x 1024: the term is 4 MiB per
    head in float32): dense;
 4. on CUDA, a scheme with a ``score_mod``, no dropout and no mask beyond
@@ -34,47 +34,33 @@ dim, ``Dv`` value width.
 
 from __future__ import annotations
 
-from typing import cast
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from attnlab import catalog
 from attnlab._validate import check_choice
-from attnlab.attention.chunked import chunked_attend
-from attnlab.attention.flex import flex_attend, flex_supported
+from attnlab.attention.backends.chunked import chunked_attend
+from attnlab.attention.backends.flex import flex_attend, flex_supported
 from attnlab.attention.functional import attend_unchecked, repeat_kv_heads
-from attnlab.encodings.attention_position import AttentionPosition
-from attnlab.encodings.position_scheme import PositionScheme
+from attnlab.encodings.scheme import PositionScheme
 
 __all__ = ["BACKENDS", "DENSE_SCORES", "adds_terms", "attend_with_position", "choose_backend", "key_valid_of",
            "position_attend"]
 
-BACKENDS = ("auto", "dense", "flex", "chunked")
+BACKENDS = catalog.BACKENDS
 DENSE_SCORES = 2**20
 
 
-def adds_terms(position: AttentionPosition | None) -> bool:
-    """Whether ``position`` adds a term to the scores or the outputs (rather than only rotating).
-
-    A scheme adds one when its class overrides :meth:`~AttentionPosition.bias` or
-    :meth:`~AttentionPosition.value_term` (or, for a
-    :class:`~attnlab.encodings.PositionScheme`, ``bias_at`` or ``value_term_at``).
+def adds_terms(position: PositionScheme | None) -> bool:
+    """Whether ``position`` declares a term added to the scores or the outputs (rather than only rotating).
 
     Example:
         >>> from attnlab.encodings import ALiBi, Rotary
         >>> adds_terms(ALiBi(2)), adds_terms(Rotary(8)), adds_terms(None)
         (True, False, False)
     """
-    if position is None:
-        return False
-    cls = type(position)
-    if isinstance(position, PositionScheme):
-        scheme = cast(type[PositionScheme], cls)
-        if scheme.bias_at is not PositionScheme.bias_at or scheme.value_term_at is not PositionScheme.value_term_at:
-            return True
-        return scheme.bias is not PositionScheme.bias or scheme.value_term is not PositionScheme.value_term
-    return cls.bias is not AttentionPosition.bias or cls.value_term is not AttentionPosition.value_term
+    return position is not None and bool(position.adds_score or position.adds_value)
 
 
 def key_valid_of(mask: Tensor | None, T: int) -> Tensor | None | bool:
@@ -94,7 +80,7 @@ def key_valid_of(mask: Tensor | None, T: int) -> Tensor | None | bool:
 def choose_backend(
     backend: str,
     *,
-    position: AttentionPosition | None,
+    position: PositionScheme | None,
     T: int,
     S: int,
     need_weights: bool,
@@ -126,12 +112,11 @@ def choose_backend(
     if backend == "dense" or not adds_terms(position):
         return "dense"
     assert position is not None
-    draws = not getattr(position, "caches", True)
+    draws = position.draws_positions
     if backend == "auto":
         if need_weights or draws or T * S <= DENSE_SCORES:
             return "dense"
-        has_mod = type(position).score_mod is not AttentionPosition.score_mod
-        if device.type == "cuda" and has_mod and dropout_p == 0.0 and flex_mask_ok:
+        if device.type == "cuda" and position.has_score_mod and dropout_p == 0.0 and flex_mask_ok:
             return "flex"
         return "chunked"
     name = type(position).__name__
@@ -142,7 +127,7 @@ def choose_backend(
                          "use backend='dense'")
     if backend == "flex":
         why = None
-        if type(position).score_mod is AttentionPosition.score_mod:
+        if not position.has_score_mod:
             why = f"{name} has no score_mod"
         elif not flex_supported(device, backward=backward):
             why = f"torch {torch.__version__} has no FlexAttention backward on {device.type}"
@@ -160,7 +145,7 @@ def position_attend(
     key: Tensor,
     value: Tensor,
     *,
-    position: AttentionPosition,
+    position: PositionScheme,
     backend: str,
     q_offset: int,
     mask: Tensor | None,
@@ -213,7 +198,7 @@ def attend_with_position(
     keys: Tensor,
     values: Tensor,
     *,
-    position: AttentionPosition | None,
+    position: PositionScheme | None,
     backend: str,
     q_offset: int,
     mask: Tensor | None,
@@ -259,14 +244,12 @@ def attend_with_position(
         return out, None
     value_term = False
     if position is not None:
-        if position.needs_keys:  # CoPE: positions counted from q . k, one key per head
-            term = position.bias(q, S, q_offset=q_offset, k_offset=0,  # type: ignore[call-arg]
-                                 k=repeat_kv_heads(keys, H))
-        else:
-            term = position.bias(q, S, q_offset=q_offset, k_offset=0)  # [B|1, H|1, T, S] or None
+        # CoPE reads the keys (positions counted from q . k), one key per query head.
+        k = repeat_kv_heads(keys, H) if position.reads_keys else None
+        term = position.bias(q, S, q_offset=q_offset, k_offset=0, k=k)  # [B|1, H|1, T, S] or None
         if term is not None:
             bias = term if bias is None else term + bias.to(term.device)
-        value_term = position.needs_weights
+        value_term = bool(position.adds_value)
     out, weights = attend_unchecked(q, keys, values, mask=mask, bias=bias, scale=scale, dropout_p=dropout_p,
                                     need_weights=need_weights or value_term, is_causal=is_causal)
     if value_term and weights is not None and position is not None:

@@ -22,7 +22,7 @@ structure directly (``O((T / 128) * (S / 128))`` memory, never ``[T, S]``): whol
 blocks outside the mask are skipped, partial ones are masked per score.
 
 Limits. torch 2.13 has no FlexAttention backward on the CPU: there, training
-takes the chunked path (:mod:`attnlab.attention.chunked`); on CUDA the kernel
+takes the chunked path (:mod:`attnlab.attention.backends.chunked`); on CUDA the kernel
 has a backward, with gradients to the scheme's captured parameters. A query row
 with no key to attend to gives zeros, as :func:`attnlab.attention.attend` does.
 
@@ -46,7 +46,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from attnlab.encodings.attention_position import ScoreMod
+from attnlab.encodings.scheme import ScoreMod
 
 __all__ = ["CompileRecord", "compile_log", "flex_attend", "flex_supported", "shape_family"]
 

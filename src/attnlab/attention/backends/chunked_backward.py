@@ -21,7 +21,7 @@ call) and autograd runs once at the end.
 
 Compared with checkpointing each chunk (the earlier way): the chunk's forward is
 not run twice in the backward pass, and its large tensors live in three
-buffers allocated once per call (:class:`attnlab.attention.chunk_plan.Workspace`)
+buffers allocated once per call (:class:`attnlab.attention.backends.chunk_plan.Workspace`)
 instead of the autograd graph of a whole chunk per step, which glibc's
 allocator did not hand back (6.9 GB at L=16384 with ALiBi).
 
@@ -42,7 +42,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import FunctionCtx, once_differentiable
 
-from attnlab.attention.chunk_plan import (
+from attnlab.attention.backends.chunk_plan import (
     ChunkPlan,
     compute_dtype,
     grouped_matmul,
@@ -106,7 +106,7 @@ class ChunkedAttention(torch.autograd.Function):
                 do = do.masked_fill(mask.empty, 0.0)  # their output was zeroed: nothing flows back through them
             dv[..., :n, :] += grouped_matmul_t(p, do, kv_heads=Hkv)  # [B, Hkv, n, Dv]
             dp = grouped_matmul(do, v_n.transpose(-2, -1), out=work.get("dp", B, H, C, n))  # [B, H, C, n]
-            if plan.needs_weights:
+            if plan.adds_value:
                 _value_term_backward(plan, p, do, start, d_params, dp)
             # rowsum(p * dP) = rowsum(dO * O): O is linear in p (p V plus a value term that sums
             # weights times vectors), so the [C, n] product is never formed.
@@ -142,7 +142,7 @@ def attend_chunks(plan: ChunkPlan, query: Tensor, key: Tensor, value: Tensor) ->
         scores, mask = plan.scores(q_c, k_all[..., :n, :], term, start, work.get("scores", B, H, C, n))
         p, lse_c = softmax_rows(scores, mask)  # the weights, in place of the scores; [B, H, C, 1]
         o = grouped_matmul(p, v_all[..., :n, :])  # [B, H, C, n] x [B, Hkv, n, Dv] -> [B, H, C, Dv]
-        if plan.needs_weights:
+        if plan.adds_value:
             extra = plan.position.value_term(p, q_offset=plan.q_offset + start, k_offset=0)
             if extra is not None:
                 o += extra.to(o.dtype)  # [B, H, C, Dv]
@@ -206,7 +206,7 @@ class _TermGradients:
                 self.d_table.index_add_(1, index, ds.sum(dim=0).flatten(1))  # [H, C, n] -> [H, C * n]
             return
         reads_q = self.need_q  # Shaw's and CoPE's terms read the queries; others leave them unused
-        reads_k = self.need_k and bool(getattr(self.plan.position, "needs_keys", False))
+        reads_k = self.need_k and self.plan.position.reads_keys
         trainable = self.d_params.trainable
         if not (reads_q or reads_k or trainable):
             return

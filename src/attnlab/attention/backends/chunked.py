@@ -18,16 +18,16 @@ call). ``C`` is chosen so that is at most half the size of the queries, between
 tensors live in buffers allocated once per call. With gradients, the forward
 pass keeps one number per query row (its softmax's log-denominator) and the
 backward pass rebuilds each chunk's weights from it
-(:mod:`attnlab.attention.chunked_backward`, FlashAttention-2's backward in torch
+(:mod:`attnlab.attention.backends.chunked_backward`, FlashAttention-2's backward in torch
 ops). Peak memory is ``O(L * C)``, not ``O(L^2)``, in both passes. Training with
 dropout instead runs each chunk under activation checkpointing
 (``torch.utils.checkpoint``), which draws the same dropout masks again.
 
 A scheme that is a function of the distance alone (ALiBi, T5, KERPLE) is
 evaluated once per distance and gathered per chunk
-(:mod:`attnlab.attention.chunk_plan`); the others are asked for their rows.
+(:mod:`attnlab.attention.backends.chunk_plan`); the others are asked for their rows.
 
-What it needs from the scheme: honesty about offsets (``caches`` True: the
+What it needs from the scheme: honesty about offsets (positions not drawn per call: the
 term for rows ``c0 ..`` is the full term's rows). Randomized schemes draw new
 positions on every call and refuse offsets, so they always take the dense
 path; they are trained on short sequences, where it fits.
@@ -46,10 +46,10 @@ from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
 from attnlab._validate import check_int
-from attnlab.attention.chunk_plan import ChunkPlan, default_scale
-from attnlab.attention.chunked_backward import ChunkedAttention, attend_chunks
+from attnlab.attention.backends.chunk_plan import ChunkPlan, default_scale
+from attnlab.attention.backends.chunked_backward import ChunkedAttention, attend_chunks
 from attnlab.attention.functional import attend_unchecked
-from attnlab.encodings.attention_position import AttentionPosition
+from attnlab.encodings.scheme import PositionScheme
 
 __all__ = ["CHUNK_ELEMENTS", "chunk_rows", "chunked_attend"]
 
@@ -91,7 +91,7 @@ def chunked_attend(
     key: Tensor,
     value: Tensor,
     *,
-    position: AttentionPosition,
+    position: PositionScheme,
     q_offset: int = 0,
     mask: Tensor | None = None,
     bias: Tensor | None = None,
@@ -106,7 +106,7 @@ def chunked_attend(
     positions ``0 .. S - 1``, the queries at ``q_offset .. q_offset + T - 1``, as
     in self-attention with a cache): for each chunk of query rows the scheme's
     ``bias`` at those rows, the user's ``bias`` and ``mask`` rows, the causal
-    rows, then the fused kernel (or, when the scheme ``needs_weights``, the
+    rows, then the fused kernel (or, when the scheme ``adds_value``, the
     explicit softmax and the scheme's ``value_term``).
 
     Args:
@@ -138,7 +138,7 @@ def chunked_attend(
         >>> torch.allclose(out, full, atol=1e-6)
         True
     """
-    if not getattr(position, "caches", True):
+    if position.draws_positions:
         raise ValueError(
             f"{type(position).__name__} draws new positions at every call, so its rows cannot be asked for "
             "one chunk at a time; it takes the dense path (position=..., backend='dense')"
@@ -195,7 +195,7 @@ def _chunk_forward(plan: ChunkPlan, query: Tensor, key: Tensor, value: Tensor, d
         term = user if term is None else term + user.to(term.dtype)
     out, weights = attend_unchecked(
         q_c, key[..., :n, :], value[..., :n, :], mask=plan.mask_rows(start, stop, n, query.device), bias=term,
-        dropout_p=dropout_p, scale=plan.scale, need_weights=plan.needs_weights, is_causal=False,
+        dropout_p=dropout_p, scale=plan.scale, need_weights=plan.adds_value, is_causal=False,
     )  # out [B, H, C, Dv], weights [B, H, C, n] or None
     if weights is not None:
         extra = plan.position.value_term(weights, q_offset=plan.q_offset + start, k_offset=0)  # [B, H, C, Dv] or None

@@ -1,7 +1,7 @@
 """What one chunk of query rows needs: its keys, its mask rows, its bias rows, its scores.
 
 :func:`attnlab.attention.chunked_attend` walks the queries ``C`` rows at a time,
-in the forward pass and (:mod:`attnlab.attention.chunked_backward`) again in the
+in the forward pass and (:mod:`attnlab.attention.backends.chunked_backward`) again in the
 backward pass. Both ask a :class:`ChunkPlan` the same questions, so the scores
 they build are the same numbers:
 
@@ -11,7 +11,7 @@ they build are the same numbers:
   causal call instead of computing scores only to mask them. Schemes that read
   the keys' values (CoPE counts gates over them) always get every key;
 * the scheme's term at those rows. A scheme whose bias is a function of the
-  distance alone (:class:`attnlab.encodings.score_mods.DistanceScoreMod`: ALiBi,
+  distance alone (``by_distance``: ALiBi,
   T5's buckets, KERPLE) is evaluated once per distance for the whole call, a
   table ``[H, T + S - 1]``, and each chunk's ``[H, C, S]`` rows are gathered
   from it: T5's logarithm then runs ``T + S`` times, not ``T * S``. Any other
@@ -35,8 +35,7 @@ import torch
 from torch import Tensor
 
 from attnlab.attention.functional import repeat_kv_heads
-from attnlab.encodings.attention_position import AttentionPosition, bias_dtype
-from attnlab.encodings.score_mods import DistanceScoreMod, distance_table
+from attnlab.encodings.scheme import PositionScheme, bias_dtype, distance_table
 
 __all__ = ["ChunkMask", "ChunkPlan", "Workspace", "grouped_matmul", "grouped_matmul_t", "softmax_rows", "weights_at"]
 
@@ -98,7 +97,7 @@ class ChunkPlan:
         bias: the user's additive term, broadcastable to ``[B, H, T, S]``, or None.
     """
 
-    position: AttentionPosition
+    position: PositionScheme
     n_heads: int
     n_queries: int
     n_keys: int
@@ -110,14 +109,14 @@ class ChunkPlan:
     bias: Tensor | None
 
     @property
-    def needs_weights(self) -> bool:
+    def adds_value(self) -> bool:
         """True when the scheme adds a value term computed from the weights (Shaw's ``w^V``)."""
-        return bool(getattr(self.position, "needs_weights", False))
+        return bool(self.position.adds_value)
 
     @property
     def by_distance(self) -> bool:
         """True when the scheme's term is gathered from a table per distance (module docstring)."""
-        return isinstance(self.position, DistanceScoreMod)
+        return self.position.by_distance
 
     def workspace(self, batch: int, dtype: torch.dtype, device: torch.device) -> Workspace:
         """Buffers for the chunks' ``[B, H, C, n]`` tensors, each sized once for the largest chunk."""
@@ -126,7 +125,7 @@ class ChunkPlan:
     def chunks(self) -> Iterator[tuple[int, int, int]]:
         """``(start, stop, n)`` for each chunk: rows ``start .. stop - 1`` and the first ``n`` keys they can see."""
         T, S = self.n_queries, self.n_keys
-        cut_keys = self.is_causal and not getattr(self.position, "needs_keys", False)
+        cut_keys = self.is_causal and not self.position.reads_keys
         for start in range(0, T, self.rows):
             stop = min(T, start + self.rows)
             # Under the causal mask the chunk's last row sees keys <= S - T + stop - 1; at least
@@ -137,7 +136,7 @@ class ChunkPlan:
         """The scheme's bias at every distance of the call, ``[H, T + S - 1]``, for a distance scheme; else None."""
         if not self.by_distance:
             return None
-        return distance_table(self.position, query, self.n_keys, q_offset=self.q_offset)  # type: ignore[arg-type]
+        return distance_table(self.position, query, self.n_keys, q_offset=self.q_offset)
 
     def table_index(self, start: int, stop: int, n: int, device: torch.device) -> Tensor:
         """Where rows ``start .. stop - 1`` and keys ``0 .. n - 1`` read :meth:`table`: ``j - i + T - 1``, flat."""
@@ -166,10 +165,8 @@ class ChunkPlan:
                 rows = torch.index_select(table, 1, index, out=out)
             return rows.view(1, table.shape[0], C, n)  # [H, C * n] -> [1, H, C, n]
         offset = self.q_offset + start
-        if getattr(self.position, "needs_keys", False):
-            return self.position.bias(q_c, n, q_offset=offset, k_offset=0,  # type: ignore[call-arg]
-                                      k=repeat_kv_heads(key[..., :n, :], self.n_heads))
-        return self.position.bias(q_c, n, q_offset=offset, k_offset=0)  # [B|1, H, C, n] or None
+        keys = repeat_kv_heads(key[..., :n, :], self.n_heads) if self.position.reads_keys else None
+        return self.position.bias(q_c, n, q_offset=offset, k_offset=0, k=keys)  # [B|1, H, C, n] or None
 
     def user_rows(self, start: int, stop: int, n: int) -> Tensor | None:
         """The user's ``bias`` at the chunk: broadcastable to ``[B, H, C, n]``, or None."""
