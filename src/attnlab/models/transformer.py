@@ -40,8 +40,9 @@ from torch import Tensor, nn
 
 from attnlab._validate import check_choice, check_input_dtype, check_int, check_probability
 from attnlab.attention import DecodingCache, KVCache, MultiHeadAttention
-from attnlab.encodings.registry import ENCODINGS, attention_position, input_position
-from attnlab.encodings.scheme import AttentionPosition
+from attnlab.attention.backends.choose import BACKENDS
+from attnlab.encodings.registry import ENCODINGS, Position, attention_position, input_position, resolve, spec_name
+from attnlab.encodings.scheme import PositionScheme
 
 __all__ = [
     "ENCODINGS", "SequenceModel", "Transformer", "TransformerDecoderLayer", "TransformerEncoderLayer",
@@ -73,11 +74,12 @@ class TransformerEncoderLayer(nn.Module):
 
     def __init__(
         self, d_model: int, n_heads: int, ff_units: int, *, dropout: float = 0.0,
-        position: AttentionPosition | None = None, head_dim: int | None = None,
+        position: PositionScheme | None = None, head_dim: int | None = None, backend: str = "auto",
     ) -> None:
         super().__init__()
         self.norm1 = nn.LayerNorm(d_model)
-        self.self_attn = MultiHeadAttention(n_heads, d_model, head_dim=head_dim, dropout=dropout, position=position)
+        self.self_attn = MultiHeadAttention(n_heads, d_model, head_dim=head_dim, dropout=dropout, position=position,
+                                            backend=backend)
         self.norm2 = nn.LayerNorm(d_model)
         self.ffn = _ffn(d_model, ff_units, dropout)
         self.dropout = nn.Dropout(dropout)
@@ -99,7 +101,7 @@ class TransformerDecoderLayer(nn.Module):
     """Pre-norm decoder layer: causal self-attention, cross-attention to the memory, FFN.
 
     Args:
-        d_model, n_heads, ff_units, dropout, head_dim: as :class:`TransformerEncoderLayer`.
+        d_model, n_heads, ff_units, dropout, head_dim, backend: as :class:`TransformerEncoderLayer`.
         position: a scheme for the (causal) self-attention.
 
     Shapes:
@@ -109,11 +111,12 @@ class TransformerDecoderLayer(nn.Module):
 
     def __init__(
         self, d_model: int, n_heads: int, ff_units: int, *, dropout: float = 0.0,
-        position: AttentionPosition | None = None, head_dim: int | None = None,
+        position: PositionScheme | None = None, head_dim: int | None = None, backend: str = "auto",
     ) -> None:
         super().__init__()
         self.norm1 = nn.LayerNorm(d_model)
-        self.self_attn = MultiHeadAttention(n_heads, d_model, head_dim=head_dim, dropout=dropout, position=position)
+        self.self_attn = MultiHeadAttention(n_heads, d_model, head_dim=head_dim, dropout=dropout, position=position,
+                                            backend=backend)
         self.norm2 = nn.LayerNorm(d_model)
         self.cross_attn = MultiHeadAttention(n_heads, d_model, head_dim=head_dim, dropout=dropout)
         self.norm3 = nn.LayerNorm(d_model)
@@ -171,10 +174,11 @@ class SequenceModel(nn.Module):
         n_layers: int = 2,
         ff_units: int | None = None,
         dropout: float = 0.0,
-        encoding: str = "sinusoidal",
+        encoding: Position = "sinusoidal",
         max_len: int = 128,
         max_relative_position: int = 16,
         pad_id: int = 0,
+        backend: str = "auto",
     ) -> None:
         super().__init__()
         if (vocab_size is None) == (n_features is None):
@@ -192,7 +196,9 @@ class SequenceModel(nn.Module):
         self.n_layers = check_int("n_layers", n_layers, minimum=1)
         self.ff_units = 4 * self.d_model if ff_units is None else check_int("ff_units", ff_units, minimum=1)
         self.dropout = check_probability("dropout", dropout)
-        self.encoding = check_choice("encoding", encoding, ENCODINGS)
+        resolve(encoding)  # an unknown name, a module that does not import: refused before anything is built
+        self.encoding = encoding
+        self.backend = check_choice("backend", backend, BACKENDS)
         self.max_len = check_int("max_len", max_len, minimum=1)
         self.max_relative_position = check_int("max_relative_position", max_relative_position, minimum=1)
         self.pad_id = check_int("pad_id", pad_id, minimum=0)
@@ -216,15 +222,20 @@ class SequenceModel(nn.Module):
         """Create the model's layers (each subclass its own); called once, at the end of ``__init__``."""
         raise NotImplementedError(f"{type(self).__name__} must define _build_layers")
 
-    def _attention_position(self, causal: bool) -> AttentionPosition | None:
+    def _attention_position(self, causal: bool) -> PositionScheme | None:
         """A new scheme for one self-attention (None for the absolute encodings)."""
-        return attention_position(self.encoding, n_heads=self.n_heads, head_dim=self.head_dim,
+        return attention_position(self.encoding, n_heads=self.n_heads, head_dim=self.head_dim, d_model=self.d_model,
                                   causal=causal, max_relative_position=self.max_relative_position,
                                   max_len=self.max_len)
 
     def _layer(self, cls: type[nn.Module], causal: bool) -> nn.Module:
         return cls(self.d_model, self.n_heads, self.ff_units, dropout=self.dropout,
-                   position=self._attention_position(causal), head_dim=self.head_dim)
+                   position=self._attention_position(causal), head_dim=self.head_dim, backend=self.backend)
+
+    @property
+    def encoding_name(self) -> str:
+        """The encoding as a name another process can rebuild it from (``"alibi"``, ``"pkg.mod:Class"``)."""
+        return spec_name(self.encoding)
 
     # -- pieces ------------------------------------------------------------------------
 
@@ -286,7 +297,8 @@ class SequenceModel(nn.Module):
 
     def extra_repr(self) -> str:
         kind = f"vocab_size={self.vocab_size}" if self.vocab_size is not None else f"n_features={self.n_features}"
-        return (f"{kind}, encoding={self.encoding!r}, d_model={self.d_model}, n_heads={self.n_heads}, "
+        encoding = self.encoding if isinstance(self.encoding, str) else getattr(self.encoding, "__name__", "factory")
+        return (f"{kind}, encoding={encoding!r}, d_model={self.d_model}, n_heads={self.n_heads}, "
                 f"n_layers={self.n_layers}")
 
 
@@ -301,12 +313,17 @@ class Transformer(SequenceModel):
         n_layers: encoder layers and decoder layers (each).
         ff_units: feed-forward width; default ``4 * D``.
         dropout: dropout probability everywhere.
-        encoding: one of :data:`ENCODINGS`.
+        encoding: the positional encoding: a name (one of :data:`ENCODINGS`, or one
+            :func:`attnlab.encodings.register` added), ``"module:Class"``, a scheme class
+            (:class:`attnlab.encodings.PositionScheme` subclass, or an input table class),
+            or a factory ``f(sizes: ModelSizes) -> PositionScheme`` called per self-attention.
         max_len: rows of the absolute tables: the sinusoidal one extends past it,
             the learned one refuses longer sequences (with an error naming it); the
             randomized encodings draw their positions from ``[0, max_len)``.
         max_relative_position: Shaw's clipping distance ``k`` (``encoding="relative"``).
         pad_id: padding token (token sequences): masked in the source.
+        backend: the path every self-attention with a scheme takes: ``"auto"`` (default),
+            ``"dense"``, ``"flex"`` or ``"chunked"`` (:mod:`attnlab.attention.backends.choose`).
 
     Shapes:
         ``forward(source [B, S] or [B, S, F], target_in [B, T] or [B, T, F]) ->

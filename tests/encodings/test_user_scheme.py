@@ -1,0 +1,202 @@
+"""A scheme attnlab does not have, defined here, outside ``src/``: it goes through every door a built-in one does.
+
+Sandwich (Chi et al. 2023, "Dissecting Transformer Length Extrapolation via the Lens of Receptive
+Field Analysis", ACL, arXiv:2212.10356): the bias is the inner product of the query's and the key's
+sinusoidal embeddings (width ``d'``), ``p_i . p_j = sum_k cos((j - i) w_k)``, shifted so distance 0
+adds nothing and scaled per head. Written with the protocol's primitives only, in under 40 lines.
+"""
+
+import inspect
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from attnlab.analysis import audit_position
+from attnlab.attention import MultiHeadAttention
+from attnlab.encodings import ModelSizes, PositionScheme, register, resolve, spec_name
+from attnlab.encodings.registry import attention_position
+from attnlab.encodings.scheme import bias_dtype, check_heads, check_rel
+from attnlab.models import DecoderOnlyTransformer, EncoderOnlyTransformer, Transformer
+
+
+class Sandwich(PositionScheme):
+    """Sandwich (Chi et al. 2023): head ``h`` adds ``(p_i . p_j - d'/2) / 8h``, ``p`` sinusoids of width ``d'``."""
+
+    adds_score = True
+    relative = True  # a function of j - i alone: written at distances, randomizable by distances
+    by_distance = True  # and not of the queries' values: FlexAttention and the chunks get it per distance
+    has_score_mod = True
+
+    def __init__(self, n_heads: int, *, width: int = 64) -> None:
+        super().__init__()
+        self.n_heads, self.width = n_heads, width
+        speeds = 10000.0 ** (-torch.arange(0, width, 2, dtype=torch.float64) / width)  # w_k [d'/2]
+        self.register_buffer("speeds", speeds, persistent=False)
+        self.register_buffer("scales", 1.0 / (8.0 * torch.arange(1, n_heads + 1, dtype=torch.float64)),
+                             persistent=False)  # [H]
+
+    @classmethod
+    def for_model(cls, sizes: ModelSizes) -> "Sandwich":
+        return cls(sizes.n_heads)
+
+    def bias_rel(self, q: torch.Tensor, *, rel: torch.Tensor, k: torch.Tensor | None = None) -> torch.Tensor:
+        check_heads("q", q, n_heads=self.n_heads)
+        check_rel(rel, q.shape[2])
+        angles = rel.to(device=self.speeds.device, dtype=torch.float64)[..., None] * self.speeds  # [T, S, d'/2]
+        dot = angles.cos().sum(-1) - self.width / 2  # [T, S]: p_i . p_j, 0 at distance 0, negative elsewhere
+        bias = self.scales[:, None, None] * dot  # [H, T, S]
+        return bias[None].to(device=q.device, dtype=bias_dtype(q.dtype))  # [1, H, T, S]
+
+
+def test_the_scheme_is_written_in_at_most_40_lines():
+    assert len(inspect.getsource(Sandwich).splitlines()) <= 40
+
+
+def _mha(backend, *, n_heads=4, d_model=32, seed=0):
+    torch.manual_seed(seed)
+    return MultiHeadAttention(n_heads, d_model, position=Sandwich(n_heads), backend=backend).double()
+
+
+@pytest.mark.parametrize("is_causal", [True, False])
+def test_dense_and_chunked_paths_agree_on_outputs_and_gradients(is_causal):
+    dense, chunked = _mha("dense"), _mha("chunked")
+    x = torch.randn(2, 37, 32, dtype=torch.float64)
+    results = []
+    for mha in (dense, chunked):
+        xi = x.clone().requires_grad_(True)
+        out = mha(xi, is_causal=is_causal)
+        out.square().sum().backward()
+        results.append((out, xi.grad, [p.grad for p in mha.parameters()]))
+    (out_d, gx_d, gp_d), (out_c, gx_c, gp_c) = results
+    torch.testing.assert_close(out_c, out_d, rtol=0, atol=1e-10)
+    torch.testing.assert_close(gx_c, gx_d, rtol=0, atol=1e-10)
+    for a, b in zip(gp_c, gp_d, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-10)
+
+
+def test_flex_path_agrees_where_the_device_allows(monkeypatch):
+    # torch 2.13 has no FlexAttention backward on the CPU: the forward pass is compared there, run eagerly
+    # (the compiled kernel costs seconds per shape family); on CUDA the tests marked cuda compile it.
+    from attnlab.attention.backends import choose
+    from attnlab.attention.backends.flex import flex_attend
+
+    monkeypatch.setattr(choose, "flex_attend", lambda *a, **kw: flex_attend(*a, **kw, compiled=False))
+    dense, flex = _mha("dense"), _mha("flex")
+    x = torch.randn(2, 19, 32, dtype=torch.float64)
+    with torch.no_grad():
+        torch.testing.assert_close(flex(x, is_causal=True), dense(x, is_causal=True), rtol=0, atol=1e-10)
+
+
+def test_the_score_term_is_the_float64_formula():
+    scheme = Sandwich(2, width=8)
+    q = torch.zeros(1, 2, 3, 4, dtype=torch.float64)
+    bias = scheme.bias(q, 5, q_offset=2)  # queries at 2..4, keys at 0..4
+    for h, i, j in [(0, 0, 0), (1, 2, 4), (1, 0, 4), (0, 1, 0)]:
+        distance = j - (2 + i)
+        want = sum(torch.cos(torch.tensor(distance * 10000.0 ** (-2 * m / 8), dtype=torch.float64)).item()
+                   for m in range(4)) - 4
+        assert bias[0, h, i, j].item() == pytest.approx(want / (8 * (h + 1)), abs=1e-12)
+
+
+@pytest.mark.parametrize("encoding", [Sandwich, lambda sizes: Sandwich(sizes.n_heads, width=16)],
+                         ids=["class", "factory"])
+def test_every_transformer_model_takes_the_scheme(encoding):
+    torch.manual_seed(0)
+    tokens = torch.randint(1, 11, (2, 9))
+    models = [Transformer(vocab_size=11, d_model=16, n_heads=2, n_layers=1, encoding=encoding),
+              DecoderOnlyTransformer(vocab_size=11, d_model=16, n_heads=2, n_layers=1, encoding=encoding),
+              EncoderOnlyTransformer(vocab_size=11, d_model=16, n_heads=2, n_layers=1, encoding=encoding)]
+    for model in models:
+        schemes = [m for m in model.modules() if isinstance(m, Sandwich)]
+        assert schemes and all(s.n_heads == 2 for s in schemes), type(model).__name__
+        out = model(tokens, tokens) if isinstance(model, Transformer) else model(tokens)
+        assert out.shape == (2, 9, 11) and torch.isfinite(out).all()
+    # Decoding with a cache gives the full pass's numbers: the base derives the offsets.
+    decoder = models[1].eval()
+    torch.testing.assert_close(decoder.generate(tokens[:, :4], steps=5),
+                               decoder.generate(tokens[:, :4], steps=5, use_cache=False))
+
+
+def test_a_model_takes_the_backend_and_its_layers_use_it():
+    model = DecoderOnlyTransformer(vocab_size=11, d_model=16, n_heads=2, n_layers=2, encoding=Sandwich,
+                                   backend="chunked")
+    assert {m.backend for m in model.modules() if isinstance(m, MultiHeadAttention)} == {"chunked"}
+    with pytest.raises(ValueError, match="backend.*'fast'"):
+        DecoderOnlyTransformer(vocab_size=11, encoding=Sandwich, backend="fast")
+
+
+def test_register_randomize_and_name_it_for_another_process():
+    register("test-sandwich", Sandwich)
+    assert resolve("test-sandwich") is Sandwich and spec_name(Sandwich) == "test-sandwich"
+    drawn = attention_position("random-test-sandwich", n_heads=2, head_dim=8, causal=True, max_len=64)
+    assert drawn.draws_positions and drawn.sample == "positions" and isinstance(drawn.scheme, Sandwich)
+    with pytest.raises(ValueError, match="built-in"):
+        register("alibi", Sandwich)
+    with pytest.raises(TypeError, match="factory"):
+        spec_name(lambda sizes: Sandwich(2))
+
+
+def test_audit_position_finds_it_relative():
+    report = audit_position(Sandwich(2), head_dim=8)
+    verdicts = {check.name: check.verdict for check in report.checks}
+    assert verdicts["shift_invariant"] == "pass" and verdicts["offsets_consistent"] == "pass", verdicts
+
+
+@pytest.fixture(scope="module")
+def sandwich_package(tmp_path_factory):
+    """A tiny package with Sandwich in it and an ``attnlab.schemes`` entry point, installed by pip into a folder."""
+    root = tmp_path_factory.mktemp("sandwich_pkg")
+    src = root / "src"
+    (src / "attnlab_sandwich").mkdir(parents=True)
+    header = "import torch\nfrom attnlab.encodings import ModelSizes, PositionScheme\n" \
+             "from attnlab.encodings.scheme import bias_dtype, check_heads, check_rel\n\n\n"
+    (src / "attnlab_sandwich" / "__init__.py").write_text(header + textwrap.dedent(inspect.getsource(Sandwich)))
+    (root / "pyproject.toml").write_text(textwrap.dedent("""
+        [build-system]
+        requires = ["setuptools>=61"]
+        build-backend = "setuptools.build_meta"
+        [project]
+        name = "attnlab-sandwich"
+        version = "0.0.1"
+        [project.entry-points."attnlab.schemes"]
+        sandwich = "attnlab_sandwich:Sandwich"
+        [tool.setuptools.packages.find]
+        where = ["src"]
+    """))
+    target = root / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+                    "--no-index", "--target", str(target), str(root)], check=True, capture_output=True, timeout=300)
+    return target
+
+
+def test_an_installed_package_adds_its_scheme_through_the_entry_point(sandwich_package):
+    code = textwrap.dedent("""
+        import torch
+        from attnlab.encodings import resolve
+        from attnlab.models import DecoderOnlyTransformer
+        cls = resolve("sandwich")
+        model = DecoderOnlyTransformer(vocab_size=7, d_model=8, n_heads=2, n_layers=1, encoding="sandwich")
+        random = DecoderOnlyTransformer(vocab_size=7, d_model=8, n_heads=2, n_layers=1,
+                                        encoding="random-attnlab_sandwich:Sandwich", max_len=32)
+        out = model(torch.ones(1, 5, dtype=torch.long))
+        print(cls.__module__, cls.__name__, tuple(out.shape), type(random.layers[0].self_attn.position).__name__)
+    """)
+    env = {**_env(), "PYTHONPATH": f"{sandwich_package}:{_env().get('PYTHONPATH', '')}"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["attnlab_sandwich", "Sandwich", "(1,", "5,", "7)", "RandomizedPositions"]
+
+
+def _env():
+    import os
+
+    return dict(os.environ)
+
+
+def test_the_readme_section_defines_a_scheme_outside_attnlab():
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert "## Bring your own position scheme" in readme
