@@ -18,8 +18,9 @@ import torch
 
 from attnlab.attention import MultiHeadAttention
 from attnlab.encodings.alibi import ALiBi
+from attnlab.encodings.draws import sample_positions
 from attnlab.encodings.positional import PositionalEncoding
-from attnlab.encodings.randomized import RandomizedPositions, sample_positions
+from attnlab.encodings.randomized import RandomizedPositions
 from attnlab.encodings.randomized_tables import RandomizedLearned, RandomizedSinusoidal
 from attnlab.encodings.relative import ShawRelative
 from attnlab.encodings.rotary import Rotary

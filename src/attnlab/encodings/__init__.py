@@ -23,12 +23,13 @@ user's own scheme, ``resolve`` and ``attention_position(position, ...)``, what a
 from attnlab.encodings.alibi import ALiBi, alibi_slopes
 from attnlab.encodings.axial_rotary import AxialRotary, axial_rotary_angles
 from attnlab.encodings.cope import CoPE
+from attnlab.encodings.draws import sample_positions
 from attnlab.encodings.fire import FIRE
 from attnlab.encodings.fixed_base import fixed_base
 from attnlab.encodings.kerple import KERPLE
 from attnlab.encodings.learned import LearnedPositionalEncoding
 from attnlab.encodings.positional import PositionalEncoding
-from attnlab.encodings.randomized import Randomized, RandomizedPositions, sample_positions
+from attnlab.encodings.randomized import Randomized, RandomizedPositions
 from attnlab.encodings.randomized_tables import RandomizedLearned, RandomizedSinusoidal
 from attnlab.encodings.registry import ENCODINGS, attention_position, register, resolve, spec_name
 from attnlab.encodings.relative import ShawRelative

@@ -26,9 +26,9 @@ import torch
 from torch import Tensor, nn
 
 from attnlab._validate import check_choice, check_finite_float, check_int
+from attnlab.encodings.draws import check_fits, sample_positions
 from attnlab.encodings.learned import INITS, MODEL_TABLE_STD, init_table
 from attnlab.encodings.positional import check_sequence_input
-from attnlab.encodings.randomized import check_fits, sample_positions
 from attnlab.encodings.scheme import ModelSizes
 from attnlab.encodings.sinusoidal import LAYOUTS, sinusoidal
 

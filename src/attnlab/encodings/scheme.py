@@ -97,7 +97,12 @@ def relative_positions(T: int, S: int, *, q_offset: int = 0, k_offset: int = 0,
 
 
 def check_heads(name: str, t: Tensor, *, head_dim: int | None = None, n_heads: int | None = None) -> None:
-    """Refuse anything but a floating ``[B, H, L, Dh]`` tensor (with the given sizes)."""
+    """Refuse anything but a floating ``[B, H, L, Dh]`` tensor (with the given sizes).
+
+    Raises:
+        TypeError: for a non-tensor or a non-floating one.
+        ValueError: for another number of dims, ``Dh`` or ``H``.
+    """
     if not isinstance(t, Tensor):
         raise TypeError(f"{name} must be a tensor [B, H, L, Dh], got {type(t).__name__}")
     if not t.is_floating_point():
@@ -111,7 +116,11 @@ def check_heads(name: str, t: Tensor, *, head_dim: int | None = None, n_heads: i
 
 
 def check_positions(name: str, pos: Tensor, length: int | None = None) -> None:
-    """Refuse anything but a 1-D integer tensor of ``length`` positions (metadata only: no device sync).
+    """Refuse anything but a 1-D integer tensor ``pos [L]`` of ``length`` positions (metadata only: no device sync).
+
+    Raises:
+        TypeError: for a non-integer tensor.
+        ValueError: for a shape other than ``[length]``.
 
     Example:
         >>> check_positions("q_pos", torch.tensor([0, 3, 7]), 3)  # passes silently
@@ -126,7 +135,12 @@ def check_positions(name: str, pos: Tensor, length: int | None = None) -> None:
 
 
 def check_rel(rel: Tensor, T: int, S: int | None = None) -> None:
-    """Refuse anything but an integer ``[T, S]`` matrix of signed key-minus-query distances."""
+    """Refuse anything but an integer ``[T, S]`` matrix of signed key-minus-query distances.
+
+    Raises:
+        TypeError: for a non-integer tensor.
+        ValueError: for a shape other than ``[T, S]``.
+    """
     if not isinstance(rel, Tensor) or rel.is_floating_point() or rel.is_complex() or rel.dtype == torch.bool:
         raise TypeError(f"rel must be an integer tensor [T, S], got {getattr(rel, 'dtype', type(rel).__name__)}")
     if rel.ndim != 2 or rel.shape[0] != T or (S is not None and rel.shape[1] != S):
@@ -210,7 +224,11 @@ class PositionScheme(nn.Module):
     # -- what a model calls: offsets, derived once -----------------------------------------
 
     def rotate(self, q: Tensor, k: Tensor, *, q_offset: int = 0, k_offset: int = 0) -> tuple[Tensor, Tensor]:
-        """:meth:`rotate_at` of ``q [B, H, T, Dh]`` and ``k [B, H, S, Dh]`` at the offsets' positions."""
+        """:meth:`rotate_at` of ``q [B, H, T, Dh]`` and ``k [B, H, S, Dh]`` at the offsets' positions.
+
+        Raises:
+            TypeError: for non-tensor ``q``/``k`` or non-integer offsets (and what :meth:`rotate_at` raises).
+        """
         if not self.rotates:
             return q, k
         if not isinstance(q, Tensor) or not isinstance(k, Tensor):
@@ -237,7 +255,11 @@ class PositionScheme(nn.Module):
                             k_pos=positions(k_offset, n_keys, q.device), k=k)
 
     def value_term(self, weights: Tensor, *, q_offset: int = 0, k_offset: int = 0) -> Tensor | None:
-        """The value term from ``weights [B, H, T, S]`` at the offsets' positions, ``[B, H, T, Dh]`` or None."""
+        """The value term from ``weights [B, H, T, S]`` at the offsets' positions, ``[B, H, T, Dh]`` or None.
+
+        Raises:
+            TypeError: for non-tensor ``weights`` or non-integer offsets (and what :meth:`value_term_at` raises).
+        """
         if not self.adds_value:
             return None
         if not isinstance(weights, Tensor):
@@ -271,7 +293,13 @@ class PositionScheme(nn.Module):
         return self.bias_rel(q, rel=k_pos[None, :] - q_pos[:, None], k=k)  # rel [T, S]
 
     def value_term_at(self, weights: Tensor, *, q_pos: Tensor, k_pos: Tensor) -> Tensor | None:
-        """The value term from ``weights [B, H, T, S]`` at ``q_pos``, ``k_pos``: ``[B, H, T, Dh]`` or None."""
+        """The value term from ``weights [B, H, T, S]`` at ``q_pos``, ``k_pos``: ``[B, H, T, Dh]`` or None.
+
+        A :attr:`relative` scheme gets it from :meth:`value_term_rel` at ``k_pos - q_pos``.
+
+        Raises:
+            TypeError / ValueError: for non-tensor ``weights`` or positions that are not ``[T]`` / ``[S]``.
+        """
         if not self.relative:
             return None
         if not isinstance(weights, Tensor):
@@ -306,7 +334,7 @@ class PositionScheme(nn.Module):
     # -- FlexAttention -------------------------------------------------------------------------------
 
     def score_mod(self, q: Tensor, n_keys: int, *, q_offset: int = 0, k_offset: int = 0) -> ScoreMod | None:
-        """:meth:`bias` as a FlexAttention ``score_mod(score, b, h, q_idx, kv_idx)``, or None.
+        """:meth:`bias` of ``q [B, H, T, Dh]`` as a FlexAttention ``score_mod(score, b, h, q_idx, kv_idx)``, or None.
 
         A :attr:`by_distance` scheme gets a lookup in :func:`distance_table`; another
         scheme that declares :attr:`has_score_mod` overrides this.
