@@ -16,6 +16,11 @@ library's messages name its Python arguments (``d_model``); here they name the
 flags (``--d-model``). Not enough memory is bad input too (the sizes asked
 for); any other exception is a bug in attnlab and keeps its traceback. Set
 ``ATTNLAB_DEBUG=1`` to see the traceback of bad input as well.
+
+The command line starts at once: building the parser imports neither torch nor
+attnlab's models, labs, training, attention or encodings (the names it lists come
+from :mod:`attnlab.catalog`), so ``--help`` and ``--version`` answer in a few tens
+of milliseconds. A verb imports what it needs inside its ``run``.
 """
 
 from __future__ import annotations
@@ -25,8 +30,6 @@ import os
 import re
 import sys
 from collections.abc import Sequence
-
-import torch
 
 from attnlab import __version__
 from attnlab.cli import audit, compare, encode, plot, predict, train
@@ -78,10 +81,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _out_of_memory(err: BaseException) -> bool:
-    """torch's allocators report running out of memory as a RuntimeError (CUDA's as a subclass)."""
+    """torch's allocators report running out of memory as a RuntimeError (CUDA's as a subclass).
+
+    torch is looked up in ``sys.modules``, never imported: an error raised before any verb
+    imported torch cannot be torch's (and ``--help`` stays free of it).
+    """
     text = str(err)
-    return isinstance(err, torch.OutOfMemoryError) or "can't allocate memory" in text \
-        or "out of memory" in text.lower()
+    torch = sys.modules.get("torch")
+    out_of_memory = getattr(torch, "OutOfMemoryError", None) if torch is not None else None
+    return (isinstance(out_of_memory, type) and isinstance(err, out_of_memory)) \
+        or "can't allocate memory" in text or "out of memory" in text.lower()
 
 
 def _flags(parser: argparse.ArgumentParser, command: str) -> dict[str, str]:

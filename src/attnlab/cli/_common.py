@@ -1,17 +1,20 @@
-"""What every verb of the command line shares: the parser class, argument types, one-line errors."""
+"""What every verb of the command line shares: the parser class, argument types, one-line errors.
+
+Nothing here imports torch when the module loads: the parsers (and so ``--help``) are built
+without it; :func:`parse_device`, which checks a device, imports it when it runs.
+"""
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
-from attnlab._validate import FLOAT32_MAX
-
-__all__ = ["Parser", "UsageError", "add_device_option", "add_progress_option", "add_size_options", "decimals",
+__all__ = ["FLOAT32_MAX", "Parser", "UsageError", "add_device_option", "add_progress_option", "add_size_options", "decimals",
            "default_run_folder", "folder_arg", "int_list", "non_negative_int", "parse_device", "parse_int",
            "positive_float", "positive_int", "probability", "seed_int", "size_flags"]
 
@@ -29,6 +32,9 @@ class Parser(argparse.ArgumentParser):
 
 # --- argument types: each names the bad value in its message (argparse adds the flag) ----
 
+#: the largest finite float32 (``torch.finfo(torch.float32).max``), written out so that the
+#: argument types check it without importing torch (tests/test_cli_startup.py compares the two).
+FLOAT32_MAX = 3.4028234663852886e38
 #: integers a flag may take: what fits the 64-bit integers torch and numpy compute with
 INT_MAX = 2**63 - 1
 #: torch.manual_seed's range
@@ -177,7 +183,9 @@ def parse_device(text: str | None) -> torch.device:
             cuda:N or mps, CUDA or MPS that this machine (or this torch build) does not
             have, or a CUDA index beyond its GPUs.
     """
-    from attnlab.training import default_device  # imported when used: the parsers build without it
+    import torch  # imported when used: the parsers build without it
+
+    from attnlab.training import default_device
 
     if text is None:
         return default_device()

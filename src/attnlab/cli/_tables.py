@@ -1,22 +1,40 @@
-"""The options that choose a positional-encoding table, shared by ``encode``, ``audit`` and ``plot``."""
+"""The options that choose a positional-encoding table, shared by ``encode``, ``audit`` and ``plot``.
+
+The options are built from :mod:`attnlab.catalog`'s names; torch and the encodings are
+imported by the functions that build a table, when a verb runs.
+"""
 
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
-import numpy as np
-import torch
-
-from attnlab._limits import check_memory
+from attnlab.catalog import DTYPES, LAYOUTS, RATES
 from attnlab.cli._common import int_list, positive_float, positive_int, seed_int
-from attnlab.encodings import LAYOUTS, RATES, fixed_base, sinusoidal
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["DTYPES", "TABLE_ENCODINGS", "add_encoding_options", "add_table_options", "build_table",
-           "check_table_size", "lab_float32_table", "table_of"]
+           "check_table_size", "lab_float32_table", "table_dtype", "table_of"]
 
-DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16,
-          "float32": torch.float32, "float64": torch.float64}
+#: what ``--encoding`` builds in ``encode`` and ``audit``.
 TABLE_ENCODINGS = ("sinusoidal", "fixed-base", "learned", "lab-float32")
+
+
+def table_dtype(name: str) -> torch.dtype:
+    """The torch dtype ``--dtype NAME`` asks for (``"float64"``: ``torch.float64``).
+
+    Raises:
+        ValueError: for a name not in :data:`attnlab.catalog.DTYPES` (argparse's choices keep
+            those out of the command line; this guards a call from Python).
+    """
+    import torch
+
+    if name not in DTYPES:
+        raise ValueError(f"--dtype {name!r}: expected one of {', '.join(DTYPES)}")
+    dtype: torch.dtype = getattr(torch, name)
+    return dtype
 
 
 def add_table_options(p: argparse.ArgumentParser, *, d_model: int | None, max_len: int | None) -> None:
@@ -50,12 +68,18 @@ def check_table_size(max_len: int, d_model: int, dtype: torch.dtype, *, columns:
     Raises:
         ValueError: naming ``--max-len``, ``columns`` and their values, and the memory needed and available.
     """
+    from attnlab._limits import check_memory
+
     what = f"--max-len {max_len} x {columns} {d_model}: the {str(dtype).removeprefix('torch.')} table"
     check_memory(what, max_len * d_model * 8 * 4)
 
 
 def build_table(args: argparse.Namespace, dtype: torch.dtype) -> torch.Tensor:
     """The table the encode/audit options describe, ``[L, D]`` in ``dtype``."""
+    import torch
+
+    from attnlab.encodings import fixed_base, sinusoidal
+
     if args.encoding == "fixed-base":
         check_table_size(args.max_len, 2 * len(args.bases), dtype, columns="2 x --bases")
     else:
@@ -75,6 +99,9 @@ def build_table(args: argparse.Namespace, dtype: torch.dtype) -> torch.Tensor:
 
 def lab_float32_table(max_len: int, d_model: int, base: float) -> torch.Tensor:
     """The labs' own formula (float32 angles) ``[L, D]``, kept to show what float64 fixes."""
+    import numpy as np
+    import torch
+
     position = torch.arange(0, max_len).float().unsqueeze(1)  # [L, 1]
     speed = torch.exp(torch.arange(0, d_model, 2).float() * (-np.log(base) / d_model))  # [ceil(D/2)]
     table = torch.zeros(max_len, d_model)
@@ -85,5 +112,9 @@ def lab_float32_table(max_len: int, d_model: int, base: float) -> torch.Tensor:
 
 def table_of(a: argparse.Namespace) -> torch.Tensor:
     """The sinusoidal table of the plot options."""
+    import torch
+
+    from attnlab.encodings import sinusoidal
+
     check_table_size(a.max_len, a.d_model, torch.float32)
     return sinusoidal(a.max_len, a.d_model, base=a.base, layout=a.layout, rates=a.rates)

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from attnlab.catalog import DEFAULT_ENCODINGS, PRESETS, SCHEMES, TASKS
 from attnlab.cli._common import (
     UsageError,
     add_device_option,
@@ -21,12 +22,6 @@ from attnlab.cli._common import (
     positive_int,
     size_flags,
 )
-from attnlab.data.tasks import TASKS
-from attnlab.encodings.registry import DEFAULT_ENCODINGS, ENCODINGS
-from attnlab.labs.presets import PRESETS
-
-PRESET_NAMES = tuple(PRESETS)
-
 __all__ = ["add_parser", "run"]
 
 EXAMPLES = ("examples:\n  attnlab compare --quick\n"
@@ -46,7 +41,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = sub.add_parser("compare", help=what, description=what, epilog=EXAMPLES,
                                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", default=None, choices=None, metavar="NAME",
-                   help=f"start from a paper's setup, scaled to this machine: {', '.join(PRESET_NAMES)}; every "
+                   help=f"start from a paper's setup, scaled to this machine: {', '.join(PRESETS)}; every "
                         "other flag overrides it, and the report checks the paper's claims")
     p.add_argument("--task", default=None, help=f"one of {', '.join(TASKS)} (default reverse)")
     p.add_argument("--architecture", default=None,
@@ -54,7 +49,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                         "encoding sits in the only attention), encoder-only (the target written into empty "
                         "slots after the source, in one pass) or encoder-decoder")
     p.add_argument("--encodings", default=None,
-                   help=f"comma-separated, from {','.join(ENCODINGS)}, or 'all' (default: "
+                   help=f"comma-separated, from {','.join(SCHEMES)}, or 'all' (default: "
                         f"{','.join(DEFAULT_ENCODINGS)})")
     p.add_argument("--symbols", dest="n_symbols", type=_symbols, default=None,
                    help="alphabet size of the token tasks, at least 2 (2: binary strings; default 10)")
@@ -119,7 +114,7 @@ def _given(args: argparse.Namespace) -> dict[str, Any]:
     flags.update({field: getattr(args, field) for field in size_flags.values()})
     if args.encodings is not None:
         names = tuple(name.strip() for name in args.encodings.split(",") if name.strip())
-        flags["encodings"] = ENCODINGS if names == ("all",) else names
+        flags["encodings"] = tuple(SCHEMES) if names == ("all",) else names
     given: dict[str, Any] = {}
     if args.preset is not None:
         chosen = preset(args.preset)  # an unknown name: ValueError listing the known ones

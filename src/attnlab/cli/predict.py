@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import torch
+from attnlab.cli._common import FLOAT32_MAX, UsageError
 
-from attnlab._validate import FLOAT32_MAX
-from attnlab.cli._common import UsageError
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["add_parser", "parse_points", "run"]
 
@@ -42,6 +42,8 @@ def parse_points(text: str, counts: tuple[int, ...] = (2,)) -> torch.Tensor:
     Raises:
         UsageError: naming ``--points``, for anything but ``K`` finite points.
     """
+    import torch
+
     pairs = text.replace(";", " ").split()
     if len(pairs) not in counts:
         many = "two" if counts == (2,) else f"{counts[0]} to {counts[-1]}"
@@ -55,7 +57,7 @@ def parse_points(text: str, counts: tuple[int, ...] = (2,)) -> torch.Tensor:
             x, y = (float(v) for v in parts)
         except ValueError:
             raise UsageError(f"--points {text!r}: cannot read {pair!r} as 'x,y'") from None
-        if not all(np.isfinite([x, y])):
+        if not (math.isfinite(x) and math.isfinite(y)):
             raise UsageError(f"--points {text!r}: {pair!r} is not finite")
         if max(abs(x), abs(y)) > FLOAT32_MAX:  # the model computes in float32, where it would be inf
             raise UsageError(f"--points {text!r}: {pair!r} is not finite in float32, the model's dtype "
@@ -70,6 +72,8 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         UsageError: if the model's prediction for ``--points`` is not finite.
     """
+    import torch
+
     from attnlab.labs.squares import load_run, predict_corners
 
     config, model, _ = load_run(args.run)

@@ -12,6 +12,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from attnlab.catalog import SQUARES_MODELS
 from attnlab.cli._common import (
     UsageError,
     add_device_option,
@@ -26,7 +27,6 @@ from attnlab.cli._common import (
     seed_int,
     size_flags,
 )
-from attnlab.models.builders import SQUARES_MODELS, squares_sizes
 
 if TYPE_CHECKING:
     import torch
@@ -143,6 +143,8 @@ def _plan(args: argparse.Namespace, device: torch.device) -> tuple[SquaresConfig
 
 def _check_size_flags(args: argparse.Namespace, model: str) -> None:
     """A size flag the model has no such size for is named, with the ones it has."""
+    from attnlab.models.builders import squares_sizes
+
     has = squares_sizes(model)
     for flag, field in size_flags.items():
         if getattr(args, field) is not None and field not in has:

@@ -1,0 +1,52 @@
+"""attnlab's names, without torch: what the command line lists before it imports anything heavy.
+
+``attnlab --help``, ``attnlab --version`` and every verb's ``--help`` must answer at once,
+so the parsers cannot import the modules that define these names (they import torch,
+about a second and a half of CPU). This module holds the names the command line shows
+(choices and help texts) in plain Python, standard library only.
+
+Each list here equals the library's own (tests/test_cli_startup.py checks every one),
+so a name added there and forgotten here fails a test instead of drifting silently.
+"""
+
+from __future__ import annotations
+
+__all__ = ["DEFAULT_ENCODINGS", "DTYPES", "LAYOUTS", "PRESETS", "RATES", "SCHEMES", "SQUARES_MODELS", "TASKS"]
+
+#: the built-in position schemes: name -> "module:Class" (the registry loads the class on first use).
+SCHEMES: dict[str, str] = {
+    "sinusoidal": "attnlab.encodings.positional:PositionalEncoding",
+    "learned": "attnlab.encodings.learned:LearnedPositionalEncoding",
+    "relative": "attnlab.encodings.relative:ShawRelative",
+    "t5": "attnlab.encodings.t5:T5RelativeBias",
+    "rotary": "attnlab.encodings.rotary:Rotary",
+    "alibi": "attnlab.encodings.alibi:ALiBi",
+    "none": "attnlab.encodings.attention_position:NoPosition",
+    "fire": "attnlab.encodings.fire:FIRE",
+    "kerple": "attnlab.encodings.kerple:KERPLE",
+    "xpos": "attnlab.encodings.xpos:XPos",
+    "cope": "attnlab.encodings.cope:CoPE",
+    "random-sinusoidal": "attnlab.encodings.randomized_tables:RandomizedSinusoidal",
+    "random-learned": "attnlab.encodings.randomized_tables:RandomizedLearned",
+    "random-relative": "attnlab.encodings.randomized:RandomizedShawRelative",
+    "random-t5": "attnlab.encodings.randomized:RandomizedT5RelativeBias",
+    "random-rotary": "attnlab.encodings.randomized:RandomizedRotary",
+    "random-alibi": "attnlab.encodings.randomized:RandomizedALiBi",
+    "random-fire": "attnlab.encodings.randomized:RandomizedFIRE",
+}
+#: what `attnlab compare` compares unless told (explicit, never a slice of SCHEMES).
+DEFAULT_ENCODINGS: tuple[str, ...] = ("sinusoidal", "learned", "relative", "t5", "rotary", "alibi", "none")
+
+#: every task ``attnlab compare --task`` takes (:data:`attnlab.data.tasks.TASKS`).
+TASKS: tuple[str, ...] = ("copy", "reverse", "duplicate", "sort", "squares")
+#: the papers' setups ``attnlab compare --preset`` starts from (the keys of :data:`attnlab.labs.presets.PRESETS`).
+PRESETS: tuple[str, ...] = ("ruoss2023", "kazemnejad2023")
+#: the models ``attnlab train --model`` trains (:data:`attnlab.models.builders.SQUARES_MODELS`).
+SQUARES_MODELS: tuple[str, ...] = ("selfattn-pe", "gru", "gru-attn", "transformer")
+
+#: the sinusoidal tables' column layouts (:data:`attnlab.encodings.LAYOUTS`).
+LAYOUTS: tuple[str, ...] = ("interleaved", "concat", "t2t")
+#: the sinusoidal tables' angle rates (:data:`attnlab.encodings.RATES`).
+RATES: tuple[str, ...] = ("vaswani", "linspace")
+#: the dtypes ``encode`` and ``audit`` build a table in, by torch's names (``torch.float16`` ...).
+DTYPES: tuple[str, ...] = ("float16", "bfloat16", "float32", "float64")
