@@ -1,7 +1,7 @@
 """What every verb of the command line shares: the parser class, argument types, one-line errors.
 
-Nothing here imports torch when the module loads: the parsers (and so ``--help``) are built
-without it; :func:`parse_device`, which checks a device, imports it when it runs.
+Nothing here imports torch: the parsers (and so ``--help``) are built without it. What
+needs torch when a verb runs lives beside this module (``_device``, ``_tables``).
 """
 
 from __future__ import annotations
@@ -9,13 +9,10 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import NoReturn
 
-if TYPE_CHECKING:
-    import torch
-
-__all__ = ["FLOAT32_MAX", "Parser", "UsageError", "add_device_option", "add_progress_option", "add_size_options", "decimals",
-           "default_run_folder", "folder_arg", "int_list", "non_negative_int", "parse_device", "parse_int",
+__all__ = ["FLOAT32_MAX", "Parser", "UsageError", "add_device_option", "add_progress_option", "add_size_options",
+           "decimals", "default_run_folder", "folder_arg", "int_list", "non_negative_int", "parse_int",
            "positive_float", "positive_int", "probability", "seed_int", "size_flags"]
 
 
@@ -166,49 +163,13 @@ def add_progress_option(p: argparse.ArgumentParser) -> None:
 
 
 def add_device_option(p: argparse.ArgumentParser) -> None:
-    """``--device`` (default None: :func:`parse_device` then picks cuda, else mps, else cpu).
+    """``--device`` (default None: :func:`attnlab.cli._device.parse_device` then picks cuda, else mps, else cpu).
 
-    The value is a plain string, checked by :func:`parse_device` when the command runs, so
+    The value is a plain string, checked by :func:`attnlab.cli._device.parse_device` when the command runs, so
     that a device this machine lacks is named in one line before anything is written.
     """
     p.add_argument("--device", default=None, metavar="DEVICE",
                    help="cpu, cuda, cuda:N or mps (default: cuda if available, else mps, else cpu)")
-
-
-def parse_device(text: str | None) -> torch.device:
-    """The device ``--device TEXT`` asks for, checked against this machine; None: the default device.
-
-    Raises:
-        UsageError: one line naming ``--device``, for a name that is not cpu, cuda,
-            cuda:N or mps, CUDA or MPS that this machine (or this torch build) does not
-            have, or a CUDA index beyond its GPUs.
-    """
-    import torch  # imported when used: the parsers build without it
-
-    from attnlab.training import default_device
-
-    if text is None:
-        return default_device()
-    try:
-        device = torch.device(text)
-    except (RuntimeError, TypeError, ValueError):
-        raise UsageError(f"--device {text!r} is not a device; give cpu, cuda, cuda:N or mps") from None
-    if device.type == "cpu":
-        return torch.device("cpu")  # "cpu:0" is the one CPU device too
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            why = "this torch build has no CUDA" if torch.version.cuda is None else "no CUDA GPU was found"
-            raise UsageError(f"--device {text}: CUDA is not available on this machine ({why}); use --device cpu")
-        count = torch.cuda.device_count()
-        if device.index is not None and device.index >= count:
-            raise UsageError(f"--device {text}: this machine has {count} CUDA device(s), cuda:0 to cuda:{count - 1}")
-        return device
-    if device.type == "mps":
-        mps = getattr(torch.backends, "mps", None)
-        if mps is None or not mps.is_available():
-            raise UsageError(f"--device {text}: MPS (Apple GPUs) is not available on this machine; use --device cpu")
-        return device
-    raise UsageError(f"--device {text!r}: attnlab trains on cpu, cuda, cuda:N or mps, not {device.type}")
 
 
 def default_run_folder(name: str) -> Path:

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from attnlab.cli._common import positive_int
-from attnlab.cli._tables import add_encoding_options, build_table, table_dtype
+from attnlab.cli._table_options import add_encoding_options
 
 __all__ = ["add_parser", "run"]
 
@@ -34,6 +34,7 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from attnlab.analysis import audit
+    from attnlab.cli._tables import build_table, table_dtype
     from attnlab.encodings import fixed_base, sinusoidal
 
     table = build_table(args, table_dtype(args.dtype))

@@ -16,12 +16,12 @@ from attnlab.cli._common import (
     default_run_folder,
     folder_arg,
     int_list,
-    parse_device,
     parse_int,
     positive_float,
     positive_int,
     size_flags,
 )
+
 __all__ = ["add_parser", "run"]
 
 EXAMPLES = ("examples:\n  attnlab compare --quick\n"
@@ -139,6 +139,7 @@ def run(args: argparse.Namespace) -> int:
         UsageError, ValueError, TypeError, OSError: for bad input, reported by
             :func:`attnlab.cli.main` as one line and exit status 2.
     """
+    from attnlab.cli._device import parse_device
     from attnlab.labs.compare import check_compare_folder, resume_config, run_compare
     from attnlab.labs.lengths import CompareConfig
     from attnlab.labs.lengths_report import format_table

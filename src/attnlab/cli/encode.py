@@ -9,7 +9,7 @@ from typing import Any
 
 from attnlab._io import atomic_write, check_writable
 from attnlab.cli._common import UsageError, decimals
-from attnlab.cli._tables import add_encoding_options, build_table, table_dtype
+from attnlab.cli._table_options import add_encoding_options
 
 __all__ = ["add_parser", "run"]
 
@@ -39,6 +39,8 @@ def run(args: argparse.Namespace) -> int:
     """
     import numpy as np
     import torch
+
+    from attnlab.cli._tables import build_table, table_dtype
 
     out = check_writable(args.out) if args.out else None
     if out is not None and out.suffix not in (".npy", ".csv"):

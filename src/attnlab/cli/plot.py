@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from attnlab._io import atomic_write, check_writable
 from attnlab.cli._common import UsageError, int_list, non_negative_int, parse_int, positive_int
-from attnlab.cli._tables import add_table_options, table_of
+from attnlab.cli._table_options import add_table_options
 
 __all__ = ["FIGURE_NAMES", "RUN_FIGURES", "add_parser", "run"]
 
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 def _figures() -> dict[str, tuple[tuple[int | None, int | None, str | None], FigureBuilder, str]]:
     from attnlab import plotting as P
+    from attnlab.cli._tables import table_of
     from attnlab.encodings import angle_rates
     from attnlab.encodings.axial_rotary import axial_rotary_angles
     from attnlab.encodings.sinusoidal_nd import sinusoidal_2d

@@ -20,7 +20,6 @@ from attnlab.cli._common import (
     add_size_options,
     default_run_folder,
     folder_arg,
-    parse_device,
     positive_float,
     positive_int,
     probability,
@@ -90,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
         UsageError, ValueError, TypeError, OSError: for bad input, reported by
             :func:`attnlab.cli.main` as one line and exit status 2.
     """
+    from attnlab.cli._device import parse_device
     from attnlab.labs.squares import SquaresConfig, train_run
     from attnlab.training.distributed import DistributedContext
 
