@@ -6,7 +6,8 @@ import pytest
 import torch
 from cli_helpers import cli
 
-from attnlab.cli._common import UsageError, parse_device
+from attnlab.cli._common import UsageError
+from attnlab.cli._device import parse_device
 from attnlab.labs.squares import SquaresConfig
 from attnlab.training import default_device
 

@@ -1,17 +1,25 @@
-"""The names attnlab offers, without importing torch.
+"""attnlab's names, without torch: what the command line lists and what the registry loads.
 
-The command line lists these in its ``--help`` and must start at once, before (and
-without) importing torch; the library reads the same tables, so a name is written once.
+``attnlab --help``, ``attnlab --version`` and every verb's ``--help`` must answer at once,
+so the parsers cannot import the modules that define these names (they import torch,
+about a second and a half of CPU). This module holds them in plain Python, standard
+library only.
 
 * :data:`SCHEMES`: the built-in position encodings, name -> ``"module:Class"``. The
   registry (:mod:`attnlab.encodings.registry`) imports a class the first time its name
-  is used. Adding a built-in scheme is its own module plus one row here.
+  is used, so this table is the registry's own: adding a built-in scheme is its module
+  plus one row here.
 * :data:`RANDOMIZED`: the randomized schemes attnlab lists (Ruoss et al. 2023). Any
   ``"random-NAME"`` works where NAME is a scheme that takes positions, a user's included.
 * :data:`DEFAULT_ENCODINGS`: what ``attnlab compare`` compares unless told.
+* the other lists equal the library's own (tests/test_cli_startup.py checks every one),
+  so a name added there and forgotten here fails a test instead of drifting silently.
 """
 
 from __future__ import annotations
+
+__all__ = ["BACKENDS", "DEFAULT_ENCODINGS", "DTYPES", "ENTRY_POINT_GROUP", "LAYOUTS", "PRESETS", "RANDOMIZED", "RATES",
+           "SCHEMES", "SQUARES_MODELS", "TASKS"]
 
 #: the built-in position encodings: name -> "module:Class" (the registry loads the class on first use).
 SCHEMES: dict[str, str] = {
@@ -41,3 +49,17 @@ BACKENDS: tuple[str, ...] = ("auto", "dense", "flex", "chunked")
 
 #: the entry-point group through which an installed package adds its schemes.
 ENTRY_POINT_GROUP = "attnlab.schemes"
+
+#: every task ``attnlab compare --task`` takes (:data:`attnlab.data.tasks.TASKS`).
+TASKS: tuple[str, ...] = ("copy", "reverse", "duplicate", "sort", "squares")
+#: the papers' setups ``attnlab compare --preset`` starts from (the keys of :data:`attnlab.labs.presets.PRESETS`).
+PRESETS: tuple[str, ...] = ("ruoss2023", "kazemnejad2023")
+#: the models ``attnlab train --model`` trains (:data:`attnlab.models.builders.SQUARES_MODELS`).
+SQUARES_MODELS: tuple[str, ...] = ("selfattn-pe", "gru", "gru-attn", "transformer")
+
+#: the sinusoidal tables' column layouts (:data:`attnlab.encodings.LAYOUTS`).
+LAYOUTS: tuple[str, ...] = ("interleaved", "concat", "t2t")
+#: the sinusoidal tables' angle rates (:data:`attnlab.encodings.RATES`).
+RATES: tuple[str, ...] = ("vaswani", "linspace")
+#: the dtypes ``encode`` and ``audit`` build a table in, by torch's names (``torch.float16`` ...).
+DTYPES: tuple[str, ...] = ("float16", "bfloat16", "float32", "float64")

@@ -16,6 +16,11 @@ library's messages name its Python arguments (``d_model``); here they name the
 flags (``--d-model``). Not enough memory is bad input too (the sizes asked
 for); any other exception is a bug in attnlab and keeps its traceback. Set
 ``ATTNLAB_DEBUG=1`` to see the traceback of bad input as well.
+
+The command line starts at once: building the parser imports neither torch nor
+attnlab's models, labs, training, attention or encodings (the names it lists come
+from :mod:`attnlab.catalog`), so ``--help`` and ``--version`` answer in a few tens
+of milliseconds. A verb imports what it needs inside its ``run``.
 """
 
 from __future__ import annotations
@@ -26,9 +31,7 @@ import re
 import sys
 from collections.abc import Sequence
 
-import torch
-
-from attnlab import __version__
+import attnlab
 from attnlab.cli import audit, compare, encode, plot, predict, train
 from attnlab.cli._common import Parser, UsageError
 from attnlab.cli.plot import FIGURE_NAMES, RUN_FIGURES
@@ -42,12 +45,24 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``attnlab`` argument parser (exposed for the tests and for docs)."""
     parser = Parser(prog="attnlab", description="Attention and positional encoding, exact and explained.",
                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--version", action="version", version=f"attnlab {__version__}")
+    parser.add_argument("--version", action=_Version, help="show program's version number and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
     for verb in _VERBS:
         verb.add_parser(sub)
     return parser
+
+
+class _Version(argparse.Action):
+    """``--version``: argparse's version action, reading the version only when asked (it costs 30 ms)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest=dest, default=argparse.SUPPRESS, nargs=0, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        print(f"attnlab {attnlab.__version__}")  # on stdout, as argparse's own version action
+        parser.exit()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -78,10 +93,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _out_of_memory(err: BaseException) -> bool:
-    """torch's allocators report running out of memory as a RuntimeError (CUDA's as a subclass)."""
+    """torch's allocators report running out of memory as a RuntimeError (CUDA's as a subclass).
+
+    torch is looked up in ``sys.modules``, never imported: an error raised before any verb
+    imported torch cannot be torch's (and ``--help`` stays free of it).
+    """
     text = str(err)
-    return isinstance(err, torch.OutOfMemoryError) or "can't allocate memory" in text \
-        or "out of memory" in text.lower()
+    torch = sys.modules.get("torch")
+    out_of_memory = getattr(torch, "OutOfMemoryError", None) if torch is not None else None
+    return (isinstance(out_of_memory, type) and isinstance(err, out_of_memory)) \
+        or "can't allocate memory" in text or "out of memory" in text.lower()
 
 
 def _flags(parser: argparse.ArgumentParser, command: str) -> dict[str, str]:

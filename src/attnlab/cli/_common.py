@@ -1,4 +1,8 @@
-"""What every verb of the command line shares: the parser class, argument types, one-line errors."""
+"""What every verb of the command line shares: the parser class, argument types, one-line errors.
+
+Nothing here imports torch: the parsers (and so ``--help``) are built without it. What
+needs torch when a verb runs lives beside this module (``_device``, ``_tables``).
+"""
 
 from __future__ import annotations
 
@@ -7,12 +11,8 @@ import datetime as dt
 from pathlib import Path
 from typing import NoReturn
 
-import torch
-
-from attnlab._validate import FLOAT32_MAX
-
-__all__ = ["Parser", "UsageError", "add_device_option", "add_progress_option", "add_size_options", "decimals",
-           "default_run_folder", "folder_arg", "int_list", "non_negative_int", "parse_device", "parse_int",
+__all__ = ["FLOAT32_MAX", "Parser", "UsageError", "add_device_option", "add_progress_option", "add_size_options",
+           "decimals", "default_run_folder", "folder_arg", "int_list", "non_negative_int", "parse_int",
            "positive_float", "positive_int", "probability", "seed_int", "size_flags"]
 
 
@@ -29,6 +29,9 @@ class Parser(argparse.ArgumentParser):
 
 # --- argument types: each names the bad value in its message (argparse adds the flag) ----
 
+#: the largest finite float32 (``torch.finfo(torch.float32).max``), written out so that the
+#: argument types check it without importing torch (tests/test_cli_startup.py compares the two).
+FLOAT32_MAX = 3.4028234663852886e38
 #: integers a flag may take: what fits the 64-bit integers torch and numpy compute with
 INT_MAX = 2**63 - 1
 #: torch.manual_seed's range
@@ -160,47 +163,13 @@ def add_progress_option(p: argparse.ArgumentParser) -> None:
 
 
 def add_device_option(p: argparse.ArgumentParser) -> None:
-    """``--device`` (default None: :func:`parse_device` then picks cuda, else mps, else cpu).
+    """``--device`` (default None: :func:`attnlab.cli._device.parse_device` then picks cuda, else mps, else cpu).
 
-    The value is a plain string, checked by :func:`parse_device` when the command runs, so
+    The value is a plain string, checked by :func:`attnlab.cli._device.parse_device` when the command runs, so
     that a device this machine lacks is named in one line before anything is written.
     """
     p.add_argument("--device", default=None, metavar="DEVICE",
                    help="cpu, cuda, cuda:N or mps (default: cuda if available, else mps, else cpu)")
-
-
-def parse_device(text: str | None) -> torch.device:
-    """The device ``--device TEXT`` asks for, checked against this machine; None: the default device.
-
-    Raises:
-        UsageError: one line naming ``--device``, for a name that is not cpu, cuda,
-            cuda:N or mps, CUDA or MPS that this machine (or this torch build) does not
-            have, or a CUDA index beyond its GPUs.
-    """
-    from attnlab.training import default_device  # imported when used: the parsers build without it
-
-    if text is None:
-        return default_device()
-    try:
-        device = torch.device(text)
-    except (RuntimeError, TypeError, ValueError):
-        raise UsageError(f"--device {text!r} is not a device; give cpu, cuda, cuda:N or mps") from None
-    if device.type == "cpu":
-        return torch.device("cpu")  # "cpu:0" is the one CPU device too
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            why = "this torch build has no CUDA" if torch.version.cuda is None else "no CUDA GPU was found"
-            raise UsageError(f"--device {text}: CUDA is not available on this machine ({why}); use --device cpu")
-        count = torch.cuda.device_count()
-        if device.index is not None and device.index >= count:
-            raise UsageError(f"--device {text}: this machine has {count} CUDA device(s), cuda:0 to cuda:{count - 1}")
-        return device
-    if device.type == "mps":
-        mps = getattr(torch.backends, "mps", None)
-        if mps is None or not mps.is_available():
-            raise UsageError(f"--device {text}: MPS (Apple GPUs) is not available on this machine; use --device cpu")
-        return device
-    raise UsageError(f"--device {text!r}: attnlab trains on cpu, cuda, cuda:N or mps, not {device.type}")
 
 
 def default_run_folder(name: str) -> Path:

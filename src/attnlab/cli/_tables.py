@@ -1,4 +1,7 @@
-"""The options that choose a positional-encoding table, shared by ``encode``, ``audit`` and ``plot``."""
+"""The positional-encoding table that the options of :mod:`attnlab.cli._table_options` describe.
+
+Imported by a verb when it runs (it imports torch and the encodings), never by the parsers.
+"""
 
 from __future__ import annotations
 
@@ -8,40 +11,23 @@ import numpy as np
 import torch
 
 from attnlab._limits import check_memory
-from attnlab.cli._common import int_list, positive_float, positive_int, seed_int
-from attnlab.encodings import LAYOUTS, RATES, fixed_base, sinusoidal
+from attnlab.catalog import DTYPES
+from attnlab.encodings import fixed_base, sinusoidal
 
-__all__ = ["DTYPES", "TABLE_ENCODINGS", "add_encoding_options", "add_table_options", "build_table",
-           "check_table_size", "lab_float32_table", "table_of"]
-
-DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16,
-          "float32": torch.float32, "float64": torch.float64}
-TABLE_ENCODINGS = ("sinusoidal", "fixed-base", "learned", "lab-float32")
+__all__ = ["build_table", "check_table_size", "lab_float32_table", "table_dtype", "table_of"]
 
 
-def add_table_options(p: argparse.ArgumentParser, *, d_model: int | None, max_len: int | None) -> None:
-    """The options that choose a sinusoidal table."""
-    p.add_argument("--d-model", type=positive_int, default=d_model, metavar="D",
-                   help=f"model dimension (default: {d_model if d_model else 'per figure'})")
-    p.add_argument("--max-len", type=positive_int, default=max_len, metavar="L",
-                   help=f"number of positions (default: {max_len if max_len else 'per figure'})")
-    p.add_argument("--layout", choices=LAYOUTS, default="interleaved",
-                   help="column layout: interleaved (the paper, the labs), concat ([sin | cos]), "
-                        "t2t (tensor2tensor/fairseq/Whisper)")
-    p.add_argument("--rates", choices=RATES, default=None,
-                   help="angle rates: vaswani (base^(-2i/D)) or linspace (the TensorFlow notebook, t2t)")
-    p.add_argument("--base", type=positive_float, default=10000.0, help="wavelength scale (default 10000)")
+def table_dtype(name: str) -> torch.dtype:
+    """The torch dtype ``--dtype NAME`` asks for (``"float64"``: ``torch.float64``).
 
-
-def add_encoding_options(p: argparse.ArgumentParser) -> None:
-    """Which encoding to build, and in what dtype (encode and audit)."""
-    add_table_options(p, d_model=8, max_len=10)
-    p.add_argument("--encoding", choices=TABLE_ENCODINGS, default="sinusoidal",
-                   help="sinusoidal (with --layout/--rates), fixed-base (with --bases), learned "
-                        "(an untrained N(0, 0.02) table), lab-float32 (the labs' float32 formula)")
-    p.add_argument("--bases", type=int_list, default=(4, 5, 7), help="fixed-base bases (default 4,5,7)")
-    p.add_argument("--seed", type=seed_int, default=0, help="random seed of the learned table")
-    p.add_argument("--dtype", choices=DTYPES, default="float32")
+    Raises:
+        ValueError: for a name not in :data:`attnlab.catalog.DTYPES` (argparse's choices keep
+            those out of the command line; this guards a call from Python).
+    """
+    if name not in DTYPES:
+        raise ValueError(f"--dtype {name!r}: expected one of {', '.join(DTYPES)}")
+    dtype: torch.dtype = getattr(torch, name)
+    return dtype
 
 
 def check_table_size(max_len: int, d_model: int, dtype: torch.dtype, *, columns: str = "--d-model") -> None:

@@ -6,11 +6,8 @@ import argparse
 import json
 from typing import Any
 
-import torch
-
 from attnlab.cli._common import positive_int
-from attnlab.cli._tables import DTYPES, add_encoding_options, build_table
-from attnlab.encodings import fixed_base, sinusoidal
+from attnlab.cli._table_options import add_encoding_options
 
 __all__ = ["add_parser", "run"]
 
@@ -34,9 +31,13 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Print the audit of the table the options describe; returns the exit status."""
-    from attnlab.analysis import audit
+    import torch
 
-    table = build_table(args, DTYPES[args.dtype])
+    from attnlab.analysis import audit
+    from attnlab.cli._tables import build_table, table_dtype
+    from attnlab.encodings import fixed_base, sinusoidal
+
+    table = build_table(args, table_dtype(args.dtype))
     reference = None
     if args.encoding in ("sinusoidal", "lab-float32"):
         # Precision is measured against the paper's formula evaluated in float64.

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from attnlab.catalog import DEFAULT_ENCODINGS, PRESETS, RANDOMIZED, SCHEMES, TASKS
 from attnlab.cli._common import (
     UsageError,
     add_device_option,
@@ -15,17 +16,11 @@ from attnlab.cli._common import (
     default_run_folder,
     folder_arg,
     int_list,
-    parse_device,
     parse_int,
     positive_float,
     positive_int,
     size_flags,
 )
-from attnlab.data.tasks import TASKS
-from attnlab.encodings.registry import DEFAULT_ENCODINGS, ENCODINGS
-from attnlab.labs.presets import PRESETS
-
-PRESET_NAMES = tuple(PRESETS)
 
 __all__ = ["add_parser", "run"]
 
@@ -46,7 +41,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = sub.add_parser("compare", help=what, description=what, epilog=EXAMPLES,
                                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--preset", default=None, choices=None, metavar="NAME",
-                   help=f"start from a paper's setup, scaled to this machine: {', '.join(PRESET_NAMES)}; every "
+                   help=f"start from a paper's setup, scaled to this machine: {', '.join(PRESETS)}; every "
                         "other flag overrides it, and the report checks the paper's claims")
     p.add_argument("--task", default=None, help=f"one of {', '.join(TASKS)} (default reverse)")
     p.add_argument("--architecture", default=None,
@@ -54,8 +49,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                         "encoding sits in the only attention), encoder-only (the target written into empty "
                         "slots after the source, in one pass) or encoder-decoder")
     p.add_argument("--encodings", default=None,
-                   help=f"comma-separated, from {','.join(ENCODINGS)}, or 'all' (default: "
-                        f"{','.join(DEFAULT_ENCODINGS)})")
+                   help=f"comma-separated: names from {','.join((*SCHEMES, *RANDOMIZED))}, a scheme a package "
+                        "registers, 'module:Class' (e.g. mypkg.schemes:Sandwich, imported from the environment), "
+                        f"'random-' before any of them, or 'all' (default: {','.join(DEFAULT_ENCODINGS)})")
     p.add_argument("--symbols", dest="n_symbols", type=_symbols, default=None,
                    help="alphabet size of the token tasks, at least 2 (2: binary strings; default 10)")
     p.add_argument("--l-max", dest="l_max", type=positive_int, default=None,
@@ -119,7 +115,7 @@ def _given(args: argparse.Namespace) -> dict[str, Any]:
     flags.update({field: getattr(args, field) for field in size_flags.values()})
     if args.encodings is not None:
         names = tuple(name.strip() for name in args.encodings.split(",") if name.strip())
-        flags["encodings"] = ENCODINGS if names == ("all",) else names
+        flags["encodings"] = (*SCHEMES, *RANDOMIZED) if names == ("all",) else names
     given: dict[str, Any] = {}
     if args.preset is not None:
         chosen = preset(args.preset)  # an unknown name: ValueError listing the known ones
@@ -144,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
         UsageError, ValueError, TypeError, OSError: for bad input, reported by
             :func:`attnlab.cli.main` as one line and exit status 2.
     """
+    from attnlab.cli._device import parse_device
     from attnlab.labs.compare import check_compare_folder, resume_config, run_compare
     from attnlab.labs.lengths import CompareConfig
     from attnlab.labs.lengths_report import format_table

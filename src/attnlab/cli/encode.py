@@ -7,12 +7,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import torch
-
 from attnlab._io import atomic_write, check_writable
 from attnlab.cli._common import UsageError, decimals
-from attnlab.cli._tables import DTYPES, add_encoding_options, build_table
+from attnlab.cli._table_options import add_encoding_options
 
 __all__ = ["add_parser", "run"]
 
@@ -40,10 +37,15 @@ def run(args: argparse.Namespace) -> int:
         UsageError, ValueError, TypeError, OSError: for bad input, reported by
             :func:`attnlab.cli.main` as one line and exit status 2.
     """
+    import numpy as np
+    import torch
+
+    from attnlab.cli._tables import build_table, table_dtype
+
     out = check_writable(args.out) if args.out else None
     if out is not None and out.suffix not in (".npy", ".csv"):
         raise UsageError(f"--out {str(args.out)!r}: expected a .npy or .csv file name")
-    table = build_table(args, DTYPES[args.dtype])
+    table = build_table(args, table_dtype(args.dtype))
     if out is not None:
         array = table.double().numpy() if table.dtype in (torch.bfloat16, torch.float16) else table.numpy()
         if out.suffix == ".npy":
@@ -72,7 +74,11 @@ class _PrintOptions:
         self.precision = precision
 
     def __enter__(self) -> None:
+        import torch
+
         torch.set_printoptions(precision=self.precision, sci_mode=False)
 
     def __exit__(self, *exc: object) -> None:
+        import torch
+
         torch.set_printoptions(profile="default")

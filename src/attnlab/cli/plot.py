@@ -1,4 +1,8 @@
-"""``attnlab plot NAME --out FILE``: draw one figure, of an encoding or of a trained run."""
+"""``attnlab plot NAME --out FILE``: draw one figure, of an encoding or of a trained run.
+
+The figure names are listed here, without importing anything heavy; matplotlib, torch and
+the functions that draw a figure are imported by :func:`run`.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +10,11 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from attnlab._io import atomic_write, check_writable
-from attnlab._limits import check_memory
 from attnlab.cli._common import UsageError, int_list, non_negative_int, parse_int, positive_int
-from attnlab.cli._tables import add_table_options, table_of
+from attnlab.cli._table_options import add_table_options
 
 __all__ = ["FIGURE_NAMES", "RUN_FIGURES", "add_parser", "run"]
 
@@ -21,9 +22,13 @@ __all__ = ["FIGURE_NAMES", "RUN_FIGURES", "add_parser", "run"]
 # a function of the parsed arguments that returns a Figure, and its help line.
 FigureBuilder = Callable[[argparse.Namespace], Any]
 
+if TYPE_CHECKING:
+    import torch
+
 
 def _figures() -> dict[str, tuple[tuple[int | None, int | None, str | None], FigureBuilder, str]]:
     from attnlab import plotting as P
+    from attnlab.cli._tables import table_of
     from attnlab.encodings import angle_rates
     from attnlab.encodings.axial_rotary import axial_rotary_angles
     from attnlab.encodings.sinusoidal_nd import sinusoidal_2d
@@ -105,6 +110,8 @@ def _check_size(name: str, args: argparse.Namespace) -> None:
         if args.max_len > MAX_GRID_SIDE:
             raise UsageError(f"--max-len {args.max_len}: {name} draws a --max-len x --max-len grid; at most "
                              f"{MAX_GRID_SIDE} a side")
+        from attnlab._limits import check_memory
+
         # The float32 table or angles and their float64 copy for drawing.
         check_memory(f"--max-len {args.max_len} squared x --d-model {args.d_model}: the grid table",
                      args.max_len**2 * args.d_model * 12)

@@ -7,14 +7,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import torch
-
-from attnlab._validate import FLOAT32_MAX
-from attnlab.cli._common import UsageError
+from attnlab.cli._common import FLOAT32_MAX, UsageError
 
 __all__ = ["add_parser", "parse_points", "run"]
 
@@ -36,8 +33,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     return p
 
 
-def parse_points(text: str, counts: tuple[int, ...] = (2,)) -> torch.Tensor:
-    """``'x0,y0 x1,y1 ...'`` -> tensor ``[1, K, 2]``, ``K`` one of ``counts``.
+def parse_points(text: str, counts: tuple[int, ...] = (2,)) -> list[list[float]]:
+    """``'x0,y0 x1,y1 ...'`` -> ``K`` points ``[[x0, y0], [x1, y1], ...]``, ``K`` one of ``counts``.
 
     Raises:
         UsageError: naming ``--points``, for anything but ``K`` finite points.
@@ -46,7 +43,7 @@ def parse_points(text: str, counts: tuple[int, ...] = (2,)) -> torch.Tensor:
     if len(pairs) not in counts:
         many = "two" if counts == (2,) else f"{counts[0]} to {counts[-1]}"
         raise UsageError(f"--points {text!r}: expected {many} points 'x0,y0 x1,y1{' ...' if counts != (2,) else ''}'")
-    values = []
+    values: list[list[float]] = []
     for pair in pairs:
         parts = pair.split(",")
         try:
@@ -55,13 +52,13 @@ def parse_points(text: str, counts: tuple[int, ...] = (2,)) -> torch.Tensor:
             x, y = (float(v) for v in parts)
         except ValueError:
             raise UsageError(f"--points {text!r}: cannot read {pair!r} as 'x,y'") from None
-        if not all(np.isfinite([x, y])):
+        if not (math.isfinite(x) and math.isfinite(y)):
             raise UsageError(f"--points {text!r}: {pair!r} is not finite")
         if max(abs(x), abs(y)) > FLOAT32_MAX:  # the model computes in float32, where it would be inf
             raise UsageError(f"--points {text!r}: {pair!r} is not finite in float32, the model's dtype "
                              "(|x| <= 3.4e38)")
         values.append([x, y])
-    return torch.tensor([values], dtype=torch.float32)  # [1, K, 2]
+    return values
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,10 +67,13 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         UsageError: if the model's prediction for ``--points`` is not finite.
     """
+    import torch
+
     from attnlab.labs.squares import load_run, predict_corners
 
     config, model, _ = load_run(args.run)
-    points = parse_points(args.points, (2, 3, 4) if config.variable_len else (2,))  # [1, K, 2]
+    parsed = parse_points(args.points, (2, 3, 4) if config.variable_len else (2,))
+    points = torch.tensor([parsed], dtype=torch.float32)  # [1, K, 2]
     given = points.shape[1]
     if config.variable_len:  # padded to the model's 4 steps, the padding masked
         padded = torch.cat([points, points.new_zeros(1, 4 - given, 2)], dim=1)  # [1, 4, 2]

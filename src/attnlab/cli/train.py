@@ -12,6 +12,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from attnlab.catalog import SQUARES_MODELS
 from attnlab.cli._common import (
     UsageError,
     add_device_option,
@@ -19,14 +20,12 @@ from attnlab.cli._common import (
     add_size_options,
     default_run_folder,
     folder_arg,
-    parse_device,
     positive_float,
     positive_int,
     probability,
     seed_int,
     size_flags,
 )
-from attnlab.models.builders import SQUARES_MODELS, squares_sizes
 
 if TYPE_CHECKING:
     import torch
@@ -90,6 +89,7 @@ def run(args: argparse.Namespace) -> int:
         UsageError, ValueError, TypeError, OSError: for bad input, reported by
             :func:`attnlab.cli.main` as one line and exit status 2.
     """
+    from attnlab.cli._device import parse_device
     from attnlab.labs.squares import SquaresConfig, train_run
     from attnlab.training.distributed import DistributedContext
 
@@ -143,6 +143,8 @@ def _plan(args: argparse.Namespace, device: torch.device) -> tuple[SquaresConfig
 
 def _check_size_flags(args: argparse.Namespace, model: str) -> None:
     """A size flag the model has no such size for is named, with the ones it has."""
+    from attnlab.models.builders import squares_sizes
+
     has = squares_sizes(model)
     for flag, field in size_flags.items():
         if getattr(args, field) is not None and field not in has:
