@@ -1,4 +1,4 @@
-"""Batches and modes: moving ``(x, y)`` batches to a device, counting their samples, keeping train/eval modes.
+"""Batches: moving ``(x, y)`` batches to a device and counting their samples.
 
 The trainer knows nothing about the task. A batch is a pair ``(x, y)``: ``x`` is
 what the model takes (``model(x)``) and ``y`` what the loss compares its output
@@ -9,14 +9,11 @@ of tensors; everything is moved to the device as it is, with no dtype change
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import torch
-from torch import nn
 
-__all__ = ["batch_size", "count_samples", "preserved_modes", "to_device", "unpack_batch"]
+__all__ = ["batch_size", "count_samples", "to_device", "unpack_batch"]
 
 
 def to_device(obj: Any, device: torch.device) -> Any:
@@ -86,18 +83,3 @@ def count_samples(batch: Any) -> int:
     if tensor is None or tensor.dim() == 0:
         raise TypeError("cannot tell the batch size: the batch holds no tensor with a batch dimension")
     return int(tensor.shape[0])
-
-
-@contextmanager
-def preserved_modes(model: nn.Module) -> Iterator[None]:
-    """Restore the train/eval flag of every submodule on exit.
-
-    ``model.train(flag)`` alone would overwrite submodules a caller froze on
-    purpose (a BatchNorm kept in eval mode), so each module's own flag is kept.
-    """
-    modes = [(module, module.training) for module in model.modules()]
-    try:
-        yield
-    finally:
-        for module, training in modes:
-            module.training = training

@@ -43,9 +43,10 @@ import torch
 from torch import Tensor, nn
 from torch.optim import Optimizer
 
+from attnlab._eval_mode import preserved_modes
 from attnlab._validate import check_choice, check_finite_float, check_int
 from attnlab.training import schedulers as sched
-from attnlab.training.batches import count_samples, preserved_modes, to_device, unpack_batch
+from attnlab.training.batches import count_samples, to_device, unpack_batch
 from attnlab.training.clipping import GradientClipping
 from attnlab.training.distributed import DistributedContext, set_sampler_epoch, unwrap
 
