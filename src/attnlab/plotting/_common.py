@@ -182,7 +182,7 @@ def annotate_cells(ax: Axes, mesh: QuadMesh, values: np.ndarray, fmt: str, **tex
                 color=color, **text_kw)
 
 
-def write_weights(ax: Axes, mesh: QuadMesh, values: np.ndarray, fontsize: float) -> None:
+def write_weights(ax: Axes, mesh: Any, values: np.ndarray, fontsize: float) -> None:
     """Write each weight (2 decimals) on its cell, black or white by that cell's colour.
 
     The colour is chosen from the value as written, so cells that read the same
