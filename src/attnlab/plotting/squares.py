@@ -41,7 +41,11 @@ _LABEL_GAP = 19.0  # points from a predicted corner to its number
 
 
 def float64_array(value: Any, name: str) -> np.ndarray:
-    """A tensor or array of numbers as float64 numpy (any shape); TypeError naming ``name`` otherwise."""
+    """A tensor or array of numbers as float64 numpy, any shape.
+
+    Raises:
+        TypeError: naming ``name``, if ``value`` does not hold numbers.
+    """
     if isinstance(value, torch.Tensor):
         value = value.detach().cpu().double().numpy()
     try:
@@ -51,7 +55,12 @@ def float64_array(value: Any, name: str) -> np.ndarray:
 
 
 def square_array(X: Any) -> np.ndarray:
-    """``X`` as float64 ``[N, 4, 2]`` (N >= 1); ValueError/TypeError naming ``X`` otherwise."""
+    """``X`` as float64 ``[N, 4, 2]``, the full squares.
+
+    Raises:
+        TypeError: if ``X`` does not hold numbers.
+        ValueError: naming ``X``, if it is not ``[N, 4, 2]`` with ``N >= 1``.
+    """
     squares = float64_array(X, "X")
     if squares.ndim != 3 or squares.shape[0] == 0 or squares.shape[1:] != (_CORNERS, 2):
         raise ValueError(f"X must be the full squares [N, 4, 2] (N >= 1), got shape {list(squares.shape)}")
@@ -59,7 +68,12 @@ def square_array(X: Any) -> np.ndarray:
 
 
 def direction_array(directions: Any, n: int) -> np.ndarray | None:
-    """``directions`` as int64 ``[n]`` of 0 and 1 (None stays None); ValueError naming it otherwise."""
+    """``directions`` as int64 ``[n]``, 1 = clockwise, 0 = counter-clockwise; None stays None.
+
+    Raises:
+        TypeError: if ``directions`` does not hold numbers.
+        ValueError: naming ``directions``, if it is not ``n`` zeros and ones.
+    """
     if directions is None:
         return None
     values = float64_array(directions, "directions")
@@ -73,7 +87,12 @@ def direction_array(directions: Any, n: int) -> np.ndarray | None:
 
 
 def prediction_array(predictions: Any, n: int, name: str) -> np.ndarray:
-    """``predictions`` as float64 ``[n, 2, 2]``: corners 3 and 4 of ``n`` squares; ValueError naming ``name``."""
+    """``predictions`` as float64 ``[n, 2, 2]``: the predicted corners 3 and 4 of ``n`` squares.
+
+    Raises:
+        TypeError: naming ``name``, if ``predictions`` does not hold numbers.
+        ValueError: naming ``name``, if it is not ``[n, 2, 2]``.
+    """
     preds = float64_array(predictions, name)
     if preds.ndim != 3 or preds.shape[0] != n or preds.shape[1:] != (2, 2):
         raise ValueError(f"{name} must be the predictions [N, 2, 2] with N = {n} "
