@@ -285,7 +285,7 @@ def _figure_data(fig: Any) -> list[Any]:
 @pytest.mark.bad_input(THREADS)
 def test_plot_attention_and_sequence_pred_from_two_threads_draw_the_sequential_figures():
     # The GRU with attention: plot_attention read the model's alphas after the run, the last caller's.
-    from attnlab.plotting import plot_attention, sequence_pred
+    from attnlab.compat.chapter9 import plot_attention, sequence_pred
 
     model = MODELS["gru-attn"]
     layer = "decoder.attn"

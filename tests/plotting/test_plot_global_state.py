@@ -12,7 +12,6 @@ import torch
 from matplotlib.figure import Figure
 
 import attnlab.plotting
-from attnlab.attention import MultiHeadAttention
 from attnlab.encodings import angle_rates, axial_rotary_angles, sinusoidal, sinusoidal_2d
 from attnlab.plotting import (
     alignment_matrix,
@@ -21,7 +20,7 @@ from attnlab.plotting import (
     exponential_dials,
     plot_angle_map,
     plot_angle_rates,
-    plot_attention,
+    plot_attention_weights,
     plot_axial_rotary,
     plot_binary,
     plot_columns,
@@ -32,11 +31,11 @@ from attnlab.plotting import (
     plot_losses,
     plot_mesh,
     plot_nearby,
+    plot_sequence_pred,
     plot_shifted,
     plot_similarity,
     prefix_pred,
     query_and_keys,
-    sequence_pred,
 )
 
 TABLE = sinusoidal(12, 10)
@@ -65,22 +64,12 @@ CALLS = {
     "alignment_matrix": lambda: alignment_matrix(),
     "figure9": lambda: attnlab.plotting.figure9(),
     "query_and_keys": lambda: query_and_keys([0.55, 0.95], [[0.65, 0.2], [0.85, -0.4], [-0.95, -0.75]]),
-    "plot_attention": lambda: _plot_self_attention(),
+    "plot_attention_weights": lambda: plot_attention_weights(torch.rand(1, 2, 3, 3).softmax(-1)),
     "plot_losses": lambda: plot_losses([0.5, 0.3, 0.2], [None, 0.35, 0.25]),
     "prefix_pred": lambda: prefix_pred(torch.zeros(1, 2, 2), torch.ones(1, 4, 2), [3], torch.ones(1, 2, 2)),
-    "sequence_pred": lambda: sequence_pred(_tiny_square_model, torch.tensor(SQUARES), n_rows=1, n_cols=2),
+    "plot_sequence_pred": lambda: plot_sequence_pred(torch.tensor(SQUARES)[:, 2:].flip(1), torch.tensor(SQUARES),
+                                                     n_rows=1, n_cols=2),
 }
-
-
-def _tiny_square_model(source):
-    return source.flip(1)  # [B, 2, 2]: "predicts" the first two corners backwards
-
-
-def _plot_self_attention():
-    mha = MultiHeadAttention(2, 4)
-    x = torch.randn(1, 3, 4)
-    mha.init_keys(x)
-    return plot_attention(mha, x)
 
 
 # Not figures: attention in bertviz's format (data in, data out; tests/plotting/test_bertviz.py).

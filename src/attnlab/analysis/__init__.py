@@ -1,7 +1,8 @@
 """Analysis of positional encodings: the audit of the positional-encoding lab's requirements, similarity views."""
 
+from attnlab.analysis.audit_report import AuditReport, PropertyCheck
 from attnlab.analysis.position_audit import audit_position
-from attnlab.analysis.properties import AuditReport, PropertyCheck, audit
+from attnlab.analysis.properties import audit
 from attnlab.analysis.similarity import (
     as_table,
     binary_codes,

@@ -116,7 +116,7 @@ class SquareLoaders(NamedTuple):
 
     @property
     def full_test(self) -> torch.Tensor:
-        """The test squares ``[N, 4, 2]`` (for :func:`attnlab.plotting.sequence_pred`); with ``variable_len``,
+        """The test squares ``[N, 4, 2]`` (for :func:`attnlab.compat.chapter9.sequence_pred`); with ``variable_len``,
         ``[N, 6, 2]``: the right-padded given corners, then the two that follow."""
         return cast(SquareSequences, self.test.dataset).full
 

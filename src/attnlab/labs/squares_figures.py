@@ -136,16 +136,16 @@ def attention_figures(model: nn.Module, squares: SquaresTestSet, n: int = 2) -> 
     Raises:
         TypeError / ValueError: if ``n`` is not an int of at least 1.
     """
-    from attnlab.plotting import plot_attention
+    from attnlab.plotting import plot_attention_weights
 
     squares = squares.head(n)
     inputs, mask = squares.source, squares.source_mask  # [n, S, 2], [n, 1, S] or None
     given, predicted = squares.labels()
     labels = _describe(squares, short=True)
     figures = {}
-    for name in attention_weights(model, inputs, mask):
-        fig = plot_attention(model, inputs, labels, list(given), list(predicted),
-                             decoder="decoder" in name, self_attn="self_attn" in name, layer=name, source_mask=mask)
+    for name, weights in attention_weights(model, inputs, mask).items():
+        fig = plot_attention_weights(weights, labels, list(given), list(predicted),
+                                     decoder="decoder" in name, self_attn="self_attn" in name)
         fig.suptitle(layer_title(name))
         figures[name] = fig
     return figures
@@ -190,16 +190,19 @@ def attention_viewer_data(model: nn.Module, squares: SquaresTestSet, n: int = 8)
 
 
 def predictions_figure(model: nn.Module, squares: SquaresTestSet) -> Any:
-    """The model's predictions on the first 10 test squares: :func:`attnlab.plotting.sequence_pred` for the
-    labs' squares, :func:`attnlab.plotting.prefix_pred` for the variable-length ones."""
-    from attnlab.plotting import prefix_pred, sequence_pred
+    """The model's predictions on the first 10 test squares: :func:`attnlab.plotting.plot_sequence_pred` for
+    the labs' squares, :func:`attnlab.plotting.prefix_pred` for the variable-length ones."""
+    from attnlab.plotting import plot_sequence_pred, prefix_pred
 
-    if squares.source_mask is None:
-        return sequence_pred(model, torch.cat([squares.source, squares.target], dim=1), squares.directions)
     squares = squares.head(10)
-    assert squares.source_mask is not None
     param = next(model.parameters(), None)
     device = None if param is None else param.device
+    if squares.source_mask is None:
+        # In the model's dtype, as the book's figure fed it.
+        source = squares.source if param is None else squares.source.to(device, param.dtype)  # [n, 2, 2]
+        predicted = run_eval(model, source)  # [n, 2, 2]
+        return plot_sequence_pred(predicted.cpu(), torch.cat([squares.source, squares.target], dim=1),
+                                  squares.directions)
     predicted = run_eval(model, squares.source.to(device), source_mask=squares.source_mask.to(device))
     return prefix_pred(predicted.cpu(), squares.source, squares.lengths, squares.target, squares.directions)
 

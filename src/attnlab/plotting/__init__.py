@@ -14,15 +14,21 @@ single axes take ``ax=`` to draw into an existing figure.
 * the d2l chapter (columns, binary analogy, heatmap of P): :func:`plot_columns`,
   :func:`plot_binary`, :func:`plot_encoding`;
 * the attention lab and the positional-encoding lab (attention):
-  :func:`plot_attention`, :func:`query_and_keys`, :func:`alignment_matrix`
+  :func:`plot_attention_weights`, :func:`query_and_keys`, :func:`alignment_matrix`
   (the book's :func:`figure9`);
 * the positional-encoding lab and the attention lab (training):
-  :func:`plot_losses`, :func:`sequence_pred`;
+  :func:`plot_losses`, :func:`plot_sequence_pred`;
 * variable-length squares (the next corners after 2, 3 or 4 given): :func:`prefix_pred`;
 * recorded attention for bertviz's head and model views: :func:`to_bertviz`.
+
+Plotting takes data and never runs a model. The book's figures that do, called
+with a model or a trainer (``plot_attention(model, inputs, ...)``,
+``sequence_pred(sbs, full_test, test_directions)``), are in
+:mod:`attnlab.compat.chapter9`: they run the model and call the functions here.
 """
 
-from attnlab.plotting.attention import alignment_matrix, figure9, plot_attention, query_and_keys
+from attnlab.plotting.attention import alignment_matrix, figure9, query_and_keys
+from attnlab.plotting.attention_maps import plot_attention_weights
 from attnlab.plotting.bertviz_format import to_bertviz
 from attnlab.plotting.dials import encoding_degrees, exponential_dials
 from attnlab.plotting.encodings_nd import plot_axial_rotary, plot_encoding_2d
@@ -31,8 +37,9 @@ from attnlab.plotting.mesh import encoding_heatmap, plot_distances, plot_mesh
 from attnlab.plotting.prefixes import prefix_pred
 from attnlab.plotting.rates import plot_angle_map, plot_angle_rates
 from attnlab.plotting.similarity import plot_nearby, plot_similarity
+from attnlab.plotting.squares import plot_sequence_pred
 from attnlab.plotting.tables import plot_binary, plot_columns, plot_encoding, plot_shifted
-from attnlab.plotting.training import plot_losses, sequence_pred
+from attnlab.plotting.training import plot_losses
 
 __all__ = [
     "plot_axial_rotary",
@@ -44,7 +51,7 @@ __all__ = [
     "figure9",
     "plot_angle_map",
     "plot_angle_rates",
-    "plot_attention",
+    "plot_attention_weights",
     "plot_binary",
     "plot_columns",
     "plot_distances",
@@ -55,8 +62,8 @@ __all__ = [
     "plot_nearby",
     "plot_shifted",
     "plot_similarity",
+    "plot_sequence_pred",
     "prefix_pred",
     "query_and_keys",
-    "sequence_pred",
     "to_bertviz",
 ]

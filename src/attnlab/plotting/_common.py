@@ -182,6 +182,19 @@ def annotate_cells(ax: Axes, mesh: QuadMesh, values: np.ndarray, fmt: str, **tex
                 color=color, **text_kw)
 
 
+def write_weights(ax: Axes, mesh: Any, values: np.ndarray, fontsize: float) -> None:
+    """Write each weight (2 decimals) on its cell, black or white by that cell's colour.
+
+    The colour is chosen from the value as written, so cells that read the same
+    (0.4999 and 0.5001 both read 0.50) get the same colour.
+    """
+    for (r, c), v in np.ndenumerate(values):
+        if np.isfinite(v):
+            text = fmt2(v)
+            color = readable_text_color(mesh.cmap(mesh.norm(float(text))))
+            ax.text(c, r, text, ha="center", va="center", color=color, fontsize=fontsize)
+
+
 def cell_fontsize(ax: Axes, rows: int, cols: int, chars: int) -> float:
     """A font size (points) at which ``chars`` characters fit in one cell of ``ax``."""
     bbox = ax.get_position()

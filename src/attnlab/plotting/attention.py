@@ -1,29 +1,23 @@
-"""Attention figures of the attention lab and the positional-encoding lab: maps, query and keys, alignment.
+"""Attention figures of the attention lab: a query and its keys, a word alignment.
 
-* :func:`plot_attention`: the weights a model gives each source position, one
-  grid of cells per sequence (and per head);
 * :func:`query_and_keys`: a query and its keys as arrows on the unit circle, with
   the norms and cosines that make up their dot products;
 * :func:`alignment_matrix` (and the book's name :func:`figure9`): a translation's
   word alignment (Bahdanau et al. 2015, figure 3), as the attention lab draws it.
 
+Attention maps of recorded weights are :func:`attnlab.plotting.plot_attention_weights`
+(:mod:`attnlab.plotting.attention_maps`).
+
 The names and positional arguments are the book's (``plots/chapter9.py`` in
 dvgodoy/PyTorchStepByStep), so the labs' notebooks run against attnlab. Fixed
 relative to the book:
 
-* ``plot_attention`` reads the weights from attnlab's recording
-  (:func:`attnlab.attention.record_attention`) instead of a stashed attribute,
-  runs without building a graph, restores every module's train/eval mode (the
-  book left the model in eval mode), keeps the model's device (the book dropped
-  the GPU index), draws sequences of one target step (the book's ``squeeze`` broke
-  them), hides unused panels, and checks label counts;
 * ``query_and_keys`` takes any number of keys (the book hard-coded three label
   offsets) and sets its limits so long keys are not cut off;
 * every cell's text is black or white by the luminance of its own cell (the book
   compared it with half the largest value).
 
-Shape notation: ``B`` sequences (batch), ``H`` heads, ``T`` target (query)
-positions, ``S`` source (key) positions.
+Shape notation: ``T`` target (query) positions, ``S`` source (key) positions.
 """
 
 from __future__ import annotations
@@ -33,309 +27,29 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.layout_engine import ConstrainedLayoutEngine
 from matplotlib.patches import Circle
-from torch import nn
 
-from attnlab._validate import check_int
-from attnlab.attention.recording import collect_attention, record_attention
 from attnlab.plotting._common import (
     axes_or_new,
     figure_size_inches,
     float_array,
     fmt2,
     heatmap,
-    readable_text_color,
     real_array,
     root_figure,
+    write_weights,
 )
 
-__all__ = ["alignment_matrix", "figure9", "plot_attention", "query_and_keys"]
+__all__ = ["alignment_matrix", "figure9", "query_and_keys"]
 
-_PANEL = 3.0  # inches per attention panel, as the book
 _BOOK_ALIGNMENT = np.array([[0.8, 0.0, 0.0, 0.2],
                             [0.0, 0.0, 0.0, 1.0],
                             [0.0, 0.0, 1.0, 0.0],
                             [0.0, 0.8, 0.0, 0.2]])
 _BOOK_SOURCE = ("the", "European", "economic", "zone")
 _BOOK_TARGET = ("la", "zone", "économique", "européenne")
-
-
-class _ConstrainedLayout(ConstrainedLayoutEngine):
-    """Constrained layout that lets ``fig.subplots_adjust`` through without a warning.
-
-    The labs add ``fig.suptitle(...)`` and then ``fig.subplots_adjust(top=0.85)``
-    to make room for it. Constrained layout already makes that room, so the call
-    has nothing to do; this only stops matplotlib from warning about it.
-    """
-
-    _adjust_compatible = True
-
-
-def _grid_figure(figsize: tuple[float, float]) -> Figure:
-    fig = Figure(figsize=figsize)
-    fig.set_layout_engine(_ConstrainedLayout())
-    return fig
-
-
-# -- plot_attention ----------------------------------------------------------------
-
-
-def _run_and_record(
-    model: nn.Module, inputs: torch.Tensor, source_mask: torch.Tensor | None
-) -> dict[str, torch.Tensor]:
-    """Run ``model(inputs)`` in eval mode, without grad, recording; every module's mode comes back.
-
-    Returns the weights recorded by this run only, read inside its own recording
-    block: never stale ones from an earlier run, nor another thread's.
-    """
-    from attnlab.models.inference import run_eval  # plotting is a leaf: models are imported when one runs
-
-    param = next(model.parameters(), None)
-    if param is not None:
-        inputs = inputs.to(param.device)  # the device itself, GPU index included
-        source_mask = None if source_mask is None else source_mask.to(param.device)
-    with record_attention():
-        run_eval(model, inputs, source_mask=source_mask)
-        return collect_attention(model)
-
-
-def _known(recorded: dict[str, torch.Tensor]) -> str:
-    return ", ".join(repr(n) for n in recorded) or "none: no attnlab attention module ran"
-
-
-def _select_weights(
-    model: nn.Module, recorded: dict[str, torch.Tensor], layer: str | None, alphas_attr: str
-) -> np.ndarray:
-    """The weights to draw, as a float64 array ``[B, H, T, S]``."""
-    if layer is not None:
-        if not isinstance(layer, str):
-            raise TypeError(f"layer must be a module name (str), got {type(layer).__name__}")
-        if layer not in recorded:
-            raise ValueError(f"unknown layer {layer!r}; recorded layers: {_known(recorded)}")
-        return recorded[layer].double().cpu().numpy()
-    if not isinstance(alphas_attr, str) or not alphas_attr:
-        raise TypeError(f"alphas_attr must be a dotted attribute name (str), got {alphas_attr!r}")
-
-    # The book's 'encoder.layer.self_attn_heads.alphas' names a module and its weights.
-    owner, _, attr = alphas_attr.rpartition(".")
-    if alphas_attr in recorded:
-        return recorded[alphas_attr].double().cpu().numpy()
-    if attr in ("alphas", "attn_weights") and owner in recorded:
-        return recorded[owner].double().cpu().numpy()
-
-    if alphas_attr == "alphas" and len(recorded) == 1:
-        # The only layer there is: the GRU seq2seq model's own alphas [B, T, S] are its decoder's
-        # recorded weights, and these are this run's (the attribute is the last caller's, any thread).
-        return next(iter(recorded.values())).double().cpu().numpy()
-
-    # Otherwise a plain attribute.
-    value: Any = model
-    try:
-        for part in alphas_attr.split("."):
-            value = getattr(value, part)
-    except AttributeError:
-        raise ValueError(
-            f"model has no attribute {alphas_attr!r} (alphas_attr); pass layer= one of the "
-            f"recorded layers: {_known(recorded)}"
-        ) from None
-    if owner not in recorded and hasattr(_owner_module(model, owner), "attn_weights"):
-        # An attnlab attention module that did not run: its weights would be stale.
-        raise ValueError(f"alphas_attr {alphas_attr!r}: that module did not run; recorded layers: "
-                         f"{_known(recorded)}")
-    if not isinstance(value, torch.Tensor):
-        raise ValueError(
-            f"alphas_attr {alphas_attr!r} is not a tensor of weights, got {type(value).__name__}"
-        )
-    weights = value.detach().double().cpu()
-    if weights.dim() == 3:
-        return weights.unsqueeze(1).numpy()  # [B, T, S] -> [B, 1, T, S]: one head
-    if weights.dim() == 4:
-        return weights.transpose(0, 1).numpy()  # the book's [H, B, T, S] -> [B, H, T, S]
-    raise ValueError(
-        f"alphas_attr {alphas_attr!r} must hold weights [B, T, S] or [H, B, T, S], got {list(weights.shape)}"
-    )
-
-
-def _owner_module(model: nn.Module, name: str) -> Any:
-    try:
-        return model.get_submodule(name)
-    except AttributeError:
-        return None
-
-
-def _labels(name: str, labels: Sequence[Any] | None, n: int, default: str, what: str) -> list[str]:
-    if labels is None:
-        return [f"{default} #{i}" for i in range(n)]
-    if isinstance(labels, str):
-        raise TypeError(f"{name} must be a sequence of labels, not a single string {labels!r}")
-    labels = [str(v) for v in labels]
-    if len(labels) != n:
-        raise ValueError(f"{name} has {len(labels)} entries but the weights have {n} {what}")
-    return labels
-
-
-def plot_attention(
-    model: nn.Module,
-    inputs: torch.Tensor,
-    point_labels: Sequence[Any] | None = None,
-    source_labels: Sequence[Any] | None = None,
-    target_labels: Sequence[Any] | None = None,
-    decoder: bool = False,
-    self_attn: bool = False,
-    n_cols: int = 5,
-    alphas_attr: str = "alphas",
-    *,
-    layer: str | None = None,
-    source_mask: torch.Tensor | None = None,
-) -> Figure:
-    """The attention weights of a model on some inputs: a grid of cells per sequence and head.
-
-    Runs ``model(inputs)`` once in eval mode, without grad, inside
-    :func:`attnlab.attention.record_attention`, and draws the weights of one
-    layer: cell ``(row t, column s)`` is how much target position ``t`` attends to
-    source position ``s``, on a gray scale from 0 (black) to 1 (white), with the
-    weight written on it. Every module's train/eval mode is restored afterwards.
-
-    The layer is ``layer`` (a name from :func:`attnlab.attention.collect_attention`,
-    e.g. ``'encoder.layer.self_attn_heads'``) or else the book's dotted ``alphas_attr``:
-    ``'decoder.layer.cross_attn_heads.alphas'`` means that module's recorded
-    weights. With the default ``'alphas'`` on a model that recorded exactly one
-    layer, that layer is drawn (for ``EncoderDecoderAttn`` the same weights as its
-    ``alphas``). Any other plain tensor attribute is read after the run as
-    ``[B, T, S]`` (one head) or, as the book's multi-head ``alphas``, ``[H, B, T, S]``.
-
-    From several threads at once on one model, each figure shows its own call's
-    weights (recorded per thread); the attention lab's GRU models run through their
-    ``predict``, drawing no teacher-forcing coin.
-
-    Layout: with one head, a panel per sequence, ``n_cols`` to a row, titled with
-    its point label; with ``H`` heads, a row per sequence (point labels on the
-    left) and a column per head (``Attention Head #k``, from 1).
-
-    Args:
-        model: an ``nn.Module`` whose attention modules are attnlab's (or that
-            keeps its own ``alphas``).
-        inputs: what ``model`` takes, e.g. source sequences ``[B, S, F]``; moved to
-            the model's device.
-        point_labels: one label per sequence (``Point #i`` by default).
-        source_labels: one label per source position, along the top
-            (``Input #i`` by default).
-        target_labels: one label per target position, down the side
-            (``Target #i`` by default).
-        decoder: with ``self_attn``, the weights are the decoder's self-attention:
-            its sources are the shifted targets, so the source labels become the
-            last source label followed by all target labels but the last.
-        self_attn: the weights are a self-attention's; for the encoder the
-            target labels become the source labels.
-        n_cols: panels per row with one head (capped at ``B``).
-        alphas_attr: the book's dotted path to the weights (see above).
-        layer: a recorded layer name; takes precedence over ``alphas_attr``.
-        source_mask: for padded sources, ``[B, 1, S]`` (True on the real steps),
-            passed on as ``model(inputs, source_mask=...)``; padded columns then hold weight 0.
-
-    Returns:
-        The figure, ``3 x 3`` inches per panel; unused panels are hidden.
-
-    Raises:
-        TypeError: if ``model`` is not an ``nn.Module``, ``inputs`` not a tensor,
-            or a label argument is a single string.
-        ValueError: naming the value, for an unknown ``layer`` or ``alphas_attr``
-            (listing the recorded layers), or labels whose count does not match
-            the weights (``B`` point labels, ``S`` source, ``T`` target labels).
-    """
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    if not isinstance(inputs, torch.Tensor):
-        raise TypeError(f"inputs must be a tensor, got {type(inputs).__name__}")
-    n_cols = check_int("n_cols", n_cols, minimum=1)
-
-    if source_mask is not None and not isinstance(source_mask, torch.Tensor):
-        raise TypeError(f"source_mask must be a tensor [B, 1, S], got {type(source_mask).__name__}")
-    recorded = _run_and_record(model, inputs, source_mask)
-    weights = _select_weights(model, recorded, layer, alphas_attr)  # [B, H, T, S]
-    n_seq, n_heads, n_tgt, n_src = weights.shape
-
-    point_labels = _labels("point_labels", point_labels, n_seq, "Point", "sequences (B)")
-    if self_attn and decoder:
-        # The decoder attends to its own inputs: the last source point, then the targets but the last.
-        target_labels = _labels("target_labels", target_labels, n_tgt, "Target", "target positions (T)")
-        if source_labels is not None and len(source_labels) == 0:
-            raise ValueError("source_labels is empty; decoder self-attention starts from its last entry")
-        last = [str(source_labels[-1])] if source_labels is not None else [f"Input #{n_src - 1}"]
-        source_labels = _labels("source_labels", last + target_labels[:-1], n_src, "Input",
-                                "source positions (S): decoder self-attention needs S == T")
-    elif self_attn:
-        source_labels = _labels("source_labels", source_labels, n_src, "Input", "source positions (S)")
-        target_labels = _labels("target_labels (= source_labels for encoder self-attention)",
-                                source_labels, n_tgt, "Target", "target positions (T)")
-    else:
-        source_labels = _labels("source_labels", source_labels, n_src, "Input", "source positions (S)")
-        target_labels = _labels("target_labels", target_labels, n_tgt, "Target", "target positions (T)")
-
-    if n_heads == 1:
-        n_cols = min(n_cols, n_seq)
-        n_rows = math.ceil(n_seq / n_cols)
-    else:
-        n_rows, n_cols = n_seq, n_heads
-    fig = _grid_figure((n_cols * _PANEL, n_rows * _PANEL))
-    axs = np.atleast_2d(fig.subplots(n_rows, n_cols, squeeze=False))
-
-    fontsize = float(np.clip(_PANEL * 72 * 0.7 / max(n_tgt, n_src) * 0.85 / (0.6 * 4.5), 5.0, 12.0))
-    rotate = n_src * max(len(s) for s in source_labels) > 24  # horizontal labels would collide
-    for i in range(n_seq):
-        for head in range(n_heads):
-            ax = axs[i, head] if n_heads > 1 else axs.flat[i]
-            first_col = head == 0 if n_heads > 1 else i % n_cols == 0
-            _draw_cells(ax, weights[i, head], source_labels, target_labels if first_col else None,
-                        fontsize=fontsize, rotate=rotate)
-            if n_heads == 1:
-                ax.set_title(point_labels[i], fontsize=11)
-            else:
-                if i == 0:
-                    ax.set_title(f"Attention Head #{head + 1}", fontsize=12)
-                if head == 0:
-                    ax.set_ylabel(point_labels[i], fontsize=11)
-    for ax in axs.flat[n_seq * n_heads:]:
-        ax.set_visible(False)
-    return fig
-
-
-def _write_weights(ax: Axes, mesh: Any, values: np.ndarray, fontsize: float) -> None:
-    """Write each weight (2 decimals) on its cell, black or white by that cell's colour.
-
-    The colour is chosen from the value as written, so cells that read the same
-    (0.4999 and 0.5001 both read 0.50) get the same colour.
-    """
-    for (r, c), v in np.ndenumerate(values):
-        if np.isfinite(v):
-            text = fmt2(v)
-            color = readable_text_color(mesh.cmap(mesh.norm(float(text))))
-            ax.text(c, r, text, ha="center", va="center", color=color, fontsize=fontsize)
-
-
-def _draw_cells(
-    ax: Axes,
-    values: np.ndarray,
-    x_labels: Sequence[str],
-    y_labels: Sequence[str] | None,
-    *,
-    fontsize: float,
-    rotate: bool,
-) -> None:
-    """One attention map ``values [T, S]``: gray cells, their values, labels on top and left."""
-    mesh = heatmap(ax, values, cmap="gray", vmin=0.0, vmax=1.0, origin="upper")
-    mesh.set_edgecolor("0.55")  # thin cell borders: neighbouring equal cells stay distinct
-    mesh.set_linewidth(0.5)
-    _write_weights(ax, mesh, values, fontsize)
-    ax.set_aspect("equal")
-    ax.set_xticks(np.arange(values.shape[1]), list(x_labels),
-                  rotation=90 if rotate else 0)
-    ax.set_yticks(np.arange(values.shape[0]), list(y_labels) if y_labels is not None else [])
-    ax.tick_params(top=True, bottom=False, labeltop=True, labelbottom=False, length=0)
 
 
 # -- query_and_keys ----------------------------------------------------------------
@@ -511,7 +225,7 @@ def alignment_matrix(
     mesh.set_edgecolor("0.55")
     mesh.set_linewidth(0.5)
     cell = min((width - 1.6) / n_src, (height - 1.6) / n_tgt) * 72  # points, roughly
-    _write_weights(ax, mesh, values, float(np.clip(cell * 0.85 / 2.7, 5.0, 12.0)))
+    write_weights(ax, mesh, values, float(np.clip(cell * 0.85 / 2.7, 5.0, 12.0)))
     ax.set_aspect("equal")
     ax.set_xticks(np.arange(n_src), src, rotation=90 if max(map(len, src)) > 3 else 0)
     ax.set_yticks(np.arange(n_tgt), tgt)

@@ -3,11 +3,11 @@
 With ``variable_len`` squares each sequence holds only the first 2, 3 or 4
 corners of a noisy square (right-padded to a common length), and the model
 predicts the next corners round the square. :func:`prefix_pred` is the sibling
-of :func:`attnlab.plotting.sequence_pred` for that task, and looks like it: one
+of :func:`attnlab.plotting.plot_sequence_pred` for that task, and looks like it: one
 panel per square, the walk in grey, true corners as numbered dots, the
 predictions as red rings joined by a dashed path.
 
-Unlike ``sequence_pred`` it takes only data: the predictions come in already
+Like ``plot_sequence_pred`` it takes only data: the predictions come in already
 computed, and no model is run here.
 
 Shape notation: ``N`` squares, ``S`` source steps (given corners plus padding),
@@ -28,15 +28,15 @@ from matplotlib.lines import Line2D
 
 from attnlab._validate import check_int
 from attnlab.plotting._common import float_array, new_figure
-from attnlab.plotting.training import (
+from attnlab.plotting.squares import (
     _PANEL,
     _PRED_COLOR,
     _TRUE_COLOR,
-    _check_directions,
     _panel_limit,
     _predicted_corners,
     _style_panel,
     _true_corners,
+    direction_array,
 )
 
 __all__ = ["prefix_pred"]
@@ -144,7 +144,7 @@ def prefix_pred(
 
     Returns:
         The figure, ``4 x 4`` inches per panel, with a legend below the panels.
-        The axes span ``[-1.45, 1.45]`` (as ``sequence_pred``'s), widened alike in
+        The axes span ``[-1.45, 1.45]`` (as ``plot_sequence_pred``'s), widened alike in
         every panel when a drawn corner or prediction falls outside.
 
     Raises:
@@ -176,7 +176,7 @@ def prefix_pred(
         raise ValueError(f"target must hold as many next corners as predictions ({n_next}), "
                          f"got shape {list(true_next.shape)}")
     lens = _check_lengths(lengths, n_squares, src.shape[1])
-    dirs = _check_directions(directions, n_squares)
+    dirs = direction_array(directions, n_squares)
     # The padding may hold anything (NaN included); only the given steps must be finite.
     given_mask = np.arange(src.shape[1]) < lens[:, None]  # [N, S]
     _check_finite(np.where(given_mask[:, :, None], src, 0.0), "source")

@@ -1,22 +1,25 @@
-"""Batches and modes: moving ``(x, y)`` batches to a device, counting their samples, keeping train/eval modes.
+"""Batches: moving ``(x, y)`` batches to a device, counting their samples, and the loss of a batch.
 
 The trainer knows nothing about the task. A batch is a pair ``(x, y)``: ``x`` is
 what the model takes (``model(x)``) and ``y`` what the loss compares its output
 with (``loss_fn(model(x), y)``). Either may be a tensor or a tuple, list or dict
 of tensors; everything is moved to the device as it is, with no dtype change
-(integer token ids stay integers).
+(integer token ids stay integers). :func:`supervised` turns the book's
+``loss_fn(model(x), y)`` into the loss of a batch, as :func:`attnlab.training.fit` takes it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 
-__all__ = ["batch_size", "count_samples", "preserved_modes", "to_device", "unpack_batch"]
+__all__ = ["BatchLoss", "batch_size", "count_samples", "supervised", "to_device", "unpack_batch"]
+
+#: ``loss(model, batch) -> scalar tensor``, the mean loss over the batch's samples.
+BatchLoss = Callable[[nn.Module, Any], Tensor]
 
 
 def to_device(obj: Any, device: torch.device) -> Any:
@@ -88,16 +91,20 @@ def count_samples(batch: Any) -> int:
     return int(tensor.shape[0])
 
 
-@contextmanager
-def preserved_modes(model: nn.Module) -> Iterator[None]:
-    """Restore the train/eval flag of every submodule on exit.
+def supervised(loss_fn: Callable[[Any, Any], Tensor]) -> BatchLoss:
+    """The book's convention: each batch is ``(x, y)`` and its loss ``loss_fn(model(x), y)``.
 
-    ``model.train(flag)`` alone would overwrite submodules a caller froze on
-    purpose (a BatchNorm kept in eval mode), so each module's own flag is kept.
+    An ``x`` that is a dict holds the model's keyword arguments: ``model(**x)``
+    (e.g. ``{"X": ..., "source_mask": ...}`` from :class:`attnlab.data.SquarePrefixes`).
+
+    Raises:
+        TypeError: if ``loss_fn`` is not callable; when called, if a batch is not a pair.
     """
-    modes = [(module, module.training) for module in model.modules()]
-    try:
-        yield
-    finally:
-        for module, training in modes:
-            module.training = training
+    if not callable(loss_fn):
+        raise TypeError(f"loss_fn must be callable, got {type(loss_fn).__name__}")
+
+    def loss(model: nn.Module, batch: Any) -> Tensor:
+        x, y = unpack_batch(batch, None)
+        return loss_fn(model(**x) if isinstance(x, Mapping) else model(x), y)
+
+    return loss

@@ -35,78 +35,24 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 from torch.optim import Optimizer
 
+from attnlab._eval_mode import preserved_modes
 from attnlab._validate import check_choice, check_finite_float, check_int
 from attnlab.training import schedulers as sched
-from attnlab.training.batches import count_samples, preserved_modes, to_device, unpack_batch
+from attnlab.training.batches import BatchLoss, count_samples, supervised, to_device
 from attnlab.training.clipping import GradientClipping
 from attnlab.training.distributed import DistributedContext, set_sampler_epoch, unwrap
+from attnlab.training.history import EpochRecord, History
 
+# BatchLoss and supervised (the loss of a batch) live in .batches, History and EpochRecord in .history;
+# they are named here too, as the parts of the loop's interface.
 __all__ = ["BatchLoss", "Callback", "EpochRecord", "History", "Loop", "fit", "supervised"]
-
-#: ``loss(model, batch) -> scalar tensor``, the mean loss over the batch's samples.
-BatchLoss = Callable[[nn.Module, Any], Tensor]
-#: what ``on_epoch_end`` receives: ``epoch`` (1-based, counting earlier calls), ``loss``,
-#: ``val_loss`` (None without a val_loader), ``lr`` (first group's, at the epoch's start),
-#: ``seconds`` (train and validation time) and ``best`` (the validation loss improved).
-EpochRecord = dict[str, Any]
-
-
-def supervised(loss_fn: Callable[[Any, Any], Tensor]) -> BatchLoss:
-    """The book's convention: each batch is ``(x, y)`` and its loss ``loss_fn(model(x), y)``.
-
-    An ``x`` that is a dict holds the model's keyword arguments: ``model(**x)``
-    (e.g. ``{"X": ..., "source_mask": ...}`` from :class:`attnlab.data.SquarePrefixes`).
-
-    Raises:
-        TypeError: if ``loss_fn`` is not callable; when called, if a batch is not a pair.
-    """
-    if not callable(loss_fn):
-        raise TypeError(f"loss_fn must be callable, got {type(loss_fn).__name__}")
-
-    def loss(model: nn.Module, batch: Any) -> Tensor:
-        x, y = unpack_batch(batch, None)
-        return loss_fn(model(**x) if isinstance(x, Mapping) else model(x), y)
-
-    return loss
-
-
-@dataclass
-class History:
-    """What training has done so far; it survives :func:`fit` calls and checkpoints.
-
-    Attributes:
-        epochs: epochs trained, across calls.
-        losses, val_losses: per-epoch mean losses over samples (``val_losses`` holds
-            None for epochs run without a validation loader).
-        learning_rates: one list of per-group learning rates per scheduler step.
-        best_val_loss, best_epoch: the lowest validation loss and its (1-based) epoch.
-        stopped_early: whether the last :func:`fit` call was stopped by a callback.
-    """
-
-    epochs: int = 0
-    losses: list[float] = field(default_factory=list)
-    val_losses: list[float | None] = field(default_factory=list)
-    learning_rates: list[list[float]] = field(default_factory=list)
-    best_val_loss: float | None = None
-    best_epoch: int | None = None
-    stopped_early: bool = False
-
-    def improve(self, val_loss: float | None, min_delta: float) -> bool:
-        """Record ``val_loss`` as the best if it is below the best by more than ``min_delta``; True if it was."""
-        if val_loss is None or math.isnan(val_loss):
-            return False
-        if self.best_val_loss is None or val_loss < self.best_val_loss - min_delta:
-            self.best_val_loss, self.best_epoch = val_loss, self.epochs
-            return True
-        return False
 
 
 class Callback:

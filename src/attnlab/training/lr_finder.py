@@ -27,8 +27,9 @@ import torch
 from torch import nn
 from torch.optim import Optimizer
 
+from attnlab._eval_mode import preserved_modes
 from attnlab._validate import check_choice, check_finite_float, check_int
-from attnlab.training.batches import preserved_modes, unpack_batch
+from attnlab.training.batches import unpack_batch
 from attnlab.training.rng import preserved_rng
 
 __all__ = ["STEP_MODES", "lr_range_test", "make_lr_fn"]

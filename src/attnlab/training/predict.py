@@ -5,7 +5,7 @@ module's mode is restored, nothing is recorded for autograd, long inputs run in
 chunks, and integer inputs (token ids) keep their dtype.
 
 Several threads may predict with one model at once: the model is held in eval
-mode while any of them needs it (:func:`attnlab.models.inference.evaluating`) and
+mode while any of them needs it (:func:`attnlab._eval_mode.evaluating`) and
 everything else a call needs stays in the call.
 """
 
@@ -16,8 +16,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from attnlab._eval_mode import evaluating
 from attnlab._validate import check_int
-from attnlab.models.inference import evaluating
 
 __all__ = ["predict_numpy"]
 

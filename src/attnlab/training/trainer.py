@@ -7,6 +7,11 @@ model, and imports neither ``attnlab.models`` nor ``attnlab.data``. It is a faca
 its epochs run in :func:`attnlab.training.fit`, the one loop every attnlab
 experiment trains through, and its options are that loop's callbacks.
 
+This module holds the class, its construction and training; the methods it
+inherits are grouped by what they do: the book's setters
+(:mod:`.trainer_setup`), hooks and TensorBoard (:mod:`.trainer_inspect`), and
+checkpoints (:mod:`.trainer_state`).
+
 Fixed or added relative to the book (dvgodoy/PyTorchStepByStep ``stepbystep/v4.py``):
 
 * the epoch loss is the mean over batches weighted by batch size, so it is the
@@ -52,7 +57,6 @@ import os
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -61,20 +65,16 @@ from torch.optim import Optimizer
 
 from attnlab._io import check_writable
 from attnlab._validate import check_finite_float, check_int
-from attnlab.training import checkpoint as ckpt
-from attnlab.training import checkpoint_checks as checks
-from attnlab.training import rng
-from attnlab.training import schedulers as sched
-from attnlab.training.batches import unpack_batch
 from attnlab.training.callbacks import EarlyStopping, EpochProgress, KeepBest, OnEpochEnd, TensorBoard
 from attnlab.training.clipping import GradientClipping
 from attnlab.training.distributed import DistributedContext
-from attnlab.training.hooks import GradientRecorder, OutputRecorder, ParameterRecorder, resolve_layers
 from attnlab.training.loop import Callback, History, Loop, supervised
 from attnlab.training.lr_finder import lr_range_test
 from attnlab.training.predict import predict_numpy
 from attnlab.training.progress import check_progress, progress_enabled
-from attnlab.training.tensorboard import make_summary_writer
+from attnlab.training.trainer_inspect import TrainerInspection
+from attnlab.training.trainer_setup import TrainerSetup
+from attnlab.training.trainer_state import TrainerCheckpoints
 
 __all__ = ["EpochCallback", "StepByStep", "Trainer", "default_device"]
 
@@ -111,7 +111,7 @@ def _history_view(name: str, doc: str) -> Any:
     return property(get, set_, doc=doc)
 
 
-class Trainer:
+class Trainer(TrainerSetup, TrainerInspection, TrainerCheckpoints):
     """Trains a model on ``(x, y)`` batches, keeping the loss history (the book's ``StepByStep``).
 
     Args:
@@ -224,104 +224,6 @@ class Trainer:
             # Loading its own state casts the state tensors (Adam's moments) to the parameters' device.
             self.optimizer.load_state_dict(self.optimizer.state_dict())
         return self
-
-    def set_loaders(self, train_loader: Iterable[Any], val_loader: Iterable[Any] | None = None) -> None:
-        """Set the training loader and, optionally, the validation loader.
-
-        Args:
-            train_loader: iterable of ``(x, y)`` batches (usually a ``DataLoader``).
-            val_loader: the same for validation, or None.
-
-        Raises:
-            TypeError: if a loader is not iterable.
-        """
-        for name, loader in (("train_loader", train_loader), ("val_loader", val_loader)):
-            if loader is not None and not isinstance(loader, Iterable):
-                raise TypeError(f"{name} must be an iterable of (x, y) batches, got {type(loader).__name__}")
-        self.train_loader = train_loader
-        self.val_loader = val_loader
-
-    def set_seed(self, seed: int = 42) -> None:
-        """Seed torch (CPU and CUDA), Python's ``random`` and the train loader's generator.
-
-        numpy's global generator and cudnn's flags are left alone (the book set both).
-
-        Raises:
-            TypeError, ValueError: if ``seed`` is not a non-negative integer.
-        """
-        seed = check_int("seed", seed, minimum=0)
-        rng.seed_all(seed, self.train_loader)
-        self._seeded = True
-
-    def set_optimizer(self, optimizer: Optimizer) -> None:
-        """Replace the optimizer; a scheduler bound to the old one is dropped, with a warning.
-
-        Raises:
-            TypeError: if ``optimizer`` is not a torch optimizer.
-        """
-        if not isinstance(optimizer, Optimizer):
-            raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
-        if self.scheduler is not None and self.scheduler.optimizer is not optimizer:
-            warnings.warn("the learning-rate scheduler was bound to the old optimizer and is dropped; "
-                          "set a new one with set_lr_scheduler", RuntimeWarning, stacklevel=2)
-            self.set_lr_scheduler(None)
-        self.optimizer = optimizer
-
-    def set_lr_scheduler(self, scheduler: Any) -> None:
-        """Set (or, with None, remove) the learning-rate scheduler.
-
-        ``CyclicLR``, ``OneCycleLR`` and ``CosineAnnealingWarmRestarts`` step after
-        every batch; the others after every epoch, ``ReduceLROnPlateau`` with the
-        epoch's validation loss. Each step appends the learning rates to
-        :attr:`learning_rates`.
-
-        Raises:
-            TypeError: if ``scheduler`` is not a torch LR scheduler.
-            ValueError: if it is bound to another optimizer than the trainer's.
-        """
-        if scheduler is not None:
-            sched.check_scheduler(scheduler, self.optimizer)
-        self.scheduler = scheduler
-        self.is_batch_lr_scheduler = sched.is_batch_scheduler(scheduler)
-
-    # -- gradient clipping ------------------------------------------------------------
-
-    @property
-    def clipping(self) -> dict[str, Any] | None:
-        """The clipping setting, e.g. ``{"mode": "norm", "max_norm": 1.0, "norm_type": 2.0}``, or None."""
-        return self._clipping.config
-
-    def set_clip_grad_value(self, clip_value: float) -> None:
-        """Clamp gradient elements to ``[-clip_value, clip_value]`` after backward (replaces any clipping).
-
-        Raises:
-            TypeError, ValueError: if ``clip_value`` is not a positive finite number.
-        """
-        self._clipping.set_value(clip_value)
-
-    def set_clip_grad_norm(self, max_norm: float, norm_type: float = 2) -> None:
-        """Rescale gradients to a joint ``norm_type``-norm of at most ``max_norm`` (replaces any clipping).
-
-        Raises:
-            TypeError, ValueError: if ``max_norm`` is not positive and finite or
-                ``norm_type`` not positive (``float("inf")`` is allowed).
-        """
-        self._clipping.set_norm(max_norm, norm_type)
-
-    def set_clip_backprop(self, clip_value: float) -> None:
-        """Clamp each gradient to ``[-clip_value, clip_value]`` during backward (replaces any clipping).
-
-        Hooks on every trainable parameter do it, so the clamp happens before
-        gradients from several uses of a parameter are summed.
-
-        Raises:
-            TypeError, ValueError: if ``clip_value`` is not a positive finite number.
-        """
-        self._clipping.set_backprop(self.model, clip_value)
-
-    def remove_clip(self) -> None:
-        """Stop clipping gradients (removing backprop hooks, if any)."""
-        self._clipping.remove()
 
     # -- training -----------------------------------------------------------------
 
@@ -492,197 +394,6 @@ class Trainer:
         return lr_range_test(self.model, self.loss_fn, self.optimizer, data_loader, end_lr, num_iter,
                              step_mode, alpha, ax, device=self.device)
 
-    # -- hooks ---------------------------------------------------------------------
-
-    def attach_hooks(self, layers_to_hook: str | Iterable[str],
-                     hook_fn: Callable[..., Any] | None = None) -> None:
-        """Attach forward hooks to the named layers, replacing earlier :meth:`attach_hooks` hooks.
-
-        The default hook stores each layer's outputs, as numpy, concatenated along
-        the batch axis, in ``self.visualization[name]``; for layers returning a
-        tuple (``nn.GRU``'s ``(out, h)``) the first element (see :class:`.hooks.OutputRecorder`).
-
-        Args:
-            layers_to_hook: a layer name or names from ``model.named_modules()``.
-            hook_fn: a custom ``hook_fn(module, inputs, outputs)`` to register instead.
-
-        Raises:
-            TypeError, ValueError: for names that are not strings or not layers of the model.
-        """
-        layers = resolve_layers(self.model, layers_to_hook)
-        for name in list(self.visualization):
-            handle = self.handles.pop(name, None)
-            if handle is not None:
-                handle.remove()
-        self.visualization = {}
-        for name, layer in layers.items():
-            self.visualization[name] = None
-            hook = OutputRecorder(self.visualization, name) if hook_fn is None else hook_fn
-            self.handles[name] = layer.register_forward_hook(hook)
-
-    def remove_hooks(self) -> None:
-        """Remove every hook from :meth:`attach_hooks`, :meth:`capture_gradients` and
-        :meth:`capture_parameters` (the captured values are kept)."""
-        for handle in self.handles.values():
-            handle.remove()
-        self.handles = {}
-
-    def capture_gradients(self, layers_to_hook: str | Iterable[str]) -> None:
-        """Record every gradient of the named layers' trainable parameters, as numpy copies,
-        in ``self._gradients[layer][param_name]`` (a list, one entry per backward)."""
-        for name, layer in resolve_layers(self.model, layers_to_hook).items():
-            self._gradients[name] = {}
-            for pname, param in layer.named_parameters():
-                if param.requires_grad:
-                    self._gradients[name][pname] = []
-                    key = f"{name}.{pname}.grad"
-                    if key in self.handles:
-                        self.handles.pop(key).remove()
-                    self.handles[key] = param.register_hook(GradientRecorder(self._gradients[name][pname]))
-
-    def capture_parameters(self, layers_to_hook: str | Iterable[str]) -> None:
-        """Record the named layers' trainable parameters, as numpy copies, on every forward pass,
-        in ``self._parameters[layer][param_name]`` (unlike the book, ``visualization`` is left alone)."""
-        for name, layer in resolve_layers(self.model, layers_to_hook).items():
-            self._parameters[name] = {}
-            key = f"{name}.params"
-            if key in self.handles:
-                self.handles.pop(key).remove()
-            self.handles[key] = layer.register_forward_hook(ParameterRecorder(self._parameters[name]))
-
-    # -- TensorBoard ---------------------------------------------------------------
-
-    def set_tensorboard(self, name: str, folder: str | os.PathLike[str] = "runs", *,
-                        writer: Any = None) -> None:
-        """Log losses to TensorBoard under ``{folder}/{name}_{timestamp}``, or to ``writer``.
-
-        Args:
-            name: run name.
-            folder: parent folder of the run.
-            writer: an object with ``add_scalars``, ``flush`` and ``close`` (a
-                ``SummaryWriter`` or a stand-in); when given, nothing is imported.
-
-        Raises:
-            ImportError: if ``writer`` is None and ``tensorboard`` is not installed.
-        """
-        self.writer = writer if writer is not None else make_summary_writer(name, folder)
-
-    def add_graph(self) -> None:
-        """Add the model's graph, traced on the first training batch, to TensorBoard (as the book)."""
-        if self.train_loader is not None and self.writer is not None:
-            x, _ = unpack_batch(next(iter(self.train_loader)), self.device)
-            self.writer.add_graph(self.model, x)
-
-    def close(self) -> None:
-        """Close the TensorBoard writer, if any (``train`` only flushes it)."""
-        if self.writer is not None:
-            self.writer.close()
-            self.writer = None
-
-    # -- checkpoints -----------------------------------------------------------------
-
-    def state_dict(self) -> dict[str, Any]:
-        """Everything needed to resume exactly: the checkpoint's contents.
-
-        Returns:
-            A dict with the keys listed in :mod:`attnlab.training.checkpoint`; its
-            tensors are the live ones (``torch.save`` copies them).
-        """
-        return {
-            "format": ckpt.FORMAT,
-            "version": ckpt.VERSION,
-            "epoch": self.total_epochs,
-            "model_state_dict": self.model.state_dict(),
-            "optimizer_state_dict": self.optimizer.state_dict(),
-            "optimizer_class": type(self.optimizer).__name__,
-            "scheduler_class": sched.scheduler_name(self.scheduler),
-            "scheduler_state_dict": None if self.scheduler is None else self.scheduler.state_dict(),
-            "loss": [float(v) for v in self.losses],
-            "val_loss": [None if v is None else float(v) for v in self.val_losses],
-            "learning_rates": [[float(lr) for lr in lrs] for lrs in self.learning_rates],
-            "best_val_loss": self.best_val_loss,
-            "best_epoch": self.best_epoch,
-            "clipping": self.clipping,
-            "rng": rng.get_rng_state({"train": self.train_loader, "val": self.val_loader}),
-        }
-
-    def load_state_dict(self, state: dict[str, Any], *, restore_rng: bool = True,
-                        where: str = "state") -> None:
-        """Restore :meth:`state_dict` output; everything is checked before anything changes.
-
-        Args:
-            state: a :meth:`state_dict` (a checkpoint's contents).
-            restore_rng: also restore the random streams (see :meth:`load_checkpoint`).
-            where: how to name the state in errors (the checkpoint's path).
-
-        Raises:
-            ValueError: if the state is malformed or does not fit this model,
-                optimizer or scheduler.
-        """
-        checks.check_fits(state, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler,
-                          where=where)
-        # The optimizer's load replaces its param groups: keys a scheduler set on them (initial_lr...) are
-        # lost if the checkpoint was saved without that scheduler, so they are put back.
-        scheduler_keys = [{k: v for k, v in group.items() if k in checks.SCHEDULER_GROUP_KEYS}
-                          for group in self.optimizer.param_groups]
-        self.model.load_state_dict(state["model_state_dict"])
-        self.optimizer.load_state_dict(state["optimizer_state_dict"])
-        for group, kept in zip(self.optimizer.param_groups, scheduler_keys, strict=True):
-            for key, value in kept.items():
-                group.setdefault(key, value)
-        if self.scheduler is not None and state["scheduler_state_dict"] is not None:
-            self.scheduler.load_state_dict(state["scheduler_state_dict"])
-        elif self.scheduler is not None or state["scheduler_state_dict"] is not None:
-            having = "the trainer has a scheduler but the checkpoint none" if self.scheduler is not None \
-                else f"the checkpoint has a {state['scheduler_class']} scheduler but the trainer none"
-            warnings.warn(f"{where}: {having}; the learning-rate schedule will not resume as saved",
-                          RuntimeWarning, stacklevel=3)
-        self.total_epochs = int(state["epoch"])
-        self.losses = [float(v) for v in state["loss"]]
-        self.val_losses = [None if v is None else float(v) for v in state["val_loss"]]
-        self.learning_rates = [list(map(float, lrs)) for lrs in state["learning_rates"]]
-        self.best_val_loss, self.best_epoch = state["best_val_loss"], state["best_epoch"]
-        self._clipping.restore(self.model, state["clipping"])
-        if restore_rng:
-            rng.set_rng_state(state["rng"], {"train": self.train_loader, "val": self.val_loader})
-        self._seeded = True  # a resumed run must not be re-seeded by its first train() call
-
-    def save_checkpoint(self, filename: str | os.PathLike[str]) -> Path:
-        """Write a checkpoint atomically (see :mod:`attnlab.training.checkpoint` for its keys).
-
-        Returns:
-            The path written.
-
-        Raises:
-            ValueError: if the folder is missing or not writable.
-            OSError: if writing fails; a previous file at ``filename`` stays whole.
-        """
-        return ckpt.write_checkpoint(filename, self.state_dict())
-
-    def load_checkpoint(self, filename: str | os.PathLike[str], *, restore_rng: bool = True) -> None:
-        """Resume from a checkpoint: model, optimizer, scheduler, histories, clipping, random streams.
-
-        Tensors are mapped to this trainer's device; the model's train/eval mode is
-        left as it is (the book forced train mode). Set the loaders (and scheduler)
-        first so their state is restored too; afterwards ``train`` continues exactly
-        where the saved run stopped and never re-seeds by itself.
-
-        Args:
-            filename: the checkpoint file.
-            restore_rng: also restore the random streams (global torch and Python
-                ones, and the loaders' generators); False to load for inference only.
-
-        Raises:
-            FileNotFoundError: if ``filename`` does not exist.
-            ValueError: if it is unreadable, not a regular file, not an attnlab checkpoint,
-                larger than this model and optimizer can need, or does not fit this
-                model (naming the mismatched keys), optimizer or scheduler (naming the
-                entry: every state tensor's shape and dtype are checked before loading).
-        """
-        # Bounded by what this model and optimizer can need: a bomb is refused before it is decompressed.
-        state = ckpt.read_checkpoint(filename, map_location=self.device,
-                                     max_bytes=checks.max_checkpoint_bytes(self.model, self.optimizer))
-        self.load_state_dict(state, restore_rng=restore_rng, where=str(filename))
 
 
 StepByStep = Trainer
