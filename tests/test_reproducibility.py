@@ -323,8 +323,7 @@ def _epochs_of(loaders, n=2):
 def _plot_calls():
     """Every public figure function, with inputs built beforehand (building a module draws weights)."""
     mha = MultiHeadAttention(2, 4)
-    x = torch.randn(1, 3, 4)
-    mha.init_keys(x)
+    x = torch.randn(1, 3, 4)  # plot_attention runs mha(x): self-attention
     model = build_model(SquaresConfig())
     records = [{"encoding": "rotary", "seed": 0, "length": 4, "token_accuracy": 1.0, "sequence_accuracy": 0.5}]
     return {

@@ -269,7 +269,8 @@ def test_bias_false_has_no_bias_anywhere_and_copies_a_bias_free_torch_module():
     assert copied.in_proj.bias is None and copied.linear_out.bias is None
     x, kpm = torch.randn(3, 7, 16), padded()
     expected = theirs(x, x, x, key_padding_mask=kpm, need_weights=False)[0]
-    torch.testing.assert_close(forward_like_torch(copied, x, x, x, key_padding_mask=kpm)[0], expected, atol=1e-5, rtol=0)
+    like_torch, _ = forward_like_torch(copied, x, x, x, key_padding_mask=kpm)
+    torch.testing.assert_close(like_torch, expected, atol=1e-5, rtol=0)
 
 
 def test_scale_multiplies_q_dot_k_as_written():

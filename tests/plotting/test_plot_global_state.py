@@ -79,8 +79,7 @@ def _tiny_square_model(source):
 def _plot_self_attention():
     mha = MultiHeadAttention(2, 4)
     x = torch.randn(1, 3, 4)
-    mha.init_keys(x)
-    return plot_attention(mha, x)
+    return plot_attention(mha, x)  # mha(x): self-attention
 
 
 # Not figures: attention in bertviz's format (data in, data out; tests/plotting/test_bertviz.py).

@@ -189,7 +189,7 @@ class KVCache:
         self._source = source
 
     def holds(self, source: Tensor) -> bool:
-        """Whether the stored keys were projected from ``source`` (the same tensor, or a view of the same data).
+        """Whether the stored keys were projected from ``source [B, S, F]`` (the same tensor, or a view of its data).
 
         A cross-attention step passes the encoder's states again; other states (a new
         batch, or a query passed as its own key by mistake) would otherwise meet stale

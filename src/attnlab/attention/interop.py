@@ -15,63 +15,20 @@ here and nowhere else:
   position scheme and a cache need to know. :func:`forward_like_torch` reads
   torch's call (query, key and value the same tensor) as attnlab's ``mha(x)``.
 
-Weights: torch keeps one ``in_proj_weight [3 D, D]`` with rows q | k | v and heads
-contiguous, the layout attnlab's ``in_proj`` has with ``n_kv_heads == n_heads``,
-so :func:`from_torch_module` copies it row for row.
+Weights: :meth:`MultiHeadAttention.from_torch` copies an ``nn.MultiheadAttention``.
 
 Shape notation: ``B`` batch, ``T`` queries, ``S`` keys, ``H`` heads, ``D`` model dim.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TypeVar
-
-import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from attnlab._validate import check_bool
 from attnlab.attention.masks import from_key_padding_mask, from_torch_mask
+from attnlab.attention.multihead import MultiHeadAttention
 
-if TYPE_CHECKING:
-    from attnlab.attention.multihead import MultiHeadAttention
-
-__all__ = ["forward_like_torch", "from_torch_module"]
-
-M = TypeVar("M", bound="MultiHeadAttention")
-
-
-def from_torch_module(cls: type[M], mha: nn.MultiheadAttention) -> M:
-    """A ``cls`` (``MultiHeadAttention`` or a subclass) with ``mha``'s weights: same outputs, to 1e-5.
-
-    Args:
-        cls: the class to build.
-        mha: the ``nn.MultiheadAttention`` to copy (any device and dtype; batch-first or not).
-
-    Returns:
-        A new ``cls(mha.num_heads, D, dropout=mha.dropout, bias=...)`` on ``mha``'s device and dtype.
-
-    Raises:
-        TypeError: if ``mha`` is not an ``nn.MultiheadAttention``.
-        ValueError: for features attnlab does not model (``kdim``/``vdim`` different
-            from ``embed_dim``, ``add_bias_kv``, ``add_zero_attn``).
-    """
-    if not isinstance(mha, nn.MultiheadAttention):
-        raise TypeError(f"from_torch expects an nn.MultiheadAttention, got {type(mha).__name__}")
-    if not mha._qkv_same_embed_dim:
-        raise ValueError(f"kdim/vdim ({mha.kdim}, {mha.vdim}) different from embed_dim ({mha.embed_dim})")
-    if mha.bias_k is not None or mha.add_zero_attn:
-        raise ValueError("add_bias_kv and add_zero_attn are not supported")
-    has_bias = mha.in_proj_bias is not None or mha.out_proj.bias is not None
-    ours = cls(mha.num_heads, mha.embed_dim, dropout=mha.dropout, bias=has_bias)
-    ours.to(device=mha.in_proj_weight.device, dtype=mha.in_proj_weight.dtype)
-    out = mha.out_proj
-    with torch.no_grad():
-        for mine, weight, bias in ((ours.in_proj, mha.in_proj_weight, mha.in_proj_bias),
-                                   (ours.linear_out, out.weight, out.bias)):
-            mine.weight.copy_(weight)
-            if mine.bias is not None:  # torch keeps both biases or neither; a missing one is zero
-                mine.bias.copy_(bias if bias is not None else torch.zeros_like(mine.bias))
-    return ours
+__all__ = ["forward_like_torch"]
 
 
 def forward_like_torch(
@@ -107,11 +64,12 @@ def forward_like_torch(
         ``(out [B, T, D], weights [B, T, S] or [B, H, T, S] or None)``, as torch returns them.
 
     Raises:
-        TypeError / ValueError: for masks of the wrong dtype or shape (naming the
+        TypeError / ValueError: for an ``mha`` that is not attnlab's module, inputs that are
+            not ``[B, L, D]`` tensors, masks of the wrong dtype or shape (naming the
             argument), and what ``mha`` raises.
 
     Example:
-        >>> from attnlab.attention import MultiHeadAttention
+        >>> import torch
         >>> torch_mha = torch.nn.MultiheadAttention(8, 2, batch_first=True).eval()
         >>> ours = MultiHeadAttention.from_torch(torch_mha).eval()
         >>> x = torch.randn(2, 3, 8)
@@ -120,6 +78,12 @@ def forward_like_torch(
         >>> torch.allclose(out, torch_mha(x, x, x, key_padding_mask=padding)[0], atol=1e-6)
         True
     """
+    if not isinstance(mha, MultiHeadAttention):
+        raise TypeError(f"mha must be an attnlab MultiHeadAttention, got {type(mha).__name__}")
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if not isinstance(t, Tensor) or t.dim() != 3:
+            got = list(t.shape) if isinstance(t, Tensor) else type(t).__name__
+            raise ValueError(f"{name} must be a tensor [B, L, D] (batch first), got {got}")
     need_weights = check_bool("need_weights", need_weights)
     B, T, S, H = query.shape[0], query.shape[1], key.shape[1], mha.n_heads
     mask: Tensor | None = None

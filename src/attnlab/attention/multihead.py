@@ -43,7 +43,6 @@ from attnlab._validate import (
 )
 from attnlab.attention.cache import KVCache
 from attnlab.attention.functional import check_bias
-from attnlab.attention.interop import from_torch_module
 from attnlab.attention.long_context import BACKENDS, attend_with_position
 from attnlab.attention.masks import attention_mask
 from attnlab.attention.projections import HeadLayout
@@ -364,7 +363,23 @@ class MultiHeadAttention(nn.Module):
             ValueError: for features attnlab does not model (``kdim``/``vdim`` different
                 from ``embed_dim``, ``add_bias_kv``, ``add_zero_attn``).
         """
-        return from_torch_module(cls, mha)
+        if not isinstance(mha, nn.MultiheadAttention):
+            raise TypeError(f"from_torch expects an nn.MultiheadAttention, got {type(mha).__name__}")
+        if not mha._qkv_same_embed_dim:
+            raise ValueError(f"kdim/vdim ({mha.kdim}, {mha.vdim}) different from embed_dim ({mha.embed_dim})")
+        if mha.bias_k is not None or mha.add_zero_attn:
+            raise ValueError("add_bias_kv and add_zero_attn are not supported")
+        has_bias = mha.in_proj_bias is not None or mha.out_proj.bias is not None
+        ours = cls(mha.num_heads, mha.embed_dim, dropout=mha.dropout, bias=has_bias)
+        ours.to(device=mha.in_proj_weight.device, dtype=mha.in_proj_weight.dtype)
+        # torch's in_proj_weight [3 D, D] has rows q | k | v, heads contiguous: in_proj's layout, row for row.
+        with torch.no_grad():
+            for mine, weight, bias in ((ours.in_proj, mha.in_proj_weight, mha.in_proj_bias),
+                                       (ours.linear_out, mha.out_proj.weight, mha.out_proj.bias)):
+                mine.weight.copy_(weight)
+                if mine.bias is not None:  # torch keeps both biases or neither; a missing one is zero
+                    mine.bias.copy_(bias if bias is not None else torch.zeros_like(mine.bias))
+        return ours
 
     def extra_repr(self) -> str:
         extra = "" if self.n_kv_heads == self.n_heads else f", n_kv_heads={self.n_kv_heads}"
