@@ -373,6 +373,8 @@ def test_a_cross_attention_cache_is_filled_by_the_first_step_and_passed_the_same
      r"a 2-d mask is \[T, S\] = \[5, 7\] .* got \[3, 7\]; a key-padding mask \[B, S\] goes to key_padding_mask="),
     (dict(value=torch.randn(3, 6, 16)), ValueError, r"value given without key: self-attention is mha\(query\)"),
     (dict(key=torch.randn(3, 6, 15)), ValueError, r"key must have shape \[B, L, 16\], got \[3, 6, 15\]"),
+    (dict(key=torch.ones(3, 1, 7, dtype=torch.bool)), TypeError,
+     r"key is a boolean tensor: a mask goes to mask=.*LabMultiHeadAttention"),  # the labs' mha(query, mask)
 ])
 def test_bad_masks_bias_and_keys_name_the_value(kwargs, error, match):
     mha = MultiHeadAttention(4, 16)

@@ -195,7 +195,7 @@ class LabMultiHeadAttention(MultiHeadAttention):
                                "(attnlab's stateless call; attend(query) is self-attention)")
         q = self.layout.project_queries(self.in_proj, query)  # [B, H, T, D]
         out, _ = self._attend(q, self._keys, self._values, mask=_lab_mask(mask), bias=None, is_causal=False,
-                              cache=None, past=None, need_weights=False)
+                              cache=None, cached=None, need_weights=False)
         return out
 
     def attend(

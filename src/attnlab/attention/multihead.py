@@ -250,7 +250,7 @@ class MultiHeadAttention(nn.Module):
         else:
             q, keys, values = self._project_cross(query, key, value, cache)
         out, weights = self._attend(q, keys, values, mask=mask, bias=bias, is_causal=is_causal, cache=cache,
-                                    past=past, need_weights=need_weights)
+                                    cached=past, need_weights=need_weights)
         if need_weights:
             assert weights is not None
             return out, weights
@@ -263,9 +263,10 @@ class MultiHeadAttention(nn.Module):
                              "self-attention is the call without key): give each attention layer a cache of its own")
         q, keys, values = self.layout.project(self.in_proj, query, query, None, proj_values=self.proj_values)
         past = 0 if cache is None else len(cache)
-        if self.position is not None:
+        position = self.position
+        if position is not None:
             # Rotary turns q and k by their positions; keys are cached turned.
-            q, keys = self.position.rotate(q, keys, q_offset=past, k_offset=past)
+            q, keys = position.rotate(q, keys, q_offset=past, k_offset=past)
         if cache is not None:
             keys, values = cache.append(keys, values)  # [B, Hkv, S, Dh]: every step so far
         return q, keys, values, past
@@ -287,6 +288,9 @@ class MultiHeadAttention(nn.Module):
             keys, values = cache.keys, cache.values  # the memory's keys, projected on the first step
             assert keys is not None and values is not None
             return self.layout.project_queries(self.in_proj, query), keys, values
+        if isinstance(key, Tensor) and key.dtype == torch.bool:
+            raise TypeError("key is a boolean tensor: a mask goes to mask= (mha(query, mask=mask)); the labs' "
+                            "positional mha(query, mask) is LabMultiHeadAttention's call")
         self._check_input("key", key)
         if value is not None:
             self._check_input("value", value)
@@ -297,13 +301,16 @@ class MultiHeadAttention(nn.Module):
 
     def _attend(
         self, q: Tensor, keys: Tensor, values: Tensor, *, mask: Tensor | None, bias: Tensor | None,
-        is_causal: bool, cache: KVCache | None, past: int | None, need_weights: bool,
+        is_causal: bool, cache: KVCache | None, cached: int | None, need_weights: bool,
     ) -> tuple[Tensor, Tensor | None]:
         """Attend with projected ``q [B, H, T, Dh]``, ``keys [B, Hkv, S, Dh]``, ``values [B, Hkv, S, Dv]``.
 
-        ``past``: cached steps before a self-attention call (the position scheme's query
-        offset), None for cross-attention. Returns ``(out [B, T, D], weights [B, H, T, S] or None)``.
+        ``cached``: steps cached before a self-attention call (the position scheme's query
+        offset), None for cross-attention (no scheme there). Returns ``(out [B, T, D], weights
+        [B, H, T, S] or None)``.
         """
+        position = None if cached is None else self.position
+        past = 0 if cached is None else cached
         B, H, T, _ = q.shape
         S = keys.shape[2]
         if keys.shape[0] != B:
@@ -313,9 +320,9 @@ class MultiHeadAttention(nn.Module):
             check_bias(bias, (B, H, T, S))
         recording = is_recording()
         out, weights = attend_with_position(
-            q, keys, values, position=self.position if past is not None else None, backend=self.backend,
-            q_offset=past or 0, mask=mask, bias=bias, is_causal=is_causal, scale=self.scale,
-            dropout_p=self.dropout if self.training else 0.0, need_weights=need_weights or recording,
+            q, keys, values, position=position, backend=self.backend, q_offset=past, mask=mask, bias=bias,
+            is_causal=is_causal, scale=self.scale, dropout_p=self.dropout if self.training else 0.0,
+            need_weights=need_weights or recording,
         )  # out [B, H, T, Dv], weights [B, H, T, S] or None
         # Outside recording, forget old weights: collect_attention must not report a stale run.
         # (Assigned only when it changes: nn.Module.__setattr__ costs more than the check.)
@@ -324,7 +331,7 @@ class MultiHeadAttention(nn.Module):
             record(self, recorded)  # this context's block: what collect_attention reads inside it
         if recorded is not None or self.attn_weights is not None:
             self.attn_weights = recorded
-        self._attended(q, keys, mask, bias, is_causal, cache, past, weights)
+        self._attended(q, keys, mask, bias, is_causal, cache, cached, weights)
         Dv = out.shape[3]
         context = out.transpose(1, 2).reshape(B, T, H * Dv)  # [B, T, H * Dv], heads side by side
         return self.linear_out(context), weights  # [B, T, D]
