@@ -101,9 +101,7 @@ class MultiHeadAttention(nn.Module):
         ``forward(query [B, T, F], key [B, S, F] = None, value [B, S, F] = None, *,
         mask = None, ...) -> out [B, T, D]`` (and weights ``[B, H, T, S]`` with
         ``need_weights``). ``mask``: boolean, True = may attend, e.g. ``[B, 1, S]``, ``[T, S]``.
-
-    Self-attention is ``mha(x)`` (no ``key``); ``mha(x, memory)`` is cross-attention
-    (rule: :meth:`forward`).
+        Self-attention is ``mha(x)`` (no ``key``); ``mha(x, memory)`` is cross-attention.
 
     Raises:
         ValueError: naming both when ``d_model`` is not divisible by ``n_heads``
@@ -314,7 +312,8 @@ class MultiHeadAttention(nn.Module):
         B, H, T, _ = q.shape
         S = keys.shape[2]
         if keys.shape[0] != B:
-            raise ValueError(f"query has batch {B} but the keys (given, stored or cached) have batch {keys.shape[0]}")
+            raise ValueError(f"query has batch {B} but the keys (given, cached, or of init_keys()) "
+                             f"have batch {keys.shape[0]}")
         mask = attention_mask(mask, target=(B, H, T, S))
         if bias is not None:
             check_bias(bias, (B, H, T, S))
