@@ -4,7 +4,7 @@ Self-attention forward + backward (``out.sum().backward()``, the input requiring
 grad) at L = 256, 1024, 4096, 16384 with B=1, D=512, H=8 (Dh=64), three
 implementations sharing one set of weights (outputs asserted equal first):
 
-* ``attnlab``: ``MultiHeadAttention(x, x, x)``;
+* ``attnlab``: ``MultiHeadAttention(x)``;
 * ``bare``: the same fused q/k/v projection, a bare ``F.scaled_dot_product_attention``
   on the projected q, k, v, and the same output projection (torch's fused kernel
   with nothing of attnlab's around it);
@@ -61,7 +61,7 @@ def build(L: int) -> tuple[MultiHeadAttention, Tensor]:
 def forward(which: str, mha: MultiHeadAttention, x: Tensor) -> Tensor:
     """Self-attention of ``x [B, L, D]`` by one of :data:`IMPLS`, all with ``mha``'s weights."""
     if which == "attnlab":
-        return mha(x, x, x)
+        return mha(x)  # self-attention
     Bx, L, _ = x.shape
     qkv = F.linear(x, mha.in_proj.weight, mha.in_proj.bias)  # [B, L, 3 * D], rows q | k | v
     q, k, v = qkv.view(Bx, L, 3, H, D // H).permute(2, 0, 3, 1, 4).unbind(0)  # each [B, H, L, Dh]

@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from attnlab.analysis import audit
-from attnlab.attention import Attention, MultiHeadAttention, attend, causal_mask
+from attnlab.attention import Attention, LabMultiHeadAttention, MultiHeadAttention, attend, causal_mask
 from attnlab.cli import main
 from attnlab.data import TaskSpec, generate_sequences, make_loaders, make_task_batch, pad_sequences
 from attnlab.encodings import (
@@ -105,8 +105,8 @@ LIBRARY = [
     ("MultiHeadAttention: mask of the wrong shape",
      lambda: (lambda x: MultiHeadAttention(2, 8)(x, x, x, mask=torch.ones(2, 4, 4, dtype=torch.bool)))(
          torch.randn(2, 3, 8)), ValueError, r"mask of shape \[2, 1, 4, 4\] does not broadcast"),
-    ("MultiHeadAttention: no keys given or initialised",
-     lambda: MultiHeadAttention(2, 8)(torch.randn(2, 3, 8), self_attention=False),
+    ("LabMultiHeadAttention: no keys initialised",
+     lambda: LabMultiHeadAttention(2, 8)(torch.randn(2, 3, 8)),
      RuntimeError, r"no keys: call init_keys\(keys\) first"),
     ("MultiHeadAttention: dropout 2", lambda: MultiHeadAttention(2, 8, dropout=2.0), ValueError,
      r"dropout must be in \[0, 1\), got 2.0"),

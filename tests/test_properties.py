@@ -374,8 +374,8 @@ def test_causal_multihead_ignores_the_future(scheme, data):
     need_weights = data.draw(st.booleans(), label="need_weights")
     x2 = perturb_from(x, p, g, dim=1)
     with torch.no_grad():
-        out = mha(x, x, x, is_causal=True, need_weights=need_weights)
-        out2 = mha(x2, x2, x2, is_causal=True, need_weights=need_weights)
+        out = mha(x, is_causal=True, need_weights=need_weights)
+        out2 = mha(x2, is_causal=True, need_weights=need_weights)
     if need_weights:
         (out, w), (out2, w2) = out, out2
         torch.testing.assert_close(w2[:, :, :p], w[:, :, :p], atol=1e-6, rtol=0)
@@ -611,12 +611,12 @@ def test_kv_cache_in_random_chunks_equals_one_shot(scheme, data):
     cuts = sorted(data.draw(st.sets(st.integers(1, L - 1), max_size=4), label="cuts")) if L > 1 else []
     capacity = data.draw(st.sampled_from([0, 1, L]), label="capacity")
     with torch.no_grad():
-        whole = mha(x, x, x, is_causal=True)
+        whole = mha(x, is_causal=True)
         cache = KVCache(capacity)
         pieces = []
         for a, b in zip([0, *cuts], [*cuts, L], strict=True):
             step = x[:, a:b]
-            pieces.append(mha(step, step, step, is_causal=True, cache=cache))
+            pieces.append(mha(step, is_causal=True, cache=cache))
             assert len(cache) == b
     torch.testing.assert_close(torch.cat(pieces, dim=1), whole, atol=1e-5, rtol=1e-5)
 

@@ -125,13 +125,13 @@ def test_cached_self_attention_step_by_step_equals_the_causal_pass(head_dim, n_k
     torch.manual_seed(0)
     mha = MultiHeadAttention(4, 8, head_dim=head_dim, n_kv_heads=n_kv_heads).eval()
     x = torch.randn(3, 7, 8)
-    full = mha(x, x, x, is_causal=True)  # [B, T, D]
+    full = mha(x, is_causal=True)  # [B, T, D]
     cache = KVCache()
     steps = []
     with torch.no_grad():
         for t in range(7):
-            step = x[:, t : t + 1]  # [B, 1, D]; self-attention is "key is query"
-            steps.append(mha(step, step, step, is_causal=True, cache=cache))
+            step = x[:, t : t + 1]  # [B, 1, D]; self-attention is the call without key
+            steps.append(mha(step, is_causal=True, cache=cache))
     assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=0)
     assert len(cache) == 7
     assert cache.keys.shape == (3, n_kv_heads or 4, 7, mha.head_dim)  # GQA: only the key/value heads are kept
@@ -141,7 +141,7 @@ def test_cached_self_attention_step_by_step_equals_the_causal_pass(head_dim, n_k
     with torch.no_grad():
         for t in range(0, 6, 2):
             chunk = x[:, t : t + 2]  # [B, 2, D]
-            chunks.append(mha(chunk, chunk, chunk, is_causal=True, cache=cache))
+            chunks.append(mha(chunk, is_causal=True, cache=cache))
     assert_close(torch.cat(chunks, dim=1), full[:, :6], atol=1e-5, rtol=0)
 
 
@@ -153,10 +153,14 @@ def test_cached_cross_attention_projects_the_keys_once_and_reuses_them():
     cache = KVCache()
     first = mha(query, memory, cache=cache)
     assert len(cache) == 5
-    again = mha(query, torch.full_like(memory, 1e3), cache=cache)  # the cached keys are used
-    assert_close(again, first)
     assert_close(first, mha(query, memory))
-    assert mha._keys is None  # nothing was kept on the module
+    with torch.no_grad():
+        mha.in_proj.weight[6:].mul_(1e3)  # a second projection of the memory would give other keys
+    again = mha(query, memory, cache=cache)  # the cached keys are used (the same memory is passed)
+    assert_close(again, first)
+    with pytest.raises(ValueError, match="another key"):
+        mha(query, torch.full_like(memory, 1e3), cache=cache)  # other states never meet the cached keys
+    assert not [name for name, value in vars(mha).items() if isinstance(value, torch.Tensor)]  # nothing kept
 
 
 def test_a_reserved_capacity_is_allocated_once_and_filled_in_place():

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from attnlab.attention import KVCache, MultiHeadAttention, attend, causal_mask
+from attnlab.attention import KVCache, MultiHeadAttention, attend, causal_mask, from_key_padding_mask
 from attnlab.encodings import ALiBi, Rotary
 
 H, D, DH = 8, 32, 4  # heads, model dim, head dim
@@ -136,7 +136,7 @@ def test_module_gqa_fused_and_explicit_agree_with_masks_bias_and_a_scheme(n_kv_h
     kpm = torch.zeros(2, 6, dtype=torch.bool)
     kpm[1, 4:] = True  # torch's polarity: padding
     bias = torch.randn(H, 6, 6)
-    kwargs = dict(key_padding_mask=kpm, bias=bias, is_causal=True)
+    kwargs = dict(mask=from_key_padding_mask(kpm, batch=2, n_keys=6), bias=bias, is_causal=True)
     fused = mha(x, **kwargs)
     explicit, w = mha(x, need_weights=True, **kwargs)
     assert_close(fused, explicit, atol=1e-6, rtol=0)

@@ -286,7 +286,7 @@ def test_multihead_chunked_backend_equals_dense_with_padding_and_a_cache(name):
     x = torch.randn(2, 9, H * DH, dtype=torch.float64, requires_grad=True)
     pad = torch.zeros(2, 9, dtype=torch.bool)
     pad[1, :2] = True  # torch's polarity: the first two keys of sequence 1 are padding
-    outs = [m(x, is_causal=True, key_padding_mask=pad) for m in (dense_mha, chunked)]
+    outs = [m(x, is_causal=True, mask=~pad[:, None, :]) for m in (dense_mha, chunked)]  # [B, 1, S], True = may attend
     torch.testing.assert_close(outs[1], outs[0], rtol=0, atol=1e-12)
     grads = [torch.autograd.grad(o.sum(), [x, *m.parameters()]) for o, m in zip(outs, (dense_mha, chunked),
                                                                                  strict=True)]
@@ -295,7 +295,7 @@ def test_multihead_chunked_backend_equals_dense_with_padding_and_a_cache(name):
     with torch.no_grad():  # step by step with a cache: the chunked rows start at the cached length
         cache, steps = KVCache(), []
         for t in range(9):
-            steps.append(chunked(x[:, t : t + 1], is_causal=True, cache=cache, key_padding_mask=pad[:, : t + 1]))
+            steps.append(chunked(x[:, t : t + 1], is_causal=True, cache=cache, mask=~pad[:, None, : t + 1]))
         torch.testing.assert_close(torch.cat(steps, 1), outs[0], rtol=0, atol=1e-12)
 
 

@@ -9,9 +9,12 @@ from torch import nn
 from attnlab.attention import (
     Attention,
     KVCache,
+    LabMultiHeadAttention,
     MultiHeadAttention,
     causal_mask,
     collect_attention,
+    forward_like_torch,
+    from_key_padding_mask,
     from_torch_mask,
     record_attention,
 )
@@ -54,7 +57,9 @@ def test_wide_heads_equal_the_labs_per_head_loop_after_manual_seed(n_heads, d_mo
     torch.manual_seed(43)
     theirs = LabMultiHead(n_heads, d_model, input_dim)
     torch.manual_seed(43)
-    ours = MultiHeadAttention(n_heads, d_model, input_dim=input_dim, head_dim=d_model)
+    ours = LabMultiHeadAttention(n_heads, d_model, input_dim=input_dim)  # the labs' module: heads D wide
+    torch.manual_seed(43)
+    fused = MultiHeadAttention(n_heads, d_model, input_dim=input_dim, head_dim=d_model)  # the same, attnlab's call
     x = torch.randn(4, 5, input_dim or d_model)
     mask = causal_mask(5).unsqueeze(0)  # [1, T, S], the labs' subsequent mask
     expected = theirs(x, x, mask)
@@ -64,7 +69,8 @@ def test_wide_heads_equal_the_labs_per_head_loop_after_manual_seed(n_heads, d_mo
     torch.testing.assert_close(got, expected, atol=1e-6, rtol=0)
     alphas = torch.stack([h.alphas for h in theirs.heads])  # [H, B, T, S]
     torch.testing.assert_close(ours.alphas, alphas, atol=1e-6, rtol=0)
-    torch.testing.assert_close(ours(x, x, x, mask=mask), expected, atol=1e-6, rtol=0)  # stateless
+    torch.testing.assert_close(ours.attend(x, mask=mask), expected, atol=1e-6, rtol=0)  # stateless
+    torch.testing.assert_close(fused(x, mask=mask), expected, atol=1e-6, rtol=0)
     assert sum(p.numel() for p in ours.parameters()) == sum(p.numel() for p in theirs.parameters())
 
 
@@ -168,8 +174,8 @@ def test_dropout_only_in_training():
         (lambda: MultiHeadAttention(2, 8, dropout=-0.1), ValueError, "dropout"),
         (lambda: MultiHeadAttention(2, 8, input_dim=3, proj_values=False), ValueError, "input_dim"),
         (lambda: MultiHeadAttention(2, 8)(torch.randn(2, 3, 5)), ValueError, r"\[B, L, 8\]"),
-        # mha(x) is self-attention; cross-attention declared without keys has nothing to attend to.
-        (lambda: MultiHeadAttention(2, 8)(torch.randn(2, 3, 8), self_attention=False), RuntimeError, "init_keys"),
+        # mha(x) is self-attention; the labs' module has nothing to attend to before init_keys.
+        (lambda: LabMultiHeadAttention(2, 8)(torch.randn(2, 3, 8)), RuntimeError, "init_keys"),
     ],
 )
 def test_bad_arguments(make, exc, words):
@@ -263,7 +269,8 @@ def test_bias_false_has_no_bias_anywhere_and_copies_a_bias_free_torch_module():
     assert copied.in_proj.bias is None and copied.linear_out.bias is None
     x, kpm = torch.randn(3, 7, 16), padded()
     expected = theirs(x, x, x, key_padding_mask=kpm, need_weights=False)[0]
-    torch.testing.assert_close(copied(x, key_padding_mask=kpm), expected, atol=1e-5, rtol=0)
+    like_torch, _ = forward_like_torch(copied, x, x, x, key_padding_mask=kpm)
+    torch.testing.assert_close(like_torch, expected, atol=1e-5, rtol=0)
 
 
 def test_scale_multiplies_q_dot_k_as_written():
@@ -288,55 +295,68 @@ def test_bias_and_key_padding_mask_equal_the_formula_and_nn_multiheadattention(w
         torch_mask = torch_mask.masked_fill(~mask, float("-inf"))
     float_kpm = torch.zeros(B, T).masked_fill(kpm, float("-inf"))  # same kind as attn_mask (no warning)
     expected, expected_w = theirs(x, x, x, key_padding_mask=float_kpm, attn_mask=torch_mask, average_attn_weights=False)
-    got = ours(x, bias=bias, key_padding_mask=kpm, mask=mask)
-    explicit, w = ours(x, x, x, bias=bias, key_padding_mask=kpm, mask=mask, need_weights=True)
+    ours_mask = from_key_padding_mask(kpm, batch=B, n_keys=T)  # [B, 1, 1, S], True = may attend
+    ours_mask = ours_mask if mask is None else ours_mask & mask
+    got = ours(x, bias=bias, mask=ours_mask)
+    explicit, w = ours(x, x, x, bias=bias, mask=ours_mask, need_weights=True)
     torch.testing.assert_close(got.double(), formula(ours, x, mask=allowed, bias=bias), atol=1e-5, rtol=0)
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
     torch.testing.assert_close(explicit, expected, atol=1e-5, rtol=0)
     torch.testing.assert_close(w, expected_w, atol=1e-5, rtol=0)
+    # torch's own call, masks in torch's polarity, through the one boundary that converts them
+    like_torch, like_w = forward_like_torch(ours, x, x, x, key_padding_mask=kpm, attn_mask=torch_mask,
+                                            average_attn_weights=False)
+    torch.testing.assert_close(like_torch, expected, atol=1e-5, rtol=0)
+    torch.testing.assert_close(like_w, expected_w, atol=1e-5, rtol=0)
 
 
 def test_key_padding_mask_is_not_the_mask_when_batch_equals_queries():
     # The issue's case: B == T, so torch's [B, S] padding mask also has the shape of a [T, S] mask.
     ours = MultiHeadAttention(2, 8)
     x, kpm = torch.randn(3, 3, 8), padded(B=3, S=3)
-    right = ours(x, key_padding_mask=kpm)
+    right = forward_like_torch(ours, x, x, x, key_padding_mask=kpm, need_weights=False)[0]
     torch.testing.assert_close(right.double(), formula(ours, x, mask=~kpm[:, None, None, :]), atol=1e-6, rtol=0)
     assert not torch.allclose(right, ours(x, mask=kpm))  # as a [T, S] mask it means something else
 
 
 @pytest.mark.parametrize("scheme", ["alibi", "rotary"])
-def test_self_attention_is_declared_not_inferred_from_identity(scheme):
+def test_self_attention_is_the_call_without_key_not_inferred_from_identity(scheme):
     from attnlab.encodings import ALiBi, Rotary
 
     torch.manual_seed(6)
     mha = MultiHeadAttention(4, 16, position=ALiBi(4) if scheme == "alibi" else Rotary(4)).eval()
     x = torch.randn(2, 5, 16)
     expected = mha(x)  # no key: self-attention
-    both = torch.cat([x, x], dim=-1)  # [B, T, 2 * D]: two slices of one tensor
-    for got in (
-        mha(x, x, x),
-        mha(x, x.clone(), x.clone(), self_attention=True),
-        mha(x.clone(), both[..., :16], both[..., 16:], self_attention=True),
-        mha(x, x.clone(), self_attention=True),
-        mha(x, is_causal=False, self_attention=True),
-    ):
+    plain = MultiHeadAttention(4, 16).eval()
+    plain.load_state_dict(mha.state_dict(), strict=False)
+    for got in (mha(x, is_causal=False), mha(x.clone())):
         torch.testing.assert_close(got, expected, atol=1e-6, rtol=0)
-    with pytest.raises(ValueError, match=r"position scheme .* self-attention only.*self_attention=True"):
-        mha(x, x.clone(), x.clone())  # distinct tensors, not declared: cross-attention
+    assert not torch.allclose(plain(x), expected, atol=1e-4)  # the scheme acts: self-attention it was
+    # any key, even the query itself, is cross-attention: no position scheme there
+    for key in (x, x.clone()):
+        with pytest.raises(ValueError, match=r"position scheme .* self-attention only.*mha\(x\), without key"):
+            mha(x, key, key)
 
 
-def test_without_key_the_labs_init_keys_and_a_stored_cache_are_cross_attention():
+def test_a_cross_attention_cache_is_filled_by_the_first_step_and_passed_the_same_memory_after():
     mha = MultiHeadAttention(2, 8)
     x, memory = torch.randn(2, 3, 8), torch.randn(2, 5, 8)
     cross = mha(x, memory, memory)
     cache = KVCache()
-    mha(x, memory, cache=cache)  # first step: the memory's keys are stored
-    assert cache.stored
-    torch.testing.assert_close(mha(x, cache=cache), cross)  # later steps: key=None reuses them
-    mha.init_keys(memory)
-    torch.testing.assert_close(mha(x), cross)  # the labs' stateful use
-    torch.testing.assert_close(mha(x, self_attention=True), mha(x, x, x))  # declared: the query itself
+    torch.testing.assert_close(mha(x, memory, cache=cache), cross)  # first step: the memory's keys are stored
+    assert cache.stored and len(cache) == 5
+    with torch.no_grad():
+        mha.in_proj.weight[8:].mul_(2.0)  # re-projecting the memory would now give other keys and values
+    torch.testing.assert_close(mha(x, memory, cache=cache), cross)  # later steps: the stored projection
+    torch.testing.assert_close(mha(x, memory[:, :], cache=cache), cross)  # a view of the same memory too
+    with pytest.raises(ValueError, match="holds the projection of another key.*reset"):
+        mha(x, memory.clone(), cache=cache)  # other states: never the stale keys without a word
+    with pytest.raises(ValueError, match="self-attention with a cache holding cross-attention keys"):
+        mha(x, cache=cache)  # no key: self-attention, which must not append to the memory's keys
+    steps = KVCache()
+    mha(x, cache=steps)  # self-attention: appended
+    with pytest.raises(ValueError, match="cross-attention .* with a cache holding self-attention steps"):
+        mha(x, memory, cache=steps)
 
 
 @pytest.mark.bad_input("numbers")
@@ -345,21 +365,25 @@ def test_without_key_the_labs_init_keys_and_a_stored_cache_are_cross_attention()
      r"key_padding_mask must have shape \[B, S\] = \[3, 7\], got \[3, 6\]"),
     (dict(key_padding_mask=torch.zeros(7, dtype=torch.bool)), ValueError,
      r"key_padding_mask must have shape \[B, S\] = \[3, 7\], got \[7\]"),
-    (dict(key_padding_mask=torch.zeros(3, 7)), TypeError,
-     r"key_padding_mask must be a boolean tensor \[B, S\], True = padding .* got torch.float32"),
+    (dict(key_padding_mask=torch.zeros(3, 7, dtype=torch.int64)), TypeError,
+     r"key_padding_mask must be a boolean tensor \[B, S\], True = padding .* got torch.int64"),
     (dict(bias=torch.zeros(3, 7, 6)), ValueError, r"bias of shape \[3, 7, 6\] does not broadcast to .*\[3, 4, 7, 7\]"),
     (dict(bias=torch.zeros(4, 7, 7, dtype=torch.bool)), TypeError, "bias must be a floating-point tensor"),
     (dict(mask=torch.ones(3, 7, dtype=torch.bool), query=torch.randn(3, 5, 16), key=torch.randn(3, 7, 16)), ValueError,
      r"a 2-d mask is \[T, S\] = \[5, 7\] .* got \[3, 7\]; a key-padding mask \[B, S\] goes to key_padding_mask="),
-    (dict(key=torch.randn(3, 6, 16), self_attention=True), ValueError,
-     r"self-attention: key must hold the query's sequence, \[B, T\] = \[3, 7\], got \[3, 6, 16\]"),
-    (dict(self_attention="yes"), TypeError, "self_attention must be True or False, got 'yes'"),
+    (dict(value=torch.randn(3, 6, 16)), ValueError, r"value given without key: self-attention is mha\(query\)"),
+    (dict(key=torch.randn(3, 6, 15)), ValueError, r"key must have shape \[B, L, 16\], got \[3, 6, 15\]"),
+    (dict(key=torch.ones(3, 1, 7, dtype=torch.bool)), TypeError,
+     r"key is a boolean tensor: a mask goes to mask=.*LabMultiHeadAttention"),  # the labs' mha(query, mask)
 ])
-def test_bad_masks_bias_and_self_attention_name_the_value(kwargs, error, match):
+def test_bad_masks_bias_and_keys_name_the_value(kwargs, error, match):
     mha = MultiHeadAttention(4, 16)
     query = kwargs.pop("query", torch.randn(3, 7, 16))
     with pytest.raises(error, match=match):
-        mha(query, **kwargs)
+        if "key_padding_mask" in kwargs:  # torch's polarity: only through the boundary that converts it
+            forward_like_torch(mha, query, query, query, **kwargs)
+        else:
+            mha(query, **kwargs)
 
 
 @pytest.mark.bad_input("numbers")
@@ -371,4 +395,4 @@ def test_bad_scale_and_a_cross_cache_in_self_attention_are_refused():
     cache, x = KVCache(), torch.randn(1, 2, 8)
     cache.store(torch.zeros(1, 2, 4, 4), torch.zeros(1, 2, 4, 4))
     with pytest.raises(ValueError, match="self-attention with a cache holding cross-attention keys"):
-        MultiHeadAttention(2, 8)(x, x, x, cache=cache)
+        MultiHeadAttention(2, 8)(x, cache=cache)

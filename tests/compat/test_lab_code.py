@@ -315,7 +315,7 @@ def test_a_mask_of_other_values_than_0_and_1_is_refused(bad):
     model.eval()
     calls = [
         lambda: attn(x[:, :1], mask=mask),
-        lambda: mha(x, x, x, mask=mask),
+        lambda: mha.attend(x, mask=mask),
         lambda: ours.EncoderSelfAttn(3, 2, 10, 2)(x, mask),
         lambda: model.predict(x[:, :2], mask[..., :2]),
         lambda: model(x[:, :2], mask[..., :2]),

@@ -166,16 +166,16 @@ def test_multihead_attention_on_a_flattened_image():
     theirs.load_state_dict(ours.state_dict())
     image = torch.randn(2, rows, cols, heads * dh)  # [B, rows, cols, D]
     x = image.flatten(1, 2)  # [B, L, D], row-major
-    out = ours(x, x, x)
+    out = ours(x)
     assert out.shape == (2, rows * cols, heads * dh)
-    assert_close(out, theirs(x, x, x), atol=1e-5, rtol=0)
+    assert_close(out, theirs(x), atol=1e-5, rtol=0)
     # the positions matter: the same tokens without the rotation give other outputs
     plain = MultiHeadAttention(heads, heads * dh)
     plain.load_state_dict(ours.state_dict())
-    assert not torch.allclose(out, plain(x, x, x), atol=1e-3)
+    assert not torch.allclose(out, plain(x), atol=1e-3)
     with pytest.raises(ValueError, match=r"grid 3 x 4 has 12 positions, but got 13 queries"):
         y = torch.randn(1, 13, heads * dh)  # a class token too many for the 3 x 4 grid
-        ours(y, y, y)
+        ours(y)
 
 
 def test_set_grid_changes_the_size_and_dtypes_are_kept():

@@ -177,7 +177,7 @@ def test_causal_output_does_not_see_later_tokens():
     y = x.clone()
     y[:, 5:] = torch.randn(2, 4, 16)
     with torch.no_grad():
-        out_x, out_y = mha(x, x, x, is_causal=True), mha(y, y, y, is_causal=True)
+        out_x, out_y = mha(x, is_causal=True), mha(y, is_causal=True)
     assert_close(out_y[:, :5], out_x[:, :5], atol=1e-6, rtol=0)
     assert (out_y[:, 5:] - out_x[:, 5:]).abs().max() > 1e-2
 
@@ -187,27 +187,27 @@ def test_cached_decoding_equals_the_full_pass(npos_max):
     mha = make_mha(npos_max=npos_max)
     x = torch.randn(2, 16, 16)
     with torch.no_grad():
-        full = mha(x, x, x, is_causal=True)  # [B, L, D]
+        full = mha(x, is_causal=True)  # [B, L, D]
         cache, steps = KVCache(), []
         for t in range(16):
             step = x[:, t : t + 1]
-            steps.append(mha(step, step, step, is_causal=True, cache=cache))
+            steps.append(mha(step, is_causal=True, cache=cache))
         cache, chunks = KVCache(), []
         for t in range(0, 16, 3):
             chunk = x[:, t : t + 3]
-            chunks.append(mha(chunk, chunk, chunk, is_causal=True, cache=cache))
+            chunks.append(mha(chunk, is_causal=True, cache=cache))
     assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=0)
     assert_close(torch.cat(chunks, dim=1), full, atol=1e-5, rtol=0)
     # CoPE changed the output: without it the same weights give something else
     mha.position = None
     with torch.no_grad():
-        assert (mha(x, x, x, is_causal=True) - full).abs().max() > 1e-3
+        assert (mha(x, is_causal=True) - full).abs().max() > 1e-3
 
 
 def test_gradients_reach_pos_emb_and_match_the_reference():
     mha = make_mha()
     x = torch.randn(2, 7, 16)
-    mha(x, x, x, is_causal=True).square().sum().backward()
+    mha(x, is_causal=True).square().sum().backward()
     assert mha.position.pos_emb.grad is not None and mha.position.pos_emb.grad.abs().max() > 0
     # in float64, the gradients of the bias against those of the paper's forward
     cope = random_cope(4, 5).double()

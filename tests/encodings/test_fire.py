@@ -136,11 +136,11 @@ def test_causal_attention_ignores_later_tokens():
     mha = random_mha(make_fire(2), 2)
     x = torch.randn(2, 12, 8)
     with torch.no_grad():
-        out = mha(x, x, x, is_causal=True)
+        out = mha(x, is_causal=True)
         for p in (0, 5, 11):
             x2 = x.clone()
             x2[:, p:] = torch.randn(2, 12 - p, 8)
-            out2 = mha(x2, x2, x2, is_causal=True)
+            out2 = mha(x2, is_causal=True)
             torch.testing.assert_close(out2[:, :p], out[:, :p], atol=1e-6, rtol=0)
             assert not torch.allclose(out2[:, p:], out[:, p:])  # the change itself does show
 
@@ -154,7 +154,7 @@ class TinyDecoder(nn.Module):
 
     def forward(self, x, caches=None):
         for n, layer in enumerate(self.layers):
-            x = x + layer(x, x, x, is_causal=True, cache=None if caches is None else caches[n])
+            x = x + layer(x, is_causal=True, cache=None if caches is None else caches[n])
         return x
 
 
@@ -180,7 +180,7 @@ def test_gradients_reach_every_parameter(causal):
     fire = make_fire(2, causal=causal)  # L = 9: rows below L train the threshold, rows above do not
     mha = random_mha(fire, 2)
     x = torch.randn(2, 16, 8)
-    mha(x, x, x, is_causal=causal).square().sum().backward()
+    mha(x, is_causal=causal).square().sum().backward()
     for name, p in fire.named_parameters():
         assert p.grad is not None and torch.isfinite(p.grad).all(), name
         assert p.grad.abs().sum() > 0, name

@@ -149,11 +149,11 @@ def test_causal_attention_ignores_later_tokens(kernel):
     mha = random_mha(KERPLE(2, kernel=kernel), 2)
     x = torch.randn(2, 12, 8)
     with torch.no_grad():
-        out = mha(x, x, x, is_causal=True)
+        out = mha(x, is_causal=True)
         for p in (0, 5, 11):
             x2 = x.clone()
             x2[:, p:] = torch.randn(2, 12 - p, 8)
-            out2 = mha(x2, x2, x2, is_causal=True)
+            out2 = mha(x2, is_causal=True)
             torch.testing.assert_close(out2[:, :p], out[:, :p], atol=1e-6, rtol=0)
             assert not torch.allclose(out2[:, p:], out[:, p:])  # the change itself does show
 
@@ -168,7 +168,7 @@ class TinyDecoder(nn.Module):
 
     def forward(self, x, caches=None):
         for n, layer in enumerate(self.layers):
-            x = x + layer(x, x, x, is_causal=True, cache=None if caches is None else caches[n])
+            x = x + layer(x, is_causal=True, cache=None if caches is None else caches[n])
         return x
 
 
@@ -195,7 +195,7 @@ def test_gradients_reach_every_parameter(kernel):
     kerple = KERPLE(2, kernel=kernel)
     mha = random_mha(kerple, 2)
     x = torch.randn(2, 10, 8)
-    mha(x, x, x, is_causal=True).square().sum().backward()
+    mha(x, is_causal=True).square().sum().backward()
     for name, p in kerple.named_parameters():
         assert p.grad is not None and torch.isfinite(p.grad).all() and (p.grad != 0).all(), name
 

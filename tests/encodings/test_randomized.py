@@ -391,8 +391,8 @@ def test_inside_multihead_attention_one_draw_per_call_and_a_new_one_next_call():
     mha.eval()  # the reference draws at evaluation too
     x = torch.randn(3, 6, H * DH)
     with torch.no_grad():
-        first = mha(x, x, x)
-        second = mha(x, x, x)
+        first = mha(x)
+        second = mha(x)
     calls = [spy.seen[:3], spy.seen[3:]]
     assert [name for name, _, _ in spy.seen] == ["rotate", "bias", "value"] * 2
     for call in calls:

@@ -234,15 +234,15 @@ def test_cached_decoding_equals_the_full_pass(name):
     mha = MultiHeadAttention(2, 2 * HEAD_DIM, position=rope).eval()
     x = torch.randn(2, 28, 2 * HEAD_DIM)
     with torch.no_grad():
-        full = mha(x, x, x, is_causal=True)  # [B, L, D]
+        full = mha(x, is_causal=True)  # [B, L, D]
         cache, steps = KVCache(), []
         for t in range(28):
             step = x[:, t : t + 1]
-            steps.append(mha(step, step, step, is_causal=True, cache=cache))
+            steps.append(mha(step, is_causal=True, cache=cache))
         cache, chunks = KVCache(), []
         for t in range(0, 28, 5):  # chunks that straddle the original length
             chunk = x[:, t : t + 5]
-            chunks.append(mha(chunk, chunk, chunk, is_causal=True, cache=cache))
+            chunks.append(mha(chunk, is_causal=True, cache=cache))
     assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=0)
     assert_close(torch.cat(chunks, dim=1), full, atol=1e-5, rtol=0)
 

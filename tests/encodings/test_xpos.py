@@ -161,7 +161,7 @@ def test_causal_output_does_not_see_later_tokens():
     y = x.clone()
     y[:, 5:] = torch.randn(2, 4, 16)  # change the future of step 4
     with torch.no_grad():
-        out_x, out_y = mha(x, x, x, is_causal=True), mha(y, y, y, is_causal=True)
+        out_x, out_y = mha(x, is_causal=True), mha(y, is_causal=True)
     assert_close(out_y[:, :5], out_x[:, :5], atol=1e-6, rtol=0)
     assert (out_y[:, 5:] - out_x[:, 5:]).abs().max() > 1e-2  # the change is seen where it may be
 
@@ -171,15 +171,15 @@ def test_cached_decoding_equals_the_full_pass(kwargs):
     mha = make_mha(**kwargs)
     x = torch.randn(2, 24, 16)
     with torch.no_grad():
-        full = mha(x, x, x, is_causal=True)  # [B, L, D]
+        full = mha(x, is_causal=True)  # [B, L, D]
         cache, steps = KVCache(), []
         for t in range(24):
             step = x[:, t : t + 1]
-            steps.append(mha(step, step, step, is_causal=True, cache=cache))
+            steps.append(mha(step, is_causal=True, cache=cache))
         cache, chunks = KVCache(), []
         for t in range(0, 24, 3):
             chunk = x[:, t : t + 3]
-            chunks.append(mha(chunk, chunk, chunk, is_causal=True, cache=cache))
+            chunks.append(mha(chunk, is_causal=True, cache=cache))
     assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=0)
     assert_close(torch.cat(chunks, dim=1), full, atol=1e-5, rtol=0)
 

@@ -11,7 +11,10 @@ r"""Attention: the functional core, masks, scoring functions and the modules on 
   from ``nn.MultiheadAttention``'s polarity.
 * scoring functions (the attention lab and beyond): uniform, dot, scaled dot, additive
   (Bahdanau), general (Luong), and the variance demonstration.
-* :class:`Attention` (the attention lab's single head) and :class:`MultiHeadAttention`.
+* :class:`Attention` (the attention lab's single head), :class:`MultiHeadAttention`
+  (``mha(x)`` self-attention, ``mha(x, memory)`` cross-attention, one boolean mask) and
+  :class:`LabMultiHeadAttention` (the labs' module: ``init_keys``, ``mha(query, mask)``,
+  ``alphas``); torch's call on attnlab's module: :func:`forward_like_torch`.
 * :class:`KVCache` / :class:`DecodingCache`: keys and values kept between
   decoding steps, owned by the decoding call.
 * :func:`record_attention` / :func:`collect_attention`: weights only when asked.
@@ -23,6 +26,7 @@ from attnlab.attention.backends.chunked import chunked_attend
 from attnlab.attention.backends.flex import compile_log, flex_attend
 from attnlab.attention.cache import DecodingCache, KVCache
 from attnlab.attention.functional import attend, repeat_kv_heads
+from attnlab.attention.interop import forward_like_torch
 from attnlab.attention.lab_heads import LabMultiHeadAttention, keeping_alphas
 from attnlab.attention.masks import (
     attention_mask,
@@ -50,6 +54,7 @@ from attnlab.attention.scoring import (
 __all__ = [
     "repeat_kv_heads",
     "from_key_padding_mask",
+    "forward_like_torch",
     "flex_attend",
     "compile_log",
     "chunked_attend",

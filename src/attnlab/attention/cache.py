@@ -10,7 +10,10 @@ cached keys (Pope et al. 2022, "Efficiently Scaling Transformer Inference",
 
 * self-attention appends the new step's keys and values (:meth:`KVCache.append`);
 * cross-attention projects the encoder's states once, on the first step, and
-  reuses them (:meth:`KVCache.store`).
+  reuses them (:meth:`KVCache.store`). The module is passed the encoder's states
+  at every step (``mha(x, memory, cache=...)``: a ``key`` always means
+  cross-attention) and the cache remembers which states it projected, so a step
+  with other states raises instead of attending to stale keys.
 
 With grouped-query attention the cache holds the ``Hkv`` key/value heads, not
 the ``H`` query heads: ``H / Hkv`` times less memory, the point of GQA
@@ -66,6 +69,7 @@ class KVCache:
         self._values: Tensor | None = None  # [B, H, capacity, Dv]
         self._length = 0
         self._stored = False  # filled by store() (cross-attention), not append()
+        self._source: Tensor | None = None  # the key [B, S, F] store() was given (cross-attention)
 
     def __len__(self) -> int:
         """``S``, the number of cached steps."""
@@ -85,8 +89,9 @@ class KVCache:
     def stored(self) -> bool:
         """True when the cache holds keys set by :meth:`store` (an encoder's, for cross-attention).
 
-        ``MultiHeadAttention`` called without ``key`` reads this to tell a cross-attention
-        step (reuse these keys) from a self-attention step (append to them).
+        ``MultiHeadAttention`` reads this to refuse a cache of the other kind: self-attention
+        (no ``key``) appends and must not find cross-attention keys, cross-attention must
+        not find self-attention steps.
         """
         return self._stored and self._length > 0
 
@@ -144,7 +149,7 @@ class KVCache:
             if recording or n >= self._reserve:
                 # Kept as given (never written into: the buffer is replaced when it grows).
                 self._keys, self._values, self._length = keys, values, n
-                self._stored = False
+                self._stored, self._source = False, None
                 return keys, values
             self._keys = keys.new_empty(*keys.shape[:2], self._reserve, keys.shape[3])  # [B, H, capacity, Dh]
             self._values = values.new_empty(*values.shape[:2], self._reserve, values.shape[3])
@@ -159,7 +164,7 @@ class KVCache:
             self._keys[:, :, self._length : end] = keys
             self._values[:, :, self._length : end] = values
         self._length = end
-        self._stored = False
+        self._stored, self._source = False, None
         keys_out, values_out = self.keys, self.values
         assert keys_out is not None and values_out is not None
         return keys_out, values_out
@@ -171,18 +176,37 @@ class KVCache:
         grown[:, :, : self._length] = buffer[:, :, : self._length]
         return grown
 
-    def store(self, keys: Tensor, values: Tensor) -> None:
+    def store(self, keys: Tensor, values: Tensor, *, source: Tensor | None = None) -> None:
         """Set the whole cache at once to ``keys [B, H, S, Dh]`` and ``values [B, H, S, Dv]``.
 
         For cross-attention: the encoder's keys and values, projected once.
+        ``source``: the tensor they were projected from (the module's ``key``
+        ``[B, S, F]``), kept so that :meth:`holds` can tell it from another.
         """
         self._check(keys, values)
         self._keys, self._values, self._length = keys, values, keys.shape[2]
         self._stored = True
+        self._source = source
+
+    def holds(self, source: Tensor) -> bool:
+        """Whether the stored keys were projected from ``source [B, S, F]`` (the same tensor, or a view of its data).
+
+        A cross-attention step passes the encoder's states again; other states (a new
+        batch, or a query passed as its own key by mistake) would otherwise meet stale
+        keys without a word. Compared by identity and storage, never by value: the check
+        costs nothing and never synchronises a GPU. True when ``store`` was given no source.
+        """
+        held = self._source
+        if held is None or source is held:
+            return True
+        return (
+            isinstance(source, Tensor) and source.device == held.device and source.shape == held.shape
+            and source.stride() == held.stride() and source.data_ptr() == held.data_ptr()
+        )
 
     def reset(self) -> None:
         """Forget every cached step (and the buffers)."""
-        self._keys = self._values = None
+        self._keys = self._values = self._source = None
         self._length = 0
         self._stored = False
 

@@ -1,18 +1,33 @@
-"""The labs' multi-head attention: attnlab's module, read as the labs read theirs after every call.
+"""The labs' multi-head attention, ``LabMultiHeadAttention``: their module, their conventions, attnlab's kernel.
 
-The labs' code reads ``layer.self_attn_heads.alphas`` straight after a forward,
-and passes masks of 0/1 floats (``mask == 0`` is masked). attnlab's own
-:class:`~attnlab.attention.MultiHeadAttention` computes weights only on request
-(the fused kernel never forms them), so :class:`LabMultiHeadAttention`, which the
-labs' layers (``EncoderSelfAttn``, ``DecoderSelfAttn``) use, keeps what the weights
-need instead: each call's projected queries and keys, detached, from which
-``alphas`` are computed on first access. The forward still runs the fused kernel.
+The labs (the positional-encoding lab's ``MultiHeadAttention``) build multi-head
+attention as a list of single-head modules, every head ``d_model`` wide, and use
+it statefully::
 
-Those kept tensors are the labs' stateful interface: one caller at a time.
-attnlab's thread-safe prediction paths run inside ``keeping_alphas(False)`` and
-leave nothing on the modules.
+    mha = MultiHeadAttention(n_heads, d_model, input_dim=None, proj_values=True)
+    mha.init_keys(keys)              # keys (and values) projected once, kept on the module
+    out = mha(query, mask)           # mask of 0/1 floats: mask == 0 is hidden
+    mha.alphas                       # [H, B, T, S], there after every call
 
-Shape notation: ``B`` batch, ``T`` queries, ``S`` keys, ``H`` heads, ``Dh`` head dim.
+:class:`LabMultiHeadAttention` is that module: the same constructor, calls and
+attributes, and after the same ``torch.manual_seed`` the same parameters (drawn in
+the labs' order: ``linear_out``, then each head's query, key and value), outputs and
+``alphas``. Inside it is attnlab's :class:`~attnlab.attention.MultiHeadAttention`
+with ``head_dim=d_model``: one packed projection and one fused attention call
+instead of the loop over heads. It loads the labs' per-head checkpoints
+(:mod:`attnlab.attention.lab_checkpoint`).
+
+The labs' calls keep state on the module (the keys, the alphas): one caller at a
+time. attnlab's own layers (:mod:`attnlab.models.selfattn_parts`) call
+:meth:`LabMultiHeadAttention.attend` instead, ``MultiHeadAttention``'s stateless
+convention (self-attention without ``key``, caches); their thread-safe prediction
+paths run inside ``keeping_alphas(False)`` and leave nothing on the modules.
+
+``alphas`` are not computed by the fused kernel: each call keeps its projected
+queries and keys, detached, and the weights are computed from them on first access.
+
+Shape notation: ``B`` batch, ``T`` queries, ``S`` keys, ``F`` input features,
+``D`` model dim, ``H`` heads, ``Dh`` head dim (``D`` here).
 """
 
 from __future__ import annotations
@@ -25,9 +40,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from attnlab._validate import check_bool
+from attnlab._validate import check_bool, check_int
 from attnlab.attention.cache import KVCache
 from attnlab.attention.functional import attend_unchecked
+from attnlab.attention.lab_checkpoint import fuse_lab_heads
 from attnlab.attention.masks import as_bool_mask
 from attnlab.attention.multihead import MultiHeadAttention
 
@@ -91,21 +107,42 @@ class _Kept:
 
 
 class LabMultiHeadAttention(MultiHeadAttention):
-    """:class:`~attnlab.attention.MultiHeadAttention` that reads like the labs' module after every call.
+    """The labs' ``MultiHeadAttention``: every head ``d_model`` wide, ``init_keys``, ``mha(query, mask)``, ``alphas``.
 
-    Same arguments, parameters and outputs; in addition ``alphas`` are there after
-    every call, without ``record_attention()``, and masks of 0/1 floats are taken as
-    well as booleans. (The labs' layers also register
-    :func:`attnlab.models.lab_layout.fuse_lab_heads`, so that ``load_state_dict``
-    takes the labs' per-head checkpoints.)
+    Args:
+        n_heads: ``H``.
+        d_model: ``D``: the width of every head (``Dh = D``, so ``H`` need not divide
+            it) and of the output.
+        input_dim: ``F``, width of the queries and keys fed in; defaults to ``D``.
+        proj_values: project the values (the labs' multi-head default); False uses the
+            keys themselves as every head's values, which needs ``F == D``.
 
     Attributes:
+        linear_out: ``nn.Linear(H * D, D)``, drawn first, as the labs draw it.
+        in_proj: the heads' query, key and value ``nn.Linear(F, D)``, drawn in the labs'
+            order and packed (``3 * H * D`` rows, :class:`attnlab.attention.projections.HeadLayout`).
         alphas: the labs' ``[H, B, T, S]``: the last call's (for a cached decoding step,
             every step of that generation so far, as the labs' re-decoding of the whole
             prefix gives), computed on first access; None before any call.
 
+    Shapes:
+        ``init_keys(keys [B, S, F])``; ``forward(query [B, T, F], mask = None) -> [B, T, D]``
+        with ``mask`` ``[B|1, T|1, S]`` (or ``[T, S]``): boolean True = may attend, or the
+        labs' 0/1 numbers (``mask == 0`` is hidden).
+
     Raises:
-        ValueError / TypeError: as :class:`~attnlab.attention.MultiHeadAttention`.
+        ValueError / TypeError: as :class:`~attnlab.attention.MultiHeadAttention`, naming the
+            argument (non-positive sizes; ``proj_values=False`` with ``input_dim != d_model``).
+
+    Example (the positional-encoding lab's call):
+        >>> _ = torch.manual_seed(0)
+        >>> mha = LabMultiHeadAttention(2, 4, input_dim=5)
+        >>> sum(p.numel() for p in mha.parameters())       # the lab's 180: two heads 4 wide
+        180
+        >>> x = torch.randn(3, 6, 5)
+        >>> mha.init_keys(x)
+        >>> mha(x, torch.ones(3, 1, 6)).shape, mha.alphas.shape
+        (torch.Size([3, 6, 4]), torch.Size([2, 3, 6, 6]))
     """
 
     def __init__(
@@ -114,18 +151,88 @@ class LabMultiHeadAttention(MultiHeadAttention):
         d_model: int,
         input_dim: int | None = None,
         proj_values: bool = True,
-        *,
-        head_dim: int | None = None,
-        dropout: float = 0.0,
     ) -> None:
-        super().__init__(n_heads, d_model, input_dim, proj_values, head_dim=head_dim, dropout=dropout)
+        super().__init__(n_heads, d_model, input_dim, proj_values, head_dim=check_int("d_model", d_model, minimum=1))
+        # The labs' checkpoints keep each head's linear_query/key/value: fused on load.
+        self.register_load_state_dict_pre_hook(fuse_lab_heads)
+        self._keys: Tensor | None = None  # [B, H, S, D] after init_keys
+        self._values: Tensor | None = None  # [B, H, S, D] (or F: proj_values=False)
         self.__dict__["_kept"] = None  # a _Kept after each call
 
-    def _mask(self, mask: Tensor) -> Tensor:
-        """The labs' 0/1 float masks as booleans (``mask == 0`` is masked); booleans as they are."""
-        if isinstance(mask, Tensor) and mask.dtype != torch.bool:
-            return as_bool_mask(mask)
-        return mask
+    def init_keys(self, keys: Tensor) -> None:
+        """Project ``keys [B, S, F]`` (and the values) once and keep them, for later ``forward(query, mask)``.
+
+        The labs' stateful use: the keys live on the module, so one caller at a time
+        (concurrent callers use :meth:`attend`). Self-attention, the labs' way, is
+        ``init_keys(x)`` then ``mha(x, mask)``.
+
+        Raises:
+            TypeError / ValueError: for ``keys`` not a tensor ``[B, S, F]`` of the weights' dtype.
+        """
+        self._check_input("keys", keys)
+        self._keys, self._values = self.layout.project_keys_values(self.in_proj, keys, None,
+                                                                   proj_values=self.proj_values)
+
+    # The labs' signature, on purpose (hence the ignore): this module is called as the labs call theirs;
+    # MultiHeadAttention's call is attend().
+    def forward(self, query: Tensor, mask: Tensor | None = None) -> Tensor:  # type: ignore[override]
+        """The labs' call: attend from ``query [B, T, F]`` to the keys of :meth:`init_keys`; returns ``[B, T, D]``.
+
+        Args:
+            query: ``[B, T, F]``.
+            mask: ``[B|1, T|1, S]`` or ``[T, S]``: boolean, True = may attend, or the labs'
+                0/1 numbers (``mask == 0`` is hidden; converted here, once).
+
+        Raises:
+            RuntimeError: before :meth:`init_keys`.
+            TypeError / ValueError: for a query or mask of the wrong type, dtype or shape
+                (a mask of other values than 0 and 1 included), or a query batch other
+                than the keys'.
+        """
+        self._check_input("query", query)
+        if self._keys is None or self._values is None:
+            raise RuntimeError("no keys: call init_keys(keys) first (the labs' way), or attend(query, key) "
+                               "(attnlab's stateless call; attend(query) is self-attention)")
+        q = self.layout.project_queries(self.in_proj, query)  # [B, H, T, D]
+        out, _ = self._attend(q, self._keys, self._values, mask=_lab_mask(mask), bias=None, is_causal=False,
+                              cache=None, cached=None, need_weights=False)
+        return out
+
+    def attend(
+        self,
+        query: Tensor,
+        key: Tensor | None = None,
+        value: Tensor | None = None,
+        *,
+        mask: Tensor | None = None,
+        is_causal: bool = False,
+        cache: KVCache | None = None,
+    ) -> Tensor:
+        """attnlab's stateless call: :meth:`MultiHeadAttention.forward`'s convention, with the labs' masks and alphas.
+
+        ``attend(x)`` is self-attention (the labs' ``init_keys(x)`` then ``mha(x, mask)``,
+        same numbers); ``attend(x, memory)`` attends to ``memory`` (``init_keys(memory)``
+        then ``mha(x, mask)``). Nothing but ``alphas`` is kept on the module (and not
+        even they inside ``keeping_alphas(False)``), so any number of threads can call
+        it. It is a method, not a module call: forward hooks do not see it.
+
+        Args:
+            query: ``[B, T, F]``.
+            key: ``[B, S, F]``, or None for self-attention.
+            value: ``[B, S, F]``; defaults to ``key``.
+            mask: as :meth:`forward` (boolean or the labs' 0/1 numbers).
+            is_causal: the causal mask, bottom-right aligned (see ``MultiHeadAttention``).
+            cache: a :class:`attnlab.attention.KVCache` (see ``MultiHeadAttention.forward``).
+
+        Returns:
+            ``[B, T, D]``.
+
+        Raises:
+            TypeError / ValueError: as :meth:`MultiHeadAttention.forward`.
+        """
+        out = super().forward(query, key, value, mask=_lab_mask(mask), is_causal=is_causal, cache=cache)
+        assert isinstance(out, Tensor)  # need_weights=False: the output alone
+        return out
 
     def _attended(
         self, q: Tensor, keys: Tensor, mask: Tensor | None, bias: Tensor | None, is_causal: bool,
@@ -162,3 +269,12 @@ class LabMultiHeadAttention(MultiHeadAttention):
         """The last call's weights in the labs' layout ``[H, B, T, S]``, detached (None before any call)."""
         kept = self.__dict__.get("_kept")
         return None if kept is None else kept.get().transpose(0, 1)  # [B, H, T, S] -> [H, B, T, S]
+
+    def extra_repr(self) -> str:
+        return (f"n_heads={self.n_heads}, d_model={self.d_model}, input_dim={self.input_dim}, "
+                f"proj_values={self.proj_values}")
+
+
+def _lab_mask(mask: Tensor | None) -> Tensor | None:
+    """The labs' 0/1 numbers as booleans (``mask == 0`` is hidden); booleans and None as they are."""
+    return None if mask is None else as_bool_mask(mask)

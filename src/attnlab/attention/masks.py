@@ -245,53 +245,46 @@ def from_key_padding_mask(key_padding_mask: Tensor, *, batch: int, n_keys: int) 
     return (~key_padding_mask)[:, None, None, :]  # [B, S] -> [B, 1, 1, S], True = may attend
 
 
-def attention_mask(
-    mask: Tensor | None, key_padding_mask: Tensor | None, *, target: tuple[int, int, int, int]
-) -> Tensor | None:
-    """A module's ``mask`` and torch-style ``key_padding_mask``, checked and combined into one boolean mask.
+def attention_mask(mask: Tensor | None, *, target: tuple[int, int, int, int]) -> Tensor | None:
+    """A module's ``mask`` checked, and laid out to broadcast to ``[B, H, T, S]``.
 
     ``MultiHeadAttention``'s rule for its ``mask``: a 3-d mask ``[B|1, T|1, S]`` is
     the same for every head; a 2-d mask is ``[T, S]``, the same for every sequence
     (torch's ``attn_mask`` shape and SDPA's broadcasting). A 2-d mask whose first
     size is neither ``T`` nor 1 cannot be ``[T, S]``: it is refused, and the message
-    points at ``key_padding_mask``, the likely intent. (When ``B == T`` a ``[B, S]``
-    key-padding mask *is* a valid ``[T, S]`` shape and cannot be told apart: hence
-    the separate, explicitly named argument.)
+    points at torch's key-padding mask, the likely intent. (When ``B == T`` a
+    ``[B, S]`` key-padding mask *is* a valid ``[T, S]`` shape and cannot be told
+    apart: hence torch's mask goes through :func:`from_key_padding_mask`, at the
+    one boundary that takes torch's call, :func:`attnlab.attention.interop.forward_like_torch`.)
 
     Args:
         mask: boolean, True = may attend, broadcastable to ``target`` (after the 3-d
             rule above), or None.
-        key_padding_mask: boolean ``[B, S]``, True = padding (torch's polarity), or None.
         target: ``[B, H, T, S]`` of the call.
 
     Returns:
-        None when both are None; else a boolean mask broadcastable to ``[B, H, T, S]``,
-        True where query ``t`` may attend to key ``s``.
+        None for None; else a boolean mask broadcastable to ``[B, H, T, S]``, True
+        where query ``t`` may attend to key ``s``.
 
     Raises:
-        TypeError: for a non-boolean ``mask`` or ``key_padding_mask``.
+        TypeError: for a non-boolean ``mask``.
         ValueError: for a ``mask`` that does not broadcast to ``target`` (a 2-d one
-            that cannot be ``[T, S]`` says so), or a ``key_padding_mask`` not ``[B, S]``.
+            that cannot be ``[T, S]`` says so).
 
     Example:
-        >>> kpm = torch.tensor([[False, False, True]])       # torch: key 2 is padding
-        >>> attention_mask(causal_mask(3), kpm, target=(1, 2, 3, 3)).int().squeeze()
-        tensor([[1, 0, 0],
-                [1, 1, 0],
-                [1, 1, 0]], dtype=torch.int32)
+        >>> attention_mask(causal_mask(3)[None], target=(1, 2, 3, 3)).shape
+        torch.Size([1, 1, 3, 3])
     """
-    B, _, T, S = target
-    if mask is not None:
-        if isinstance(mask, Tensor) and mask.dim() == 3:
-            mask = mask.unsqueeze(1)  # [B|1, T|1, S] -> [B|1, 1, T|1, S]: same mask for every head
-        elif isinstance(mask, Tensor) and mask.dim() == 2 and mask.shape[0] not in (1, T):
-            raise ValueError(
-                f"a 2-d mask is [T, S] = [{T}, {S}] (the same for every sequence), got {list(mask.shape)}; "
-                "a key-padding mask [B, S] goes to key_padding_mask= (True = padding, torch's polarity), "
-                "or to mask= as m[:, None, :] ([B, 1, S], True = may attend)"
-            )
-        check_mask(mask, target)
-    if key_padding_mask is not None:
-        allowed = from_key_padding_mask(key_padding_mask, batch=B, n_keys=S)  # [B, 1, 1, S]
-        mask = allowed if mask is None else mask & allowed.to(mask.device)
+    if mask is None:
+        return None
+    _, _, T, S = target
+    if isinstance(mask, Tensor) and mask.dim() == 3:
+        mask = mask.unsqueeze(1)  # [B|1, T|1, S] -> [B|1, 1, T|1, S]: same mask for every head
+    elif isinstance(mask, Tensor) and mask.dim() == 2 and mask.shape[0] not in (1, T):
+        raise ValueError(
+            f"a 2-d mask is [T, S] = [{T}, {S}] (the same for every sequence), got {list(mask.shape)}; "
+            "a key-padding mask [B, S] goes to key_padding_mask= of attnlab.attention.interop.forward_like_torch "
+            "(True = padding, torch's polarity), or to mask= as m[:, None, :] ([B, 1, S], True = may attend)"
+        )
+    check_mask(mask, target)
     return mask

@@ -12,19 +12,17 @@ self-attention is one matmul for q, k and v of all heads, then a single
 (``n_kv_heads``) give grouped-query attention (GQA; 1: multi-query), whose
 caches hold only the key/value heads.
 
-Two widths, one class:
-
-* narrow heads (``head_dim = d_model // n_heads``, the default): the Transformer,
-  ``nn.MultiheadAttention`` (see :meth:`MultiHeadAttention.from_torch`);
-* the labs' wide heads (``head_dim = d_model``): every head is ``d_model`` wide
-  and ``W_o`` maps ``H * d_model`` back to ``d_model``.
+One calling convention: ``mha(x)`` is self-attention, ``mha(x, memory)``
+cross-attention; one boolean ``mask``, True = may attend. torch's call (its
+``key_padding_mask`` with True = padding) goes through
+:func:`attnlab.attention.interop.forward_like_torch`; the labs' call (``init_keys``,
+``mha(query, mask)`` with 0/1 float masks, ``alphas`` after every call, every head
+``d_model`` wide) is :class:`attnlab.attention.lab_heads.LabMultiHeadAttention`.
 
 Lab fidelity: the parameters are drawn in the labs' order (``linear_out``
 first, then each head's query, key and value ``nn.Linear``) and packed, so after
-``torch.manual_seed(k)`` the weights equal those of the labs' per-head modules.
-:class:`attnlab.attention.lab_heads.LabMultiHeadAttention`, which the labs' layers
-use, also reads like the labs' module after every call (``alphas`` without asking,
-0/1 float masks); this one computes weights only on request.
+``torch.manual_seed(k)`` the weights equal those of the labs' per-head modules
+of the same width.
 
 Shape notation: ``B`` batch, ``T`` queries, ``S`` keys, ``F`` input features,
 ``D`` model dim, ``H`` heads, ``Hkv`` key/value heads, ``Dh`` head dim.
@@ -46,7 +44,6 @@ from attnlab._validate import (
 from attnlab.attention.backends.choose import BACKENDS, attend_with_position
 from attnlab.attention.cache import KVCache
 from attnlab.attention.functional import check_bias
-from attnlab.attention.interop import from_torch_module
 from attnlab.attention.masks import attention_mask
 from attnlab.attention.projections import HeadLayout
 from attnlab.attention.recording import is_recording, record
@@ -104,10 +101,7 @@ class MultiHeadAttention(nn.Module):
         ``forward(query [B, T, F], key [B, S, F] = None, value [B, S, F] = None, *,
         mask = None, ...) -> out [B, T, D]`` (and weights ``[B, H, T, S]`` with
         ``need_weights``). ``mask``: boolean, True = may attend, e.g. ``[B, 1, S]``, ``[T, S]``.
-
-    Self-attention is ``mha(x)`` or ``mha(x, x, x)``, or declared with ``self_attention=True``
-    (rule: :meth:`forward`). The labs' stateful use: ``mha.init_keys(keys)`` projects the
-    keys (and values) once; then ``mha(query, mask=mask)`` (or ``mha(query, mask)``) attends to them.
+        Self-attention is ``mha(x)`` (no ``key``); ``mha(x, memory)`` is cross-attention.
 
     Raises:
         ValueError: naming both when ``d_model`` is not divisible by ``n_heads``
@@ -178,19 +172,7 @@ class MultiHeadAttention(nn.Module):
             )
         # A submodule, so its parameters (T5 buckets, Shaw's vectors) train and are saved.
         self.position: AttentionPosition | None = position
-        self._keys: Tensor | None = None  # [B, Hkv, S, Dh] after init_keys
-        self._values: Tensor | None = None  # [B, Hkv, S, Dh or F]
         self.attn_weights = None
-
-    def init_keys(self, keys: Tensor) -> None:
-        """Project ``keys [B, S, F]`` (also the values) once, for later ``forward(query, mask=...)``.
-
-        The labs' stateful use: the keys live on the module, so one caller at a time.
-        Concurrent callers pass ``key`` to :meth:`forward` (or a cross-attention ``cache``).
-        """
-        self._check_input("keys", keys)
-        self._keys, self._values = self.layout.project_keys_values(self.in_proj, keys, None,
-                                                                   proj_values=self.proj_values)
 
     def _check_input(self, name: str, x: Tensor) -> None:
         if not isinstance(x, Tensor):
@@ -208,101 +190,133 @@ class MultiHeadAttention(nn.Module):
         value: Tensor | None = None,
         *,
         mask: Tensor | None = None,
-        bias: Tensor | None = None,
-        key_padding_mask: Tensor | None = None,
-        need_weights: bool = False,
         is_causal: bool = False,
         cache: KVCache | None = None,
-        self_attention: bool | None = None,
+        need_weights: bool = False,
+        bias: Tensor | None = None,
     ) -> Tensor | tuple[Tensor, Tensor]:
-        """Attend from ``query [B, T, F]`` to ``key``/``value``, to the query itself, or to the ``init_keys``.
+        """Self-attention over ``query [B, T, F]`` (``key`` None), or cross-attention to ``key``/``value``.
+
+        One rule: **self-attention is** ``mha(x)``, with no ``key``; then the position
+        scheme applies and a ``cache`` is appended to. Any ``key``, even the query
+        itself, is cross-attention (another sequence: no position scheme).
 
         Args:
             query: ``[B, T, F]``.
-            key: ``[B, S, F]``. None: the query itself (self-attention) unless there are
-                keys from elsewhere: those of :meth:`init_keys`, or of a ``cache`` filled
-                by cross-attention (see ``self_attention``).
-            value: ``[B, S, F]``; defaults to ``key``.
-            mask: boolean, True = may attend, broadcastable to ``[B, H, T, S]``; 3-d is
+            key: ``[B, S, F]``, the sequence to attend to (cross-attention); None: the query's own.
+            value: ``[B, S, F]``; defaults to ``key`` (only with ``key``).
+            mask: boolean, **True = may attend**, broadcastable to ``[B, H, T, S]``; 3-d is
                 ``[B|1, T|1, S]`` for every head, 2-d is ``[T, S]`` for every sequence
-                (:func:`attnlab.attention.masks.attention_mask`).
-            bias: additive float scores broadcastable to ``[B, H, T, S]`` (``[H, T, S]``
-                as :func:`attnlab.attention.attend`: a 3-d bias is per head, unlike a
-                3-d mask), added to the position scheme's bias.
-            key_padding_mask: boolean ``[B, S]`` in torch's polarity, **True = padding**
-                (ignored), as ``nn.MultiheadAttention`` takes it; combined with ``mask``
-                by "and".
-            need_weights: also return the weights ``[B, H, T, S]``.
+                (:func:`attnlab.attention.masks.attention_mask`). torch's key-padding
+                mask (True = padding) is converted at one place:
+                :func:`attnlab.attention.interop.forward_like_torch`.
             is_causal: causal mask aligned bottom-right (see :func:`attend`); with a
                 self-attention ``cache`` the new queries see every cached step.
-            cache: a :class:`attnlab.attention.KVCache` for step-by-step decoding
-                (it holds ``Hkv`` heads). In self-attention the new steps' keys and
-                values are appended to it and the queries attend to all of them;
-                otherwise (cross-attention) it is filled from ``key``/``value`` on the
-                first call (``cache.stored``) and reused, ``key`` ignored, afterwards.
-            self_attention: True: queries, keys and values are steps of one sequence,
-                so the position scheme applies and a cache is appended to; ``key`` and
-                ``value`` (default: the query) may be other tensors of that sequence
-                (a clone, a slice), of the query's ``[B, T]``. False: cross-attention,
-                even for ``mha(x, x, x)``. None (default): self-attention when ``key is
-                query`` (``value`` None or ``query``), or when ``key`` and ``value`` are
-                None and neither :meth:`init_keys` keys nor a ``cache.stored`` exist;
-                else cross-attention. A cross-attention layer should say False: a
-                forgotten ``init_keys`` then raises instead of attending to the query.
+            cache: a :class:`attnlab.attention.KVCache` for step-by-step decoding (it holds
+                ``Hkv`` heads). Self-attention appends the new steps' keys and values and
+                attends to all of them. Cross-attention projects ``key``/``value`` on the
+                first call and stores them (the cache remembers ``key``); later calls pass the
+                same ``key`` again and reuse the stored projection (the design of HF's
+                cross-attention caches: the memory is passed every step, projected once).
+            need_weights: also return the weights ``[B, H, T, S]``.
+            bias: additive float scores broadcastable to ``[B, H, T, S]`` (``[H, T, S]``
+                as :func:`attnlab.attention.attend`: a 3-d bias is per head, unlike a
+                3-d mask), added to the position scheme's terms.
 
         Returns:
             ``out [B, T, D]``, or ``(out, weights [B, H, T, S])`` with ``need_weights``.
 
         Raises:
-            TypeError / ValueError: for inputs of the wrong type or shape, masks or a bias
-                of the wrong dtype or shape, a position scheme in cross-attention, or
-                self-attention with a ``key`` that is not of the query's sequence.
-            RuntimeError: for cross-attention (``self_attention=False``) without
-                ``key``, before :meth:`init_keys`.
+            TypeError / ValueError: for inputs of the wrong type, dtype or shape, masks or a
+                bias of the wrong dtype or shape, ``value`` without ``key``, a position scheme
+                with a ``key`` (cross-attention), or a ``cache`` of the other kind (holding
+                cross-attention keys in self-attention, or self-attention steps in
+                cross-attention) or holding another ``key``'s projection.
         """
-        if isinstance(key, Tensor) and key.dtype == torch.bool and value is None and mask is None:
-            # The labs call mha(query, mask) positionally; keys are never boolean.
-            key, mask = None, key
         self._check_input("query", query)
-        if key is None and value is not None:
-            raise ValueError("value given without key: pass both, or neither (self-attention, or after init_keys())")
-        if self_attention is None:
-            self_attention = (
-                key is query and (value is None or value is query) if key is not None
-                else self._keys is None and not (cache is not None and cache.stored)
-            )
-        position = self.position
-        past = 0  # self-attention: position of the first query (steps already cached)
-        self_attention = check_bool("self_attention", self_attention)
-        if self_attention:
-            if cache is not None and cache.stored:
-                raise ValueError("self-attention with a cache holding cross-attention keys (filled by "
-                                 "store()): give each attention layer a cache of its own")
-            q, keys, values = self._project_self(query, key, value)  # [B, H, T, Dh], [B, Hkv, T, Dh] x 2
-            if cache is not None:
-                past = len(cache)
-            if position is not None:
-                # Rotary turns q and k by their positions; keys are cached turned.
-                q, keys = position.rotate(q, keys, q_offset=past, k_offset=past)
-            if cache is not None:
-                keys, values = cache.append(keys, values)  # [B, Hkv, S, Dh]: every step so far
-        elif position is not None:
+        past: int | None = None  # self-attention: steps cached before this call (the first query's position)
+        if key is None:
+            if value is not None:
+                raise ValueError("value given without key: self-attention is mha(query); cross-attention "
+                                 "is mha(query, key, value)")
+            q, keys, values, past = self._project_self(query, cache)
+        elif self.position is not None:
             raise ValueError(
-                f"this MultiHeadAttention has a position scheme ({type(position).__name__}), which applies to "
-                "self-attention only: call it as mha(x), or mha(x, k, v, self_attention=True)"
+                f"this MultiHeadAttention has a position scheme ({type(self.position).__name__}), which applies "
+                "to self-attention only: call it as mha(x), without key"
             )
         else:
             q, keys, values = self._project_cross(query, key, value, cache)
+        out, weights = self._attend(q, keys, values, mask=mask, bias=bias, is_causal=is_causal, cache=cache,
+                                    cached=past, need_weights=need_weights)
+        if need_weights:
+            assert weights is not None
+            return out, weights
+        return out
+
+    def _project_self(self, query: Tensor, cache: KVCache | None) -> tuple[Tensor, Tensor, Tensor, int]:
+        """``q [B, H, T, Dh]``, ``keys``/``values [B, Hkv, S, Dh]`` (``S``: cached + new steps), cached steps before."""
+        if cache is not None and cache.stored:
+            raise ValueError("self-attention with a cache holding cross-attention keys (filled by store(); "
+                             "self-attention is the call without key): give each attention layer a cache of its own")
+        q, keys, values = self.layout.project(self.in_proj, query, query, None, proj_values=self.proj_values)
+        past = 0 if cache is None else len(cache)
+        position = self.position
+        if position is not None:
+            # Rotary turns q and k by their positions; keys are cached turned.
+            q, keys = position.rotate(q, keys, q_offset=past, k_offset=past)
+        if cache is not None:
+            keys, values = cache.append(keys, values)  # [B, Hkv, S, Dh]: every step so far
+        return q, keys, values, past
+
+    def _project_cross(
+        self, query: Tensor, key: Tensor, value: Tensor | None, cache: KVCache | None
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Cross-attention's ``q [B, H, T, Dh]`` and keys/values ``[B, Hkv, S, Dh]``: from the cache, or projected."""
+        if cache is not None and len(cache):
+            if not cache.stored:
+                raise ValueError("cross-attention (key given) with a cache holding self-attention steps: give "
+                                 "each attention layer a cache of its own; self-attention is mha(query, cache=...)")
+            if not cache.holds(key):
+                raise ValueError(
+                    "this cache holds the projection of another key (cross-attention caches project the "
+                    "memory once and expect the same tensor at every step): reset() it for a new memory; "
+                    "self-attention is mha(query, cache=...), without key"
+                )
+            keys, values = cache.keys, cache.values  # the memory's keys, projected on the first step
+            assert keys is not None and values is not None
+            return self.layout.project_queries(self.in_proj, query), keys, values
+        if isinstance(key, Tensor) and key.dtype == torch.bool:
+            raise TypeError("key is a boolean tensor: a mask goes to mask= (mha(query, mask=mask)); the labs' "
+                            "positional mha(query, mask) is LabMultiHeadAttention's call")
+        self._check_input("key", key)
+        if value is not None:
+            self._check_input("value", value)
+        q, keys, values = self.layout.project(self.in_proj, query, key, value, proj_values=self.proj_values)
+        if cache is not None:
+            cache.store(keys, values, source=key)
+        return q, keys, values
+
+    def _attend(
+        self, q: Tensor, keys: Tensor, values: Tensor, *, mask: Tensor | None, bias: Tensor | None,
+        is_causal: bool, cache: KVCache | None, cached: int | None, need_weights: bool,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Attend with projected ``q [B, H, T, Dh]``, ``keys [B, Hkv, S, Dh]``, ``values [B, Hkv, S, Dv]``.
+
+        ``cached``: steps cached before a self-attention call (the position scheme's query
+        offset), None for cross-attention (no scheme there). Returns ``(out [B, T, D], weights
+        [B, H, T, S] or None)``.
+        """
+        position = None if cached is None else self.position
+        past = 0 if cached is None else cached
         B, H, T, _ = q.shape
         S = keys.shape[2]
         if keys.shape[0] != B:
-            raise ValueError(
-                f"query has batch {B} but the keys (given, from init_keys() or cached) have batch {keys.shape[0]}"
-            )
-        mask = attention_mask(None if mask is None else self._mask(mask), key_padding_mask, target=(B, H, T, S))
+            raise ValueError(f"query has batch {B} but the keys (given, cached, or of init_keys()) "
+                             f"have batch {keys.shape[0]}")
+        mask = attention_mask(mask, target=(B, H, T, S))
         if bias is not None:
             check_bias(bias, (B, H, T, S))
-
         recording = is_recording()
         out, weights = attend_with_position(
             q, keys, values, position=position, backend=self.backend, q_offset=past, mask=mask, bias=bias,
@@ -316,56 +330,12 @@ class MultiHeadAttention(nn.Module):
             record(self, recorded)  # this context's block: what collect_attention reads inside it
         if recorded is not None or self.attn_weights is not None:
             self.attn_weights = recorded
-        self._attended(q, keys, mask, bias, is_causal, cache, past if self_attention else None, weights)
+        self._attended(q, keys, mask, bias, is_causal, cache, cached, weights)
         Dv = out.shape[3]
         context = out.transpose(1, 2).reshape(B, T, H * Dv)  # [B, T, H * Dv], heads side by side
-        result = self.linear_out(context)  # [B, T, D]
-        if need_weights:
-            assert weights is not None
-            return result, weights
-        return result
-
-    def _project_self(self, query: Tensor, key: Tensor | None, value: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
-        """Self-attention's ``q [B, H, T, Dh]``, ``keys [B, Hkv, T, Dh]``, ``values`` (one matmul if all are query)."""
-        key = query if key is None else key
-        value = key if value is None else value
-        for name, t in (("key", key), ("value", value)):
-            if t is not query:
-                self._check_input(name, t)
-                if t.shape[:2] != query.shape[:2]:
-                    raise ValueError(
-                        f"self-attention: {name} must hold the query's sequence, [B, T] = {list(query.shape[:2])}, "
-                        f"got {list(t.shape)}; for another sequence pass self_attention=False"
-                    )
-        return self.layout.project(self.in_proj, query, key, value, proj_values=self.proj_values)
-
-    def _project_cross(
-        self, query: Tensor, key: Tensor | None, value: Tensor | None, cache: KVCache | None
-    ) -> tuple[Tensor, Tensor, Tensor]:
-        """Cross-attention's ``q [B, H, T, Dh]``, keys/values ``[B, Hkv, S, Dh]``: cached, init_keys', or given."""
-        if cache is not None and len(cache):
-            # Later steps: the encoder's keys were projected on the first.
-            keys, values = cache.keys, cache.values
-            assert keys is not None and values is not None
-        elif key is None:
-            if self._keys is None or self._values is None:
-                raise RuntimeError("no keys: call init_keys(keys) first, or pass key (and value), for cross-attention")
-            keys, values = self._keys, self._values
-        else:
-            self._check_input("key", key)
-            if value is not None:
-                self._check_input("value", value)
-            q, keys, values = self.layout.project(self.in_proj, query, key, value, proj_values=self.proj_values)
-            if cache is not None:
-                cache.store(keys, values)
-            return q, keys, values
-        return self.layout.project_queries(self.in_proj, query), keys, values
+        return self.linear_out(context), weights  # [B, T, D]
 
     # -- what a subclass may add (LabMultiHeadAttention keeps the labs' alphas) ----------
-
-    def _mask(self, mask: Tensor) -> Tensor:
-        """The user's mask, as given: attnlab's modules take booleans only (``check_mask`` says so)."""
-        return mask
 
     def _attended(
         self, q: Tensor, keys: Tensor, mask: Tensor | None, bias: Tensor | None, is_causal: bool,
@@ -389,8 +359,9 @@ class MultiHeadAttention(nn.Module):
         """A copy of ``nn.MultiheadAttention``'s weights; same outputs (to 1e-5), masks included.
 
         attnlab's module is batch-first whatever ``mha.batch_first`` says, and takes
-        masks with True = may attend (convert with :func:`attnlab.attention.masks.from_torch_mask`),
-        or torch's key-padding mask as it is (``key_padding_mask=``). A bias-free
+        masks with True = may attend (convert with :func:`attnlab.attention.masks.from_torch_mask`);
+        to call it as torch's is called (``key_padding_mask``, ``attn_mask``, True = ignored),
+        use :func:`attnlab.attention.interop.forward_like_torch`. A bias-free
         ``mha`` (``bias=False``) gives a bias-free copy.
 
         Raises:
@@ -398,7 +369,23 @@ class MultiHeadAttention(nn.Module):
             ValueError: for features attnlab does not model (``kdim``/``vdim`` different
                 from ``embed_dim``, ``add_bias_kv``, ``add_zero_attn``).
         """
-        return from_torch_module(cls, mha)
+        if not isinstance(mha, nn.MultiheadAttention):
+            raise TypeError(f"from_torch expects an nn.MultiheadAttention, got {type(mha).__name__}")
+        if not mha._qkv_same_embed_dim:
+            raise ValueError(f"kdim/vdim ({mha.kdim}, {mha.vdim}) different from embed_dim ({mha.embed_dim})")
+        if mha.bias_k is not None or mha.add_zero_attn:
+            raise ValueError("add_bias_kv and add_zero_attn are not supported")
+        has_bias = mha.in_proj_bias is not None or mha.out_proj.bias is not None
+        ours = cls(mha.num_heads, mha.embed_dim, dropout=mha.dropout, bias=has_bias)
+        ours.to(device=mha.in_proj_weight.device, dtype=mha.in_proj_weight.dtype)
+        # torch's in_proj_weight [3 D, D] has rows q | k | v, heads contiguous: in_proj's layout, row for row.
+        with torch.no_grad():
+            for mine, weight, bias in ((ours.in_proj, mha.in_proj_weight, mha.in_proj_bias),
+                                       (ours.linear_out, mha.out_proj.weight, mha.out_proj.bias)):
+                mine.weight.copy_(weight)
+                if mine.bias is not None:  # torch keeps both biases or neither; a missing one is zero
+                    mine.bias.copy_(bias if bias is not None else torch.zeros_like(mine.bias))
+        return ours
 
     def extra_repr(self) -> str:
         extra = "" if self.n_kv_heads == self.n_heads else f", n_kv_heads={self.n_kv_heads}"

@@ -20,7 +20,7 @@ Example:
     >>> mha = MultiHeadAttention(2, 4)
     >>> x = torch.randn(1, 3, 4)
     >>> with record_attention():
-    ...     _ = mha(x, x, x)
+    ...     _ = mha(x)
     ...     {name: list(w.shape) for name, w in collect_attention(mha).items()}
     {'': [1, 2, 3, 3]}
 """

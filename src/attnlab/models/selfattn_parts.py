@@ -12,12 +12,14 @@ The decoder takes the encoder's states two ways: the lab's, stateful
 (``init_keys(states)``, then ``forward(query)``: the keys live on the module, one
 caller at a time), or in the call (``forward(query, memory=states)``, and
 ``cache=`` for step-by-step decoding), which any number of threads can use at once.
+The layers' own attention calls are stateless (:meth:`LabMultiHeadAttention.attend`:
+self-attention without the lab's ``init_keys(query)``), with the lab's numbers.
 
 Lab fidelity: names, constructor signatures, attributes and parameter creation
 order are the positional-encoding lab's (see :mod:`attnlab.models.selfattn_seq2seq`).
-Their attention modules have the lab's interface too: ``alphas`` ``[H, B, T, S]``
-after every call, masks of the lab's 0/1 floats as well as booleans, and
-``load_state_dict`` of the lab's per-head checkpoints (:mod:`attnlab.models.lab_layout`).
+Their attention modules are the lab's own :class:`attnlab.attention.LabMultiHeadAttention`:
+``alphas`` ``[H, B, T, S]`` after every call, masks of the lab's 0/1 floats as well as
+booleans, and ``load_state_dict`` of the lab's per-head checkpoints.
 
 Shape notation: ``B`` batch, ``S`` source length, ``T`` target length,
 ``F`` features, ``D`` model dim, ``H`` heads.
@@ -31,7 +33,6 @@ from attnlab._validate import check_int
 from attnlab.attention import DecodingCache
 from attnlab.attention.lab_heads import LabMultiHeadAttention
 from attnlab.encodings import PositionalEncoding
-from attnlab.models.lab_layout import fuse_lab_heads
 
 __all__ = ["DecoderPe", "DecoderSelfAttn", "EncoderPe", "EncoderSelfAttn"]
 
@@ -42,19 +43,6 @@ def _check_sizes(n_heads: int, d_model: int, ff_units: int, n_features: int | No
     check_int("d_model", d_model, minimum=1)
     check_int("ff_units", ff_units, minimum=1)
     return None if n_features is None else check_int("n_features", n_features, minimum=1)
-
-
-def _wide_heads(n_heads: int, d_model: int, input_dim: int | None) -> LabMultiHeadAttention:
-    """The labs' wide multi-head attention: every head ``d_model`` wide (``head_dim=d_model``).
-
-    ``MultiHeadAttention`` draws its weights in the labs' order (``linear_out``,
-    then query, key and value per head) and nothing else, so the modules created
-    after it start from the labs' weights too. It has the lab's interface
-    (``alphas`` after every call, 0/1 float masks) and loads the lab's per-head checkpoints.
-    """
-    heads = LabMultiHeadAttention(n_heads, d_model, input_dim, head_dim=d_model)
-    heads.register_load_state_dict_pre_hook(fuse_lab_heads)
-    return heads
 
 
 def _ffn(d_model: int, ff_units: int, out_dim: int) -> nn.Sequential:
@@ -72,7 +60,7 @@ class EncoderSelfAttn(nn.Module):
         n_features: ``F``, input features; defaults to ``D``.
 
     Attributes:
-        self_attn_heads: ``LabMultiHeadAttention(H, D, input_dim=F, head_dim=D)``.
+        self_attn_heads: ``LabMultiHeadAttention(H, D, input_dim=F)``.
         ffn: ``Linear(D, ff_units) -> ReLU -> Linear(ff_units, D)``.
         n_heads, d_model, ff_units, n_features: the arguments (``n_features`` may be None, as in the
             positional-encoding lab).
@@ -88,7 +76,7 @@ class EncoderSelfAttn(nn.Module):
         super().__init__()
         self.n_features = _check_sizes(n_heads, d_model, ff_units, n_features)
         self.n_heads, self.d_model, self.ff_units = int(n_heads), int(d_model), int(ff_units)
-        self.self_attn_heads = _wide_heads(self.n_heads, self.d_model, self.n_features)
+        self.self_attn_heads = LabMultiHeadAttention(self.n_heads, self.d_model, input_dim=self.n_features)
         self.ffn = _ffn(self.d_model, self.ff_units, self.d_model)
 
     def forward(self, query: Tensor, mask: Tensor | None = None) -> Tensor:
@@ -97,9 +85,9 @@ class EncoderSelfAttn(nn.Module):
         Returns ``[B, S, D]``.
 
         Self-attention runs statelessly (one fused projection of q, k and v); the
-        positional-encoding lab's ``init_keys`` + call gives the same result.
+        positional-encoding lab's ``init_keys(query)`` + ``self_attn_heads(query, mask)`` gives the same result.
         """
-        att = self.self_attn_heads(query, query, query, mask=mask)  # [B, S, D]
+        att = self.self_attn_heads.attend(query, mask=mask)  # [B, S, D]
         return self.ffn(att)  # [B, S, D]
 
 
@@ -113,8 +101,8 @@ class DecoderSelfAttn(nn.Module):
         n_features: ``F``, input and output features; defaults to ``D``.
 
     Attributes:
-        self_attn_heads: ``LabMultiHeadAttention(H, D, input_dim=F, head_dim=D)`` over the target.
-        cross_attn_heads: ``LabMultiHeadAttention(H, D, head_dim=D)`` over the encoder's states.
+        self_attn_heads: ``LabMultiHeadAttention(H, D, input_dim=F)`` over the target.
+        cross_attn_heads: ``LabMultiHeadAttention(H, D)`` over the encoder's states.
         ffn: ``Linear(D, ff_units) -> ReLU -> Linear(ff_units, F)``.
         n_heads, d_model, ff_units, n_features: the arguments (``n_features`` resolved to ``D``).
 
@@ -136,8 +124,8 @@ class DecoderSelfAttn(nn.Module):
         n_features = _check_sizes(n_heads, d_model, ff_units, n_features)
         self.n_heads, self.d_model, self.ff_units = int(n_heads), int(d_model), int(ff_units)
         self.n_features = self.d_model if n_features is None else n_features
-        self.self_attn_heads = _wide_heads(self.n_heads, self.d_model, self.n_features)
-        self.cross_attn_heads = _wide_heads(self.n_heads, self.d_model, None)
+        self.self_attn_heads = LabMultiHeadAttention(self.n_heads, self.d_model, input_dim=self.n_features)
+        self.cross_attn_heads = LabMultiHeadAttention(self.n_heads, self.d_model)
         self.ffn = _ffn(self.d_model, self.ff_units, self.n_features)
 
     def init_keys(self, states: Tensor) -> None:
@@ -167,20 +155,26 @@ class DecoderSelfAttn(nn.Module):
             target_mask: ``[1, T, T]`` (or ``[T, T]``), usually causal; boolean or 0/1 floats.
             memory: the encoder's states ``[B, S, D]``; None uses those of
                 :meth:`init_keys` (the positional-encoding lab's stateful use).
-            cache: a :class:`attnlab.attention.DecodingCache`; its layers
+            cache: a :class:`attnlab.attention.DecodingCache` (with ``memory``); its layers
                 ``"self_attn"`` (the target's keys so far) and ``"cross_attn"`` (the
                 encoder's keys, projected on the first step) are read and filled.
             is_causal: the causal mask without building it (bottom-right aligned,
                 so with a cache the new step sees every earlier one).
+
+        Raises:
+            ValueError: for a ``cache`` without ``memory`` (the cache holds the projection of
+                the states it is given), and what the attention modules raise.
         """
         self_cache = cross_cache = None
         if cache is not None:
+            if memory is None:
+                raise ValueError("cache= needs memory= (the encoder's states [B, S, D], passed at every step)")
             self_cache, cross_cache = cache.layer("self_attn"), cache.layer("cross_attn")
-        att1 = self.self_attn_heads(
-            query, query, query, mask=target_mask, is_causal=is_causal, cache=self_cache
-        )  # [B, T, D]
-        att2 = self.cross_attn_heads(att1, memory, mask=source_mask, cache=cross_cache,
-                                     self_attention=False)  # [B, T, D]
+        att1 = self.self_attn_heads.attend(query, mask=target_mask, is_causal=is_causal, cache=self_cache)  # [B, T, D]
+        if memory is None:
+            att2 = self.cross_attn_heads(att1, source_mask)  # [B, T, D]: the lab's call, keys of init_keys
+        else:
+            att2 = self.cross_attn_heads.attend(att1, memory, mask=source_mask, cache=cross_cache)  # [B, T, D]
         return self.ffn(att2)  # [B, T, F]
 
 

@@ -27,9 +27,9 @@ Lab fidelity: names, constructor signatures, attributes (``self_attn_heads``,
 ``cross_attn_heads``, ``ffn``, ``layer``, ``pe``, ``trg_masks``, ...) and parameter
 creation order are the positional-encoding lab's, so after ``torch.manual_seed(k)``
 the weights, and therefore the outputs and the training, are the lab's. The
-attention layers are attnlab's fused :class:`attnlab.attention.MultiHeadAttention`
-with the lab's wide heads (``head_dim=d_model``: every head is ``D`` wide)
-instead of a Python loop over heads. They have the lab's interface: after every
+attention layers are :class:`attnlab.attention.LabMultiHeadAttention`, the lab's
+module (every head ``D`` wide) on attnlab's fused kernel instead of a Python loop
+over heads. They have the lab's interface: after every
 call their ``alphas`` ``[H, B, T, S]`` are there to read, as in the lab (the call keeps
 its projected queries and keys; the weights are computed when first read, so the
 forward runs the fused kernel). After an eval-mode ``forward`` the decoder's are those
@@ -39,7 +39,7 @@ Inside :func:`attnlab.attention.record_attention` every call's weights ``[B, H, 
 are recorded as well, for :func:`attnlab.attention.collect_attention`. Masks may be
 the lab's 0/1 floats (``mask == 0`` is masked): they are converted once, on the way
 in, to attnlab's booleans. ``load_state_dict`` takes the lab's checkpoints, whose
-heads are separate modules (:mod:`attnlab.models.lab_layout`).
+heads are separate modules (:mod:`attnlab.attention.lab_checkpoint`).
 
 Shape notation: ``B`` batch, ``S`` source length, ``T`` target length,
 ``F`` features, ``D`` model dim, ``H`` heads.

@@ -93,7 +93,7 @@ class TransformerEncoderLayer(nn.Module):
         bottom-right, so with a ``cache`` the new steps also see every cached one).
         """
         h = self.norm1(x)
-        x = x + self.dropout(self.self_attn(h, h, h, mask=mask, is_causal=is_causal, cache=cache))  # [B, S, D]
+        x = x + self.dropout(self.self_attn(h, mask=mask, is_causal=is_causal, cache=cache))  # [B, S, D]
         return x + self.dropout(self.ffn(self.norm2(x)))  # [B, S, D]
 
 
@@ -141,10 +141,9 @@ class TransformerDecoderLayer(nn.Module):
         if cache is not None:
             self_cache, cross_cache = cache.layer(f"{name}self_attn"), cache.layer(f"{name}cross_attn")
         h = self.norm1(y)
-        y = y + self.dropout(self.self_attn(h, h, h, is_causal=True, cache=self_cache))  # [B, T, D]
+        y = y + self.dropout(self.self_attn(h, is_causal=True, cache=self_cache))  # [B, T, D]
         h = self.norm2(y)
-        y = y + self.dropout(self.cross_attn(h, memory, mask=source_mask, cache=cross_cache,
-                                             self_attention=False))  # [B, T, D]
+        y = y + self.dropout(self.cross_attn(h, memory, mask=source_mask, cache=cross_cache))  # [B, T, D]
         return y + self.dropout(self.ffn(self.norm3(y)))  # [B, T, D]
 
 

@@ -15,10 +15,11 @@ the order its constructor packs the lab's own draws into, so a seeded model and 
 converted checkpoint agree), and keeps ``linear_out`` under the same name.
 
 :func:`fuse_lab_heads` is a ``load_state_dict`` pre-hook that rewrites the lab's
-keys into that layout. The labs' layers (:class:`attnlab.models.EncoderSelfAttn`,
-:class:`attnlab.models.DecoderSelfAttn`, and the models built on them) register it
-on their attention modules, so ``load_state_dict`` takes either layout; a state
-dict in neither still gets torch's usual report of missing and unexpected keys.
+keys into that layout. :class:`attnlab.attention.LabMultiHeadAttention` registers it
+on itself, so it, the labs' layers (:class:`attnlab.models.EncoderSelfAttn`,
+:class:`attnlab.models.DecoderSelfAttn`) and the models built on them take either
+layout in ``load_state_dict``; a state dict in neither still gets torch's usual
+report of missing and unexpected keys.
 
 Shape notation: ``H`` heads, ``D`` model dim, ``Dh`` head dim (``D`` in the lab), ``F`` input features.
 """
@@ -30,7 +31,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from attnlab.attention import MultiHeadAttention
+from attnlab.attention.multihead import MultiHeadAttention
 
 __all__ = ["fuse_lab_heads", "lab_head_keys"]
 
