@@ -45,9 +45,6 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {
     # compare -> lengths_report -> lengths_table -> compare: the labs become subpackages (labs/lengths/).
     frozenset({"attnlab.labs.compare", "attnlab.labs.lengths_report", "attnlab.labs.lengths_table"}):
         "labs: the length lab's modules import each other",
-    # MultiHeadAttention.from_torch <-> interop's converters: the leaner MultiHeadAttention (item 3).
-    frozenset({"attnlab.attention.interop", "attnlab.attention.multihead"}):
-        "attention: multihead and interop import each other",
 }
 
 
