@@ -5,7 +5,9 @@ allocator raises a RuntimeError with a C++ backtrace, numpy a MemoryError, or,
 worse, the process grows until the machine swaps. Each estimate here is made
 from the sizes alone, before any work, and compared with the memory the
 machine has available now (Linux's ``MemAvailable``: free memory plus the page
-cache it can reclaim).
+cache it can reclaim), or with ``ATTNLAB_MEMORY_BUDGET`` when that is set lower
+(bytes, or with a unit: ``"4G"``, ``"512M"``): a shared machine's fair share, and
+what the tests set so that no outcome depends on the machine's free memory.
 """
 
 from __future__ import annotations
@@ -16,18 +18,47 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-__all__ = ["available_memory", "check_memory", "count_parameters", "format_bytes"]
+__all__ = ["BUDGET_VARIABLE", "available_memory", "check_memory", "count_parameters", "format_bytes", "memory_budget"]
+
+#: the environment variable that caps the memory a run may plan for
+BUDGET_VARIABLE = "ATTNLAB_MEMORY_BUDGET"
+_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 #: sizes below this always fit (no need to read /proc on every small model or table)
 ALWAYS_FITS = 256 * 2**20
 
 
+def memory_budget() -> int | None:
+    """The bytes ``ATTNLAB_MEMORY_BUDGET`` allows (``"4G"``, ``"512M"``, ``"1000000"``), or None when unset.
+
+    Raises:
+        ValueError: naming the variable, for a value that is not a positive size.
+    """
+    text = os.environ.get(BUDGET_VARIABLE, "").strip()
+    if not text:
+        return None
+    number, unit = text.rstrip("KMGTkmgtBb"), text[len(text.rstrip("KMGTkmgtBb")):].upper().rstrip("B")
+    try:
+        value = float(number) * _UNITS[unit]
+    except (ValueError, KeyError):
+        value = -1.0
+    if not value > 0 or value != value or value == float("inf"):
+        raise ValueError(f"{BUDGET_VARIABLE} must be a positive size such as 4G or 512M, got {text!r}")
+    return int(value)
+
+
 def available_memory() -> int:
-    """Bytes of memory this machine can give a new allocation now.
+    """Bytes of memory this machine can give a new allocation now (at most ``ATTNLAB_MEMORY_BUDGET``).
 
     ``MemAvailable`` from ``/proc/meminfo`` on Linux; elsewhere the free
     physical pages, or (if the system says neither) all physical memory.
     """
+    budget = memory_budget()
+    system = _system_available()
+    return system if budget is None else min(budget, system)
+
+
+def _system_available() -> int:
     try:
         with open("/proc/meminfo") as f:
             for line in f:
@@ -62,7 +93,7 @@ def check_memory(what: str, n_bytes: int) -> None:
     Raises:
         ValueError: ``"{what} need(s) 40.0 GB, more than the 21.3 GB available"``.
     """
-    if n_bytes <= ALWAYS_FITS:
+    if n_bytes <= ALWAYS_FITS and memory_budget() is None:
         return
     available = available_memory()
     if n_bytes > available:

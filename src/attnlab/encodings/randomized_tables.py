@@ -97,6 +97,7 @@ class RandomizedSinusoidal(nn.Module):
     """
 
     caches = False
+    draws_positions = True  # declared as the schemes inside attention declare it (encodings.scheme)
     pe: Tensor
 
     @classmethod
@@ -177,6 +178,7 @@ class RandomizedLearned(nn.Module):
     """
 
     caches = False
+    draws_positions = True  # declared as the schemes inside attention declare it (encodings.scheme)
 
     @classmethod
     def for_model(cls, sizes: ModelSizes) -> RandomizedLearned:

@@ -36,7 +36,8 @@ from attnlab.encodings.randomized import Randomized
 from attnlab.encodings.scheme import ModelSizes, PositionScheme
 
 __all__ = ["ADDED_TO_INPUT", "CAUSAL_ONLY", "DEFAULT_ENCODINGS", "ENCODINGS", "INSIDE_ATTENTION", "RANDOMIZED",
-           "Position", "attention_position", "input_position", "register", "registered", "resolve", "spec_name"]
+           "Position", "attention_position", "draws_positions", "input_position", "is_input_table", "register",
+           "registered", "resolve", "spec_name"]
 
 
 class Buildable(Protocol):
@@ -220,6 +221,17 @@ def input_position(encoding: Position, *, d_model: int, max_len: int) -> nn.Modu
         return None
     sizes = ModelSizes(n_heads=1, head_dim=d_model, d_model=d_model, causal=False, max_len=max_len)
     return cast(Buildable, built).for_model(sizes)
+
+
+def draws_positions(encoding: Position) -> bool:
+    """True when ``encoding`` draws its positions anew at every call (a randomized scheme or table).
+
+    Read from the declarations (``draws_positions``), without building anything.
+    """
+    built = resolve(encoding)
+    if isinstance(built, Randomized):
+        return True
+    return bool(getattr(built, "draws_positions", False))
 
 
 def is_input_table(encoding: Position) -> bool:

@@ -30,11 +30,12 @@ import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any, cast
 
-from attnlab._limits import check_memory, count_parameters
+import torch
+
 from attnlab._validate import check_choice, check_float32, check_int, check_keys
+from attnlab.attention.backends.choose import BACKENDS
 from attnlab.data.tasks import (
     PAD,
     TASKS,
@@ -43,7 +44,16 @@ from attnlab.data.tasks import (
     Vocab,
     target_length,
 )
-from attnlab.encodings.registry import DEFAULT_ENCODINGS, ENCODINGS, RANDOMIZED
+from attnlab.encodings.registry import (
+    DEFAULT_ENCODINGS,
+    ENCODINGS,
+    Position,
+    attention_position,
+    draws_positions,
+    spec_name,
+)
+from attnlab.labs.lengths_costs import compare_costs
+from attnlab.labs.memory_bound import check_costs
 from attnlab.models import DecoderOnlyTransformer, Transformer
 from attnlab.models.builders import ARCHITECTURES, sequence_model_class
 
@@ -75,6 +85,7 @@ class CompareConfig:
     """
 
     task: str = "reverse"
+    # Names, "module:Class" or scheme classes; kept as the names that rebuild them in a worker or a resume.
     encodings: tuple[str, ...] = DEFAULT_ENCODINGS
     architecture: str = "decoder-only"
     train_len: int = 8
@@ -97,6 +108,7 @@ class CompareConfig:
     l_max: int | None = None
     preset: str | None = None  # the published setup these settings start from (attnlab.labs.presets), if any
     extras: dict[str, Any] = field(default_factory=dict)  # free-form notes kept with the results
+    backend: str = "auto"  # the path of every self-attention with a scheme (attnlab.attention.backends.choose)
 
     def __post_init__(self) -> None:
         check_choice("task", self.task, TASKS)
@@ -116,12 +128,13 @@ class CompareConfig:
             object.__setattr__(self, name, tuple(value))  # a list (e.g. from config.json) becomes a tuple
         if not self.encodings:
             raise ValueError("encodings is empty: name at least one of " + ", ".join(ENCODINGS))
-        for name in self.encodings:
-            check_choice("encoding", name, ENCODINGS)
+        # A class becomes the name another process rebuilds it from; an unknown name is refused here.
+        object.__setattr__(self, "encodings", tuple(spec_name(cast(Position, e)) for e in self.encodings))
+        check_choice("backend", self.backend, BACKENDS)
         if len(set(self.encodings)) != len(self.encodings):
             raise ValueError(f"encodings has repeats: {list(self.encodings)}")
         for name in ("train_len", "n_seeds", "epochs", "n_train", "n_test", "batch_size", "n_symbols",
-                     "min_train_len"):
+                     "min_train_len", "d_model", "n_heads", "n_layers"):
             check_int(name, getattr(self, name), minimum=1)
         if not self.test_lens:
             raise ValueError("test_lens is empty: give at least one length")
@@ -142,35 +155,32 @@ class CompareConfig:
         except (TypeError, ValueError) as err:
             raise TypeError(f"extras must be JSON-serialisable (results.json keeps it), got {self.extras!r}: "
                             f"{err}") from None
-        # The data's own checks (e.g. squares needs lengths >= 3) and the models' (their sizes,
-        # checked by the layers that use them) run now, before any training: each model is
-        # built once (for real when small, else on the meta device), allocating nothing that
-        # could not fit and moving no random stream (attnlab._limits.count_parameters).
-        self.spec()
-        D, L, F = self.d_model, self.n_layers, self.ff_units or 4 * self.d_model
-        # Attentions, feed-forward networks, and tables up to the longest test length (with room for
-        # the vocabulary and the decoder-only layout's doubled sequence): a bound from the sizes alone.
-        rows = max(4 * max(self.test_lens), self.l_max or 0)  # a learned table's rows (l_max for random-learned)
-        bound = 2 * L * (12 * D * D + 2 * D * F + 16 * D) + D * (rows + 256)
-        n_parameters = max(count_parameters(partial(self.build_model, encoding), bound=bound)
-                           for encoding in self.encodings)
-        sizes = ", ".join(f"{name} {getattr(self, name)}" for name in ("d_model", "n_heads", "n_layers", "ff_units")
-                          if getattr(self, name) is not None)
-        check_memory(f"{sizes}: the model's {n_parameters:,} parameters, with their gradients and Adam's state",
-                     n_parameters * 4 * 4)
-        self._check_memory()
+        # What the run allocates, from the settings alone: refused before anything is built or written.
+        if self.ff_units is not None:
+            check_int("ff_units", self.ff_units, minimum=1)
+        check_costs(compare_costs(self))
+        self.spec()  # the data's own checks (e.g. the squares need lengths >= 3)
+        self._check_model_sizes()
 
-    def _check_memory(self) -> None:
-        """Refuse data and evaluations that cannot fit, from the sizes alone (estimates rounded up)."""
-        row = 8 * 4  # int64 tokens, a few copies of each while the sets are made
-        check_memory(f"n_train {self.n_train} x train_len {self.train_len}: the training set",
-                     self.n_train * (self.sequence_length(self.train_len) + 2) * row)
-        longest = max(self.test_lens)
-        S = self.sequence_length(longest) + 1  # the longest sequence a test decodes over
-        # One test set is decoded at once: its scores [n_test, H, S, S] on the first step, then a cache.
-        check_memory(f"test_lens {longest} (n_test {self.n_test}): decoding the longest test set",
-                     self.n_test * (self.n_heads * S * S * 4 * 2 + self.n_layers * 2 * S * self.d_model * 4)
-                     + len(self.test_lens) * self.n_test * (S + 2) * row)
+    def _check_model_sizes(self) -> None:
+        """The sizes the models refuse, refused now: each scheme inside attention is built at the model's sizes.
+
+        Building a scheme is cheap (no table of the model's length), and done on a copy of
+        torch's random state, so no stream moves.
+        """
+        check_int("max_relative_position", self.max_relative_position, minimum=1)
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
+        causal = self.architecture == "decoder-only"
+        with torch.random.fork_rng(devices=[]):
+            for encoding in self.encodings:
+                attention_position(encoding, n_heads=self.n_heads, head_dim=self.d_model // self.n_heads,
+                                   d_model=self.d_model, causal=causal, max_len=self.l_max,
+                                   max_relative_position=self.max_relative_position)
+                if self.architecture == "encoder-decoder":  # the encoder's self-attention is bidirectional
+                    attention_position(encoding, n_heads=self.n_heads, head_dim=self.d_model // self.n_heads,
+                                       d_model=self.d_model, causal=False, max_len=self.l_max,
+                                       max_relative_position=self.max_relative_position)
 
     def spec(self) -> TaskSpec:
         """The data this comparison trains and tests on."""
@@ -202,7 +212,7 @@ class CompareConfig:
             object.__setattr__(self, "l_max", 4 * longest)
             return
         check_int("l_max", self.l_max, minimum=1)
-        randomized = [name for name in self.encodings if name in RANDOMIZED]
+        randomized = [name for name in self.encodings if draws_positions(name)]
         if randomized and self.l_max < longest:
             raise ValueError(f"l_max {self.l_max} is below the longest sequence the models read ({longest} tokens "
                              f"at test length {max(self.test_lens)}): {', '.join(randomized)} draw that many "
@@ -212,7 +222,7 @@ class CompareConfig:
         """The model for one encoding, its weights drawn from torch's global generator (see ``train_one``)."""
         # Rows for the longest sequence (+1 for a decoder-only model's rows past its last input: as before).
         longest = self.sequence_length(max(self.train_len, *self.test_lens)) + (self.architecture == "decoder-only")
-        if encoding in RANDOMIZED:
+        if draws_positions(encoding):
             assert self.l_max is not None  # resolved in __post_init__
             longest = self.l_max  # the positions are drawn from [0, l_max)
         squares = self.task == "squares"
@@ -220,7 +230,7 @@ class CompareConfig:
         model = model_class(vocab_size=None if squares else Vocab(self.n_symbols).size,
                             n_features=2 if squares else None, d_model=self.d_model, n_heads=self.n_heads,
                             n_layers=self.n_layers, ff_units=self.ff_units, encoding=encoding, max_len=longest,
-                            max_relative_position=self.max_relative_position, pad_id=PAD)
+                            max_relative_position=self.max_relative_position, pad_id=PAD, backend=self.backend)
         return cast(DecoderOnlyTransformer | Transformer, model)
 
     def runs(self) -> list[tuple[str, int]]:
@@ -248,6 +258,9 @@ class CompareConfig:
             ValueError: naming them, for missing keys and keys that are not settings; and
                 what the class raises.
         """
+        if isinstance(d, dict) and "backend" not in d:
+            # Written before backend= existed, when every comparison ran "auto": that is what it was.
+            d = {**d, "backend": "auto"}
         return cls(**check_keys("config", d, [f.name for f in dataclasses.fields(cls)], complete=True))
 
 

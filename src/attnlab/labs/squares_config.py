@@ -26,6 +26,7 @@ from attnlab._validate import (
     check_seed,
 )
 from attnlab.data.square_prefixes import SquarePrefixes
+from attnlab.labs.memory_bound import transformer_parameters
 from attnlab.models.builders import SIZE_NAMES, SQUARES_MODELS, squares_model, squares_sizes
 
 __all__ = ["DEFAULT_WEIGHT_SEED", "LAB_WEIGHT_SEEDS", "UNSEEDED_LOADER_SEED", "SquaresConfig"]
@@ -132,8 +133,8 @@ class SquaresConfig:
         D, H, L = self.d_model or 2, self.n_heads or 1, self.n_layers or 1
         F = self.ff_units or 4 * D
         # Every model here has at most an encoder and a decoder layer per layer, each at most three
-        # attentions of H heads up to D wide and a feed-forward network: a bound from the sizes alone.
-        bound = 2 * L * (12 * H * D * D + 2 * D * F + 16 * D) + 1024
+        # attentions of H heads up to D wide (the labs' wide heads) and a feed-forward network.
+        bound = transformer_parameters(d_model=D, n_heads=H, head_dim=D, n_layers=L, ff_units=F) + 1024
         n_parameters = count_parameters(self.build_model, bound=bound)
         sizes = ", ".join(f"{name} {getattr(self, name)}" for name in SIZE_NAMES if getattr(self, name) is not None)
         check_memory(f"{sizes}: the model's {n_parameters:,} parameters, with their gradients and Adam's state",

@@ -1,0 +1,97 @@
+"""What a run allocates, counted from its settings before anything is built, and the one check of it.
+
+A lab's config asks this module first, before it builds a model or makes data: every
+cost is a formula of the sizes (no tensor is made), so a run that cannot fit is refused
+in milliseconds, at the memory of the import, and before anything is written. When the
+bound refuses, the message opens with the setting that costs the most (the command line
+turns ``n_symbols`` into ``--symbols``): that is the flag that makes the run too large.
+
+What is counted (an upper bound, rounded up):
+
+* the parameters, with their gradients and Adam's two moments (4 copies of float32):
+  the layers (:func:`transformer_parameters`), the vocabulary's embedding and output
+  layer, and the position tables (``L_max`` rows for a randomized table);
+* what is built once: a sinusoidal table is computed in float64 first;
+* the draws of the randomized schemes: a permutation of ``[0, L_max)`` per call;
+* what lives while a step runs: the attention scores ``[B, H, L, L]`` of every layer and
+  their gradients, and the activations ``[B, L, D]``;
+* the data: the training set, and the test set decoded at once (scores and a cache).
+
+The memory it is compared with is what the machine has available
+(:func:`attnlab._limits.available_memory`; ``ATTNLAB_MEMORY_BUDGET`` caps it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from attnlab._limits import check_memory, format_bytes
+
+__all__ = ["Cost", "check_costs", "transformer_parameters"]
+
+_FLOAT = 4  # bytes of a float32
+_ADAM = 4  # copies of every parameter while training: the value, its gradient, Adam's two moments
+
+
+@dataclass(frozen=True)
+class Cost:
+    """Bytes one part of a run allocates, and the setting that sets its size.
+
+    Attributes:
+        setting: the config field (``"n_symbols"``, ``"test_lens"``, ``"l_max"``, ...).
+        value: its value, as the message shows it.
+        what: what the bytes are, for the message.
+        n_bytes: the estimate.
+        transient: True when it lives during one phase only (a training step, the test
+            decoding): the phases' largest is added to what lives throughout.
+    """
+
+    setting: str
+    value: Any
+    what: str
+    n_bytes: int
+    transient: bool = False
+
+
+def transformer_parameters(*, d_model: int, n_heads: int, head_dim: int, n_layers: int, ff_units: int,
+                           stacks: int = 2) -> int:
+    """At most how many parameters ``stacks`` stacks of ``n_layers`` Transformer layers hold.
+
+    Each layer has at most three attentions (self, cross and the lab's extra) of ``H``
+    heads ``Dh`` wide, projections in and out (``4 H Dh D`` each, biases within the
+    ``16 D``), a feed-forward network ``D -> F -> D`` and its norms. ``Dh = D / H`` for
+    attnlab's Transformers; ``Dh = D`` for the labs' wide heads.
+
+    Example:
+        >>> transformer_parameters(d_model=64, n_heads=4, head_dim=16, n_layers=2, ff_units=256)
+        329728
+    """
+    per_layer = 12 * n_heads * head_dim * d_model + 2 * d_model * ff_units + 16 * d_model
+    return stacks * n_layers * per_layer
+
+
+def parameter_bytes(n_parameters: int) -> int:
+    """Bytes of ``n_parameters`` float32 parameters while Adam trains them (value, gradient, two moments)."""
+    return n_parameters * _FLOAT * _ADAM
+
+
+def check_costs(costs: Sequence[Cost]) -> None:
+    """Refuse a run whose costs exceed the memory available, naming the setting that costs the most.
+
+    What lives throughout (the parameters, the data) is added to the largest of the
+    transient costs (a training step or the test decoding: they do not overlap).
+
+    Raises:
+        ValueError: ``"{setting} {value}: {what} would need ..., more than the ... available"``.
+    """
+    if not costs:
+        return
+    lasting = sum(c.n_bytes for c in costs if not c.transient)
+    phase = max((c.n_bytes for c in costs if c.transient), default=0)
+    total = lasting + phase
+    worst = max(costs, key=lambda c: c.n_bytes)
+    rest = total - worst.n_bytes
+    tail = f" (and {format_bytes(rest)} for the rest of the run)" if rest > worst.n_bytes // 100 else ""
+    check_memory(f"{worst.setting} {worst.value}: {worst.what}{tail}", total)
