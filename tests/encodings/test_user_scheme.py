@@ -197,6 +197,49 @@ def _env():
     return dict(os.environ)
 
 
+def test_compare_runs_it_by_module_and_class_in_workers_and_after_resume(sandwich_package, tmp_path):
+    """``attnlab compare --encodings pkg.module:Class --jobs 2``, then ``--resume`` after a model is lost."""
+    import json
+    import shutil
+
+    out = tmp_path / "cmp"
+    env = {**_env(), "PYTHONPATH": f"{sandwich_package}:{_env().get('PYTHONPATH', '')}"}
+    flags = ["--encodings", "rotary,attnlab_sandwich:Sandwich", "--seeds", "1", "--epochs", "1", "--n-train", "64",
+             "--n-test", "16", "--train-len", "4", "--test-lens", "4,6", "--d-model", "16", "--n-heads", "2",
+             "--n-layers", "1", "--backend", "chunked", "--no-progress", "--jobs", "2", "--out", str(out)]
+    attnlab = [sys.executable, "-m", "attnlab", "compare"]
+    first = subprocess.run(attnlab + flags, capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    results = json.loads((out / "results.json").read_text())
+    assert results["config"]["encodings"] == ["rotary", "attnlab_sandwich:Sandwich"]
+    assert results["config"]["backend"] == "chunked"
+    records = [r for r in results["records"] if r["encoding"] == "attnlab_sandwich:Sandwich"]
+    assert {r["length"] for r in records} == {4, 6}
+    # The lab's figures and report name it as they name a built-in scheme.
+    assert "attnlab_sandwich:Sandwich" in (out / "report.html").read_text()
+    assert list(out.glob("*.png"))
+    # A lost model is trained again on --resume, in a worker that imports the module from the environment.
+    (model,) = [p for p in (out / "models").iterdir() if p.name.startswith("attnlab_sandwich")]
+    shutil.rmtree(model)
+    again = subprocess.run(attnlab + ["--resume", "--out", str(out), "--jobs", "2", "--no-progress"],
+                           capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    resumed = json.loads((out / "results.json").read_text())
+    assert [r for r in resumed["records"] if r["encoding"] == "attnlab_sandwich:Sandwich"] == records
+
+
+def test_resume_never_imports_a_scheme_from_inside_the_run_folder(tmp_path, monkeypatch):
+    from attnlab.labs.compare import _check_imports
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "planted_scheme.py").write_text("raise SystemExit('this code must never run')\n")
+    monkeypatch.syspath_prepend(str(folder))  # e.g. `python -m attnlab` started inside the folder
+    with pytest.raises(ValueError, match="planted_scheme:Sandwich.*inside the run folder"):
+        _check_imports(folder, {"encodings": ["rotary", "planted_scheme:Sandwich"]})
+    _check_imports(folder, {"encodings": ["rotary", "attnlab.encodings.alibi:ALiBi"]})  # the environment's: fine
+
+
 def test_the_readme_section_defines_a_scheme_outside_attnlab():
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     assert "## Bring your own position scheme" in readme

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from attnlab.catalog import DEFAULT_ENCODINGS, PRESETS, RANDOMIZED, SCHEMES, TASKS
+from attnlab.catalog import BACKENDS, DEFAULT_ENCODINGS, PRESETS, RANDOMIZED, SCHEMES, TASKS
 from attnlab.cli._common import (
     UsageError,
     add_device_option,
@@ -52,6 +52,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help=f"comma-separated: names from {','.join((*SCHEMES, *RANDOMIZED))}, a scheme a package "
                         "registers, 'module:Class' (e.g. mypkg.schemes:Sandwich, imported from the environment), "
                         f"'random-' before any of them, or 'all' (default: {','.join(DEFAULT_ENCODINGS)})")
+    p.add_argument("--backend", choices=BACKENDS, default=None,
+                   help="the path of every self-attention with a scheme: auto (default: dense up to 2**20 scores "
+                        "and for drawn positions, then FlexAttention on CUDA, query chunks on the CPU), dense, "
+                        "flex or chunked")
     p.add_argument("--symbols", dest="n_symbols", type=_symbols, default=None,
                    help="alphabet size of the token tasks, at least 2 (2: binary strings; default 10)")
     p.add_argument("--l-max", dest="l_max", type=positive_int, default=None,
@@ -76,7 +80,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                         "under 5 minutes)")
     p.add_argument("--out", type=folder_arg, default=None, help="output folder (default runs/compare-TASK-TIMESTAMP)")
     p.add_argument("--resume", action="store_true",
-                   help="train only the models missing from --out (its saved settings), then write the results")
+                   help="train only the models missing from --out (its saved settings), then write the results; "
+                        "an encoding saved as module:Class is imported from the environment (its code runs), "
+                        "never from inside --out")
     p.add_argument("--jobs", type=positive_int, default=None,
                    help="train N models at once in N local worker processes, one core each (default: the "
                         "cores this process may use; 1 trains them here, one after another); the records are "
@@ -111,7 +117,7 @@ def _given(args: argparse.Namespace) -> dict[str, Any]:
     flags: dict[str, Any] = {
         name: getattr(args, name)
         for name in ("task", "architecture", "train_len", "n_seeds", "epochs", "n_train", "test_lens", "n_symbols",
-                     "l_max", "min_train_len", "n_test", "batch_size", "lr")}
+                     "l_max", "min_train_len", "n_test", "batch_size", "lr", "backend")}
     flags.update({field: getattr(args, field) for field in size_flags.values()})
     if args.encodings is not None:
         names = tuple(name.strip() for name in args.encodings.split(",") if name.strip())

@@ -24,9 +24,12 @@ from __future__ import annotations
 
 import importlib
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib.machinery import PathFinder
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any, Protocol, cast
 
 from torch import nn
@@ -36,8 +39,8 @@ from attnlab.encodings.randomized import Randomized
 from attnlab.encodings.scheme import ModelSizes, PositionScheme
 
 __all__ = ["ADDED_TO_INPUT", "CAUSAL_ONLY", "DEFAULT_ENCODINGS", "ENCODINGS", "INSIDE_ATTENTION", "RANDOMIZED",
-           "Position", "attention_position", "draws_positions", "input_position", "is_input_table", "register",
-           "registered", "resolve", "spec_name"]
+           "Position", "attention_position", "draws_positions", "import_location", "input_position", "is_input_table",
+           "register", "registered", "resolve", "spec_name"]
 
 
 class Buildable(Protocol):
@@ -221,6 +224,29 @@ def input_position(encoding: Position, *, d_model: int, max_len: int) -> nn.Modu
         return None
     sizes = ModelSizes(n_heads=1, head_dim=d_model, d_model=d_model, causal=False, max_len=max_len)
     return cast(Buildable, built).for_model(sizes)
+
+
+def import_location(encoding: str) -> Path | None:
+    """Where the module of a ``"module:Class"`` encoding would be imported from, found without importing it.
+
+    None for a name (built-in, registered or from an installed package's entry point) and
+    for a module that cannot be found. What ``attnlab compare --resume`` checks before it
+    imports a module a run folder names: a folder from elsewhere must not run its own code.
+    """
+    if not isinstance(encoding, str) or ":" not in encoding:
+        return None
+    top = encoding.removeprefix(_PREFIX).partition(":")[0].split(".")[0]
+    module = sys.modules.get(top)
+    if module is not None:
+        where = getattr(module, "__file__", None) or next(iter(getattr(module, "__path__", [])), None)
+        return None if where is None else Path(where)
+    spec = PathFinder.find_spec(top)
+    if spec is None:
+        return None
+    if spec.origin and spec.origin != "namespace":
+        return Path(spec.origin)
+    locations = list(spec.submodule_search_locations or [])
+    return Path(locations[0]) if locations else None
 
 
 def draws_positions(encoding: Position) -> bool:

@@ -34,6 +34,7 @@ import torch
 
 from attnlab._io import atomic_write, read_text
 from attnlab._validate import check_int
+from attnlab.encodings.registry import import_location
 from attnlab.labs import sweep
 from attnlab.labs.lengths import CompareConfig
 from attnlab.labs.lengths_train import ModelResult
@@ -106,9 +107,25 @@ def _read_config(folder: Path) -> CompareConfig | None:
         doc = json.loads(text)
         if legacy:  # an older attnlab called n_seeds "seeds"
             doc = {("n_seeds" if k == "seeds" else k): v for k, v in doc["config"].items()}
+        _check_imports(folder, doc)
         return CompareConfig.from_dict(doc)
     except (ValueError, TypeError, KeyError) as err:
         raise ValueError(f"--resume {str(folder)!r}: {path.name} is unreadable: {err}") from None
+
+
+def _check_imports(folder: Path, doc: Any) -> None:
+    """Refuse a saved ``"module:Class"`` encoding whose module would be imported from inside the run folder.
+
+    Resuming imports the modules a config names (their code runs): from the environment
+    only, never from a folder that came with the results.
+    """
+    encodings = doc.get("encodings") if isinstance(doc, dict) else None
+    for encoding in encodings if isinstance(encodings, list) else []:
+        where = import_location(encoding) if isinstance(encoding, str) else None
+        if where is not None and where.resolve().is_relative_to(folder.resolve()):
+            raise ValueError(f"--resume {str(folder)!r}: encoding {encoding!r} would be imported from {str(where)!r}, "
+                             "inside the run folder; attnlab imports a scheme's module from the environment only "
+                             "(install it, or put it on PYTHONPATH outside the folder)")
 
 
 def check_compare_folder(folder: str | os.PathLike[str], *, resume: bool = False) -> Path:
