@@ -63,7 +63,7 @@ thread, for inspection and tests only; nothing reads it.
 No cache. A new step cannot reuse cached keys turned or biased by another draw,
 so the schemes set ``caches = False`` and refuse offsets other than 0; a model
 then decodes by re-running the whole sequence at each step
-(``SequenceModel._greedy`` in :mod:`attnlab.models.transformer` falls back to it).
+(``SequenceModel._greedy`` in :mod:`attnlab.models.sequence_model` falls back to it).
 
 Shape notation: ``B`` batch, ``H`` heads, ``T`` queries, ``S`` keys, ``L`` length,
 ``Dh`` head dim.

@@ -11,7 +11,7 @@ evaluation alike), one draw for the whole batch. See
 
 Both modules plug in where a model adds an absolute table,
 ``h = input_position(h, offset=offset)`` (``SequenceModel._embed`` in
-:mod:`attnlab.models.transformer`): they take ``h [B, L, D]`` and return
+:mod:`attnlab.models.sequence_model`): they take ``h [B, L, D]`` and return
 ``h + table[draw]``, with no scaling and no dropout (the model does both). They
 set ``caches = False`` and refuse ``offset != 0``: a decoding step cannot be
 placed after cached steps drawn at other positions, so the model re-runs the

@@ -26,8 +26,9 @@ from attnlab.models.decoder_only import DecoderOnlyTransformer
 from attnlab.models.encoder_only import EncoderOnlyTransformer
 from attnlab.models.rnn_seq2seq import Decoder, DecoderAttn, Encoder, EncoderDecoder, EncoderDecoderAttn
 from attnlab.models.selfattn_seq2seq import DecoderPe, EncoderDecoderSelfAttn, EncoderPe
+from attnlab.models.sequence_model import SequenceModel
 from attnlab.models.squares_transformer import squares_transformer
-from attnlab.models.transformer import SequenceModel, Transformer
+from attnlab.models.transformer import Transformer
 
 __all__ = ["ARCHITECTURES", "SIZE_NAMES", "SQUARES_MODELS", "sequence_model_class", "squares_model", "squares_sizes"]
 
@@ -138,7 +139,7 @@ def sequence_model_class(architecture: str) -> type[SequenceModel]:
     ``"decoder-only"`` is :class:`~attnlab.models.DecoderOnlyTransformer`, ``"encoder-decoder"``
     :class:`~attnlab.models.Transformer`, ``"encoder-only"``
     :class:`~attnlab.models.EncoderOnlyTransformer`; all take the arguments of
-    :class:`~attnlab.models.transformer.SequenceModel` (``vocab_size`` or ``n_features``,
+    :class:`~attnlab.models.sequence_model.SequenceModel` (``vocab_size`` or ``n_features``,
     ``d_model``, ``n_heads``, ``n_layers``, ``ff_units``, ``dropout``, ``encoding``,
     ``max_len``, ``max_relative_position``, ``pad_id``) and check them.
 

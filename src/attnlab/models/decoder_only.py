@@ -28,7 +28,8 @@ from torch import Tensor, nn
 
 from attnlab._validate import check_int
 from attnlab.attention import DecodingCache
-from attnlab.models.transformer import SequenceModel, TransformerEncoderLayer
+from attnlab.models.sequence_model import SequenceModel
+from attnlab.models.transformer_layers import TransformerEncoderLayer
 
 __all__ = ["DecoderOnlyTransformer"]
 

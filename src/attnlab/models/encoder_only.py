@@ -23,7 +23,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from attnlab.models.transformer import SequenceModel, TransformerEncoderLayer
+from attnlab.models.sequence_model import SequenceModel
+from attnlab.models.transformer_layers import TransformerEncoderLayer
 
 __all__ = ["EncoderOnlyTransformer"]
 

@@ -1,0 +1,180 @@
+"""What attnlab's sequence models share: tokens or values in and out, the positional encoding, decoding.
+
+:class:`SequenceModel` is the base of :class:`attnlab.models.Transformer`,
+:class:`attnlab.models.DecoderOnlyTransformer` and :class:`attnlab.models.EncoderOnlyTransformer`:
+the input ``embed``, the output ``head``, the absolute table when the encoding is one, the
+scheme each self-attention gets (:mod:`attnlab.encodings.registry`: a name, ``"module:Class"``,
+a class or a factory), the checks of the inputs and greedy decoding with or without a cache.
+
+Shape notation: ``B`` batch, ``L`` length, ``D`` model dim, ``V`` vocabulary, ``F`` features.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from attnlab._validate import check_choice, check_input_dtype, check_int, check_probability
+from attnlab.attention import DecodingCache
+from attnlab.attention.backends.choose import BACKENDS
+from attnlab.encodings.registry import Position, attention_position, input_position, resolve, spec_name
+from attnlab.encodings.scheme import PositionScheme
+
+__all__ = ["SequenceModel"]
+
+
+class SequenceModel(nn.Module):
+    """What every model of the lab shares: tokens or values in and out, the absolute encoding, checks.
+
+    Not used on its own: :class:`Transformer` (encoder-decoder) and
+    :class:`attnlab.models.DecoderOnlyTransformer` take its constructor (the one
+    signature of both) and add their layers in ``_build_layers``. It
+    holds the input ``embed`` (an ``nn.Embedding`` for tokens, an ``nn.Linear``
+    for values), the output ``head``, the absolute ``input_position`` table (for
+    ``"sinusoidal"`` / ``"learned"``; None otherwise) and the validated sizes.
+    See :class:`Transformer` for the arguments.
+
+    Raises:
+        TypeError / ValueError: naming the argument, for bad sizes, an unknown
+            encoding, or neither / both of ``vocab_size`` and ``n_features``.
+    """
+
+    def __init__(
+        self,
+        *,
+        vocab_size: int | None = None,
+        n_features: int | None = None,
+        d_model: int = 64,
+        n_heads: int = 4,
+        n_layers: int = 2,
+        ff_units: int | None = None,
+        dropout: float = 0.0,
+        encoding: Position = "sinusoidal",
+        max_len: int = 128,
+        max_relative_position: int = 16,
+        pad_id: int = 0,
+        backend: str = "auto",
+    ) -> None:
+        super().__init__()
+        if (vocab_size is None) == (n_features is None):
+            raise ValueError(
+                f"give exactly one of vocab_size (tokens) and n_features (real values), "
+                f"got vocab_size={vocab_size!r}, n_features={n_features!r}"
+            )
+        self.vocab_size = None if vocab_size is None else check_int("vocab_size", vocab_size, minimum=2)
+        self.n_features = None if n_features is None else check_int("n_features", n_features, minimum=1)
+        self.d_model = check_int("d_model", d_model, minimum=1)
+        self.n_heads = check_int("n_heads", n_heads, minimum=1)
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
+        self.head_dim = self.d_model // self.n_heads  # Dh, derived here once: the layers are given it
+        self.n_layers = check_int("n_layers", n_layers, minimum=1)
+        self.ff_units = 4 * self.d_model if ff_units is None else check_int("ff_units", ff_units, minimum=1)
+        self.dropout = check_probability("dropout", dropout)
+        resolve(encoding)  # an unknown name, a module that does not import: refused before anything is built
+        self.encoding = encoding
+        self.backend = check_choice("backend", backend, BACKENDS)
+        self.max_len = check_int("max_len", max_len, minimum=1)
+        self.max_relative_position = check_int("max_relative_position", max_relative_position, minimum=1)
+        self.pad_id = check_int("pad_id", pad_id, minimum=0)
+
+        if self.vocab_size is not None:
+            self.embed: nn.Module = nn.Embedding(self.vocab_size, self.d_model)
+            self.head = nn.Linear(self.d_model, self.vocab_size)
+        else:
+            assert self.n_features is not None
+            self.embed = nn.Linear(self.n_features, self.d_model)
+            self.head = nn.Linear(self.d_model, self.n_features)
+        # Absolute encodings are added to the embeddings; one table serves every input.
+        self.input_position: nn.Module | None = input_position(self.encoding, d_model=self.d_model,
+                                                               max_len=self.max_len)
+        self.input_dropout = nn.Dropout(self.dropout)
+        # The subclass's layers, after the shared parts: the parameter creation order
+        # (and so the weights a seed gives) is embed, head, tables, then the layers.
+        self._build_layers()
+
+    def _build_layers(self) -> None:
+        """Create the model's layers (each subclass its own); called once, at the end of ``__init__``."""
+        raise NotImplementedError(f"{type(self).__name__} must define _build_layers")
+
+    def _attention_position(self, causal: bool) -> PositionScheme | None:
+        """A new scheme for one self-attention (None for the absolute encodings)."""
+        return attention_position(self.encoding, n_heads=self.n_heads, head_dim=self.head_dim, d_model=self.d_model,
+                                  causal=causal, max_relative_position=self.max_relative_position,
+                                  max_len=self.max_len)
+
+    def _layer(self, cls: type[nn.Module], causal: bool) -> nn.Module:
+        return cls(self.d_model, self.n_heads, self.ff_units, dropout=self.dropout,
+                   position=self._attention_position(causal), head_dim=self.head_dim, backend=self.backend)
+
+    @property
+    def encoding_name(self) -> str:
+        """The encoding as a name another process can rebuild it from (``"alibi"``, ``"pkg.mod:Class"``)."""
+        return spec_name(self.encoding)
+
+    # -- pieces ------------------------------------------------------------------------
+
+    def _check(self, name: str, x: Any) -> None:
+        if not isinstance(x, Tensor):
+            raise TypeError(f"{name} must be a tensor, got {type(x).__name__}")
+        if self.vocab_size is not None:
+            if x.dim() != 2 or x.dtype not in (torch.int64, torch.int32):
+                raise ValueError(f"{name} must be token ids [B, L] (int64), got {x.dtype} {list(x.shape)}")
+            if x.numel() and (int(x.min()) < 0 or int(x.max()) >= self.vocab_size):
+                raise ValueError(
+                    f"{name} holds ids from {int(x.min())} to {int(x.max())}; "
+                    f"the vocabulary is 0..{self.vocab_size - 1}"
+                )
+        elif x.dim() != 3 or x.shape[-1] != self.n_features:
+            raise ValueError(f"{name} must be floating [B, L, {self.n_features}], got {x.dtype} {list(x.shape)}")
+        else:
+            check_input_dtype(name, x, self.head.weight.dtype)  # integers too: a TypeError naming both dtypes
+        if x.shape[1] == 0:
+            raise ValueError(f"{name} is empty (length 0)")
+
+    def _embed(self, x: Tensor, offset: int = 0) -> Tensor:
+        """Tokens ``[B, L]`` or values ``[B, L, F]`` -> ``[B, L, D]``, with the absolute encoding if any."""
+        h = self.embed(x)  # [B, L, D]
+        if self.input_position is not None:
+            h = self.input_position(h, offset=offset)  # [B, L, D]
+        return self.input_dropout(h)
+
+    def _greedy(
+        self, first: Tensor, steps: int, run: Callable[[Tensor, DecodingCache | None], Tensor], use_cache: bool
+    ) -> Tensor:
+        """Greedy decoding: feed ``first`` (one step, or a whole prompt), then each output back, ``steps`` times.
+
+        ``run(inputs, cache)`` gives the outputs for ``inputs`` (the new steps with
+        a cache, the whole prefix without one). Returns ``[B, steps]`` tokens or
+        ``[B, steps, F]`` values.
+        """
+        outputs = []
+        # Randomized positions are drawn anew at every call: cached keys would hold other draws
+        # than the new step's, so such a model re-runs the whole sequence at each step.
+        if use_cache and not all(getattr(m, "caches", True) for m in self.modules()):
+            use_cache = False
+        if use_cache:
+            cache = DecodingCache(capacity=first.shape[1] + steps)
+            step = first
+            for _ in range(steps):
+                out = run(step, cache)[:, -1:]  # [B, 1, V] or [B, 1, F]
+                cache.advance(step.shape[1])
+                step = out.argmax(-1) if self.vocab_size is not None else out  # [B, 1] or [B, 1, F]
+                outputs.append(step)
+        else:
+            inputs = first
+            for _ in range(steps):
+                out = run(inputs, None)[:, -1:]  # the newest step
+                step = out.argmax(-1) if self.vocab_size is not None else out
+                outputs.append(step)
+                inputs = torch.cat([inputs, step], dim=1)
+        return torch.cat(outputs, dim=1)  # [B, steps] or [B, steps, F]
+
+    def extra_repr(self) -> str:
+        kind = f"vocab_size={self.vocab_size}" if self.vocab_size is not None else f"n_features={self.n_features}"
+        encoding = self.encoding if isinstance(self.encoding, str) else getattr(self.encoding, "__name__", "factory")
+        return (f"{kind}, encoding={encoding!r}, d_model={self.d_model}, n_heads={self.n_heads}, "
+                f"n_layers={self.n_layers}")
