@@ -13,7 +13,6 @@ import pytest
 
 from attnlab._limits import memory_budget
 from attnlab.labs.lengths import CompareConfig
-from attnlab.labs.lengths_costs import compare_costs
 from attnlab.labs.memory_bound import Cost, check_costs, transformer_parameters
 
 # Runs the command in a child and prints its exit status, its stderr and the child's peak RSS in kB:
@@ -79,8 +78,8 @@ def test_one_parameter_bound_for_both_labs():
 def test_the_bound_holds_the_models_it_allows():
     # Every model a default comparison builds has fewer parameters than the bound counts for it.
     config = CompareConfig(n_seeds=1)
-    layers = next(c for c in compare_costs(config) if c.setting == "d_model")
-    vocabulary = next(c for c in compare_costs(config) if c.setting == "n_symbols")
+    layers = next(c for c in config.costs() if c.setting == "d_model")
+    vocabulary = next(c for c in config.costs() if c.setting == "n_symbols")
     for encoding in config.encodings:
         model = config.build_model(encoding)
         table = sum(p.numel() for name, p in model.named_parameters() if name.startswith("input_position"))

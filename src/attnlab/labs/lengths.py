@@ -50,10 +50,10 @@ from attnlab.encodings.registry import (
     Position,
     attention_position,
     draws_positions,
+    is_input_table,
     spec_name,
 )
-from attnlab.labs.lengths_costs import compare_costs
-from attnlab.labs.memory_bound import check_costs
+from attnlab.labs.memory_bound import Cost, check_costs, parameter_bytes, transformer_parameters
 from attnlab.models import DecoderOnlyTransformer, Transformer
 from attnlab.models.builders import ARCHITECTURES, sequence_model_class
 
@@ -158,7 +158,7 @@ class CompareConfig:
         # What the run allocates, from the settings alone: refused before anything is built or written.
         if self.ff_units is not None:
             check_int("ff_units", self.ff_units, minimum=1)
-        check_costs(compare_costs(self))
+        check_costs(self.costs())
         self.spec()  # the data's own checks (e.g. the squares need lengths >= 3)
         self._check_model_sizes()
 
@@ -181,6 +181,54 @@ class CompareConfig:
                     attention_position(encoding, n_heads=self.n_heads, head_dim=self.d_model // self.n_heads,
                                        d_model=self.d_model, causal=False, max_len=self.l_max,
                                        max_relative_position=self.max_relative_position)
+
+    def costs(self) -> list[Cost]:
+        """What the run allocates, each cost with the setting that sets it (:mod:`attnlab.labs.memory_bound`).
+
+        Nothing is built: the encodings are asked what they are (an input table, a scheme that
+        draws positions) from their declarations, and each cost is a formula of the sizes, for
+        the largest model of the encodings. ``l_max`` is resolved first (``__post_init__``).
+        """
+        D, H, L = self.d_model, self.n_heads, self.n_layers
+        F = self.ff_units or 4 * D
+        stacks = 2 if self.architecture == "encoder-decoder" else 1
+        squares = self.task == "squares"
+        V = 2 if squares else Vocab(self.n_symbols).size  # features, or tokens in and logits out
+        longest = self.sequence_length(max(self.train_len, *self.test_lens)) + 1
+        l_max = self.l_max or longest
+        costs = [
+            Cost("d_model", D, "the layers' parameters, with their gradients and Adam's state",
+                 parameter_bytes(transformer_parameters(d_model=D, n_heads=H, head_dim=max(1, D // H), n_layers=L,
+                                                        ff_units=F, stacks=stacks))),
+            Cost("n_symbols", self.n_symbols, "the vocabulary's embedding and output layer, with their gradients "
+                 "and Adam's state", parameter_bytes(2 * V * D)),
+        ]
+        # Position tables: a row per position the model reads (l_max of them for a randomized one), computed in
+        # float64 or trained with Adam; a randomized scheme inside attention permutes [0, l_max) at every call.
+        tables = [(e, draws_positions(e)) for e in self.encodings if is_input_table(e)]
+        if tables:
+            rows, randomized = max((l_max if drawn else longest, drawn) for _, drawn in tables)
+            costs.append(Cost("l_max" if randomized else "test_lens", l_max if randomized else max(self.test_lens),
+                              f"a position table of {rows:,} rows", rows * D * 8 * 4))
+        if any(draws_positions(e) for e in self.encodings):
+            costs.append(Cost("l_max", l_max, "the positions drawn from [0, L_max) at every call",
+                              2 * l_max * 8 * max(1, L * stacks), transient=True))
+        B, T = self.batch_size, self.sequence_length(self.train_len) + 1
+        # A training step: every layer's scores and weights [B, H, T, T] and their gradients, its activations.
+        costs.append(Cost("train_len", self.train_len, f"a training step over {T} tokens (batch_size {B})",
+                          L * stacks * (4 * B * H * T * T + 16 * B * T * D) * 4, transient=True))
+        costs.append(Cost("n_train", self.n_train, "the training set",
+                          self.n_train * (self.sequence_length(self.train_len) + 2) * 8 * 4))
+        # The longest test set is decoded at once: its scores [n_test, H, S, S] on the first step, then a cache.
+        S = self.sequence_length(max(self.test_lens)) + 1
+        n = self.n_test
+        costs.append(Cost("test_lens", max(self.test_lens), f"decoding the longest test set (n_test {n})",
+                          n * (H * S * S * 4 * 2 + L * stacks * 2 * S * D * 4)
+                          + len(self.test_lens) * n * (S + 2) * 8, transient=True))
+        # Logits over the vocabulary: a training step's and its gradient, then the test prompts' in one call.
+        costs.append(Cost("n_symbols", self.n_symbols, "the logits over the vocabulary",
+                          max(3 * B * T, n * S) * V * 4, transient=True))
+        return costs
 
     def spec(self) -> TaskSpec:
         """The data this comparison trains and tests on."""

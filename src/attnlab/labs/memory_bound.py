@@ -66,7 +66,7 @@ def transformer_parameters(*, d_model: int, n_heads: int, head_dim: int, n_layer
 
     Example:
         >>> transformer_parameters(d_model=64, n_heads=4, head_dim=16, n_layers=2, ff_units=256)
-        329728
+        331776
     """
     per_layer = 12 * n_heads * head_dim * d_model + 2 * d_model * ff_units + 16 * d_model
     return stacks * n_layers * per_layer
