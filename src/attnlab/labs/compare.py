@@ -25,7 +25,6 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -36,30 +35,13 @@ from attnlab._io import atomic_write, read_text
 from attnlab._validate import check_int
 from attnlab.encodings.registry import import_location
 from attnlab.labs import sweep
-from attnlab.labs.lengths import CompareConfig
+from attnlab.labs.lengths import CompareConfig, CompareResult
+from attnlab.labs.lengths_report import write_outputs
 from attnlab.labs.lengths_train import ModelResult
 from attnlab.labs.run_folder import RunFolder, check_claim, claim
 from attnlab.labs.sweep import connect_ray
 
 __all__ = ["CompareResult", "check_compare_folder", "resume_config", "run_compare"]
-
-
-@dataclass
-class CompareResult:
-    """What :func:`run_compare` measured: ``records`` (one dict per encoding, seed and length)."""
-
-    config: CompareConfig
-    records: list[dict[str, Any]]
-    seconds: float
-    folder: Path | None = None
-    seconds_per_model: dict[str, float] = field(default_factory=dict)
-    parameters_per_model: dict[str, int] = field(default_factory=dict)
-    device: str = "cpu"  # where the models trained (this call's; a resumed comparison's earlier ones may differ)
-
-    @property
-    def metric(self) -> str:
-        """The headline metric: sequence accuracy, or MSE for the squares."""
-        return "mean_squared_error" if self.config.task == "squares" else "sequence_accuracy"
 
 
 # -- the run folder ----------------------------------------------------------------------
@@ -251,7 +233,6 @@ def _compare(config: CompareConfig, run: RunFolder | None, progress: bool | None
     """Train the models not in ``done`` (the saved ones, by ``(encoding, seed)``) and write the outputs."""
     from tqdm import tqdm
 
-    from attnlab.labs.lengths_report import write_outputs
     from attnlab.training.progress import progress_enabled
 
     start = time.perf_counter()

@@ -30,6 +30,7 @@ import json
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, cast
 
 import torch
@@ -57,7 +58,7 @@ from attnlab.labs.memory_bound import Cost, check_costs, parameter_bytes, transf
 from attnlab.models import DecoderOnlyTransformer, Transformer
 from attnlab.models.builders import ARCHITECTURES, sequence_model_class
 
-__all__ = ["QUICK", "CompareConfig"]
+__all__ = ["QUICK", "CompareConfig", "CompareResult"]
 
 
 #: models one comparison may train (encodings x seeds): past it, a typo, not an experiment
@@ -314,3 +315,21 @@ class CompareConfig:
 
 #: overrides for ``--quick``: one seed, half the data, 640 steps at a higher rate (under a minute on 2 cores).
 QUICK: dict[str, Any] = {"n_seeds": 1, "epochs": 10, "n_train": 2048, "n_test": 128, "lr": 4e-3}
+
+
+@dataclass
+class CompareResult:
+    """What :func:`run_compare` measured: ``records`` (one dict per encoding, seed and length)."""
+
+    config: CompareConfig
+    records: list[dict[str, Any]]
+    seconds: float
+    folder: Path | None = None
+    seconds_per_model: dict[str, float] = field(default_factory=dict)
+    parameters_per_model: dict[str, int] = field(default_factory=dict)
+    device: str = "cpu"  # where the models trained (this call's; a resumed comparison's earlier ones may differ)
+
+    @property
+    def metric(self) -> str:
+        """The headline metric: sequence accuracy, or MSE for the squares."""
+        return "mean_squared_error" if self.config.task == "squares" else "sequence_accuracy"

@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from attnlab._io import atomic_write
-from attnlab.labs.compare import CompareResult
-from attnlab.labs.lengths import CompareConfig
+from attnlab.labs.lengths import CompareConfig, CompareResult
 from attnlab.labs.lengths_table import (
     chance_level,
     changed_settings,

@@ -33,8 +33,7 @@ from typing import Any
 
 from attnlab._validate import check_choice
 from attnlab.data.tasks import target_length
-from attnlab.labs.compare import CompareResult
-from attnlab.labs.lengths import CompareConfig
+from attnlab.labs.lengths import CompareConfig, CompareResult
 from attnlab.labs.presets import Verdict, check_claims, preset
 
 __all__ = ["METRICS", "chance_level", "changed_settings", "claim_verdicts", "format_table", "run_setup", "summarise"]
