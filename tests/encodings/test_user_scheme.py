@@ -21,6 +21,7 @@ from attnlab.encodings import ModelSizes, PositionScheme, register, resolve, spe
 from attnlab.encodings.registry import attention_position
 from attnlab.encodings.scheme import bias_dtype, check_heads, check_rel
 from attnlab.models import DecoderOnlyTransformer, EncoderOnlyTransformer, Transformer
+from attnlab.models.squares_transformer import squares_transformer
 
 
 class Sandwich(PositionScheme):
@@ -115,6 +116,10 @@ def test_every_transformer_model_takes_the_scheme(encoding):
         assert schemes and all(s.n_heads == 2 for s in schemes), type(model).__name__
         out = model(tokens, tokens) if isinstance(model, Transformer) else model(tokens)
         assert out.shape == (2, 9, 11) and torch.isfinite(out).all()
+    squares = squares_transformer(d_model=16, n_heads=2, encoding=encoding, backend="chunked")  # the lab's Transformer
+    assert any(isinstance(m, Sandwich) for m in squares.modules())
+    corners = torch.randn(3, 4, 2)
+    assert squares(corners).shape == (3, 2, 2)
     # Decoding with a cache gives the full pass's numbers: the base derives the offsets.
     decoder = models[1].eval()
     torch.testing.assert_close(decoder.generate(tokens[:, :4], steps=5),

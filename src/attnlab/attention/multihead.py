@@ -318,8 +318,10 @@ class MultiHeadAttention(nn.Module):
         if bias is not None:
             check_bias(bias, (B, H, T, S))
         recording = is_recording()
+        # Recording is asking for the weights a figure draws, which only the dense path forms.
+        backend = "dense" if recording else self.backend
         out, weights = attend_with_position(
-            q, keys, values, position=position, backend=self.backend, q_offset=past, mask=mask, bias=bias,
+            q, keys, values, position=position, backend=backend, q_offset=past, mask=mask, bias=bias,
             is_causal=is_causal, scale=self.scale, dropout_p=self.dropout if self.training else 0.0,
             need_weights=need_weights or recording,
         )  # out [B, H, T, Dv], weights [B, H, T, S] or None

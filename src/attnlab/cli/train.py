@@ -12,7 +12,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from attnlab.catalog import SQUARES_MODELS
+from attnlab.catalog import BACKENDS, SQUARES_MODELS
 from attnlab.cli._common import (
     UsageError,
     add_device_option,
@@ -69,6 +69,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--variable-len", action="store_true", default=None,
                    help="squares of 2 to 4 given corners (padded and masked); the model predicts the two "
                         "corners that follow")
+    p.add_argument("--encoding", default=None, metavar="NAME",
+                   help="--model transformer's positional encoding: a name attnlab compare takes "
+                        "(sinusoidal, the default; rotary, alibi, ...) or module:Class")
+    p.add_argument("--backend", choices=BACKENDS, default=None,
+                   help="--model transformer's attention path with a scheme: auto (default), dense, flex, chunked")
     p.add_argument("--lr", type=positive_float, default=None, help="Adam learning rate (default 0.01)")
     p.add_argument("--batch-size", type=positive_int, default=None, help="default 16")
     p.add_argument("--n-train", type=positive_int, default=None, help="training squares (default 128)")
@@ -123,7 +128,8 @@ def _plan(args: argparse.Namespace, device: torch.device) -> tuple[SquaresConfig
     given = {"model": args.model, "epochs": args.epochs, "seed": args.seed, "train_seed": args.train_seed,
              "lr": args.lr, "batch_size": args.batch_size, "n_train": args.n_train,
              "teacher_forcing_prob": args.teacher_forcing, "test_draws_global": args.test_draws_global,
-             "variable_len": args.variable_len, "device": str(device),
+             "variable_len": args.variable_len, "device": str(device), "encoding": args.encoding,
+             "backend": args.backend,
              **{field: getattr(args, field) for field in size_flags.values()}}
     if args.resume:
         if args.out is None:

@@ -101,6 +101,10 @@ class SquaresConfig:
     ff_units: int | None = None
     # Where the run trains ("cpu", "cuda", "cuda:1", "mps"); None: the default device, stored resolved.
     device: str | None = None
+    # The transformer model's positional encoding (a name or "module:Class") and attention path; None for the
+    # other models, which have no such choice; stored resolved ("sinusoidal", "auto") for the transformer.
+    encoding: str | None = None
+    backend: str | None = None
 
     def __post_init__(self) -> None:
         defaults = squares_sizes(check_choice("model", self.model, SQUARES_MODELS))
@@ -113,6 +117,7 @@ class SquaresConfig:
                 raise ValueError(f"{name}: the {self.model} model has no such size (its sizes: {has})")
         check_int("epochs", self.epochs, minimum=1)
         object.__setattr__(self, "device", _device_name(self.device))
+        self._resolve_position()
         if self.seed is None:
             object.__setattr__(self, "seed", LAB_WEIGHT_SEEDS.get(self.model, DEFAULT_WEIGHT_SEED))
         check_seed("seed", self.seed)
@@ -140,11 +145,26 @@ class SquaresConfig:
         check_memory(f"{sizes}: the model's {n_parameters:,} parameters, with their gradients and Adam's state",
                      n_parameters * 4 * 4)
 
+    def _resolve_position(self) -> None:
+        """The transformer's ``encoding`` and ``backend`` resolved; refused for a model that has no such choice."""
+        if self.model != "transformer":
+            for name in ("encoding", "backend"):
+                if getattr(self, name) is not None:
+                    raise ValueError(f"{name} {getattr(self, name)!r}: the {self.model} model has no choice of "
+                                     "encoding or backend (the transformer model has)")
+            return
+        from attnlab.attention.backends.choose import BACKENDS  # here: the config module stays light to import
+        from attnlab.encodings.registry import spec_name
+
+        object.__setattr__(self, "encoding", spec_name(self.encoding or "sinusoidal"))
+        object.__setattr__(self, "backend", check_choice("backend", self.backend or "auto", BACKENDS))
+
     def build_model(self) -> nn.Module:
         """The model this config names (weights drawn from torch's global generator; see :func:`build_model`)."""
         return squares_model(self.model, d_model=self.d_model, n_heads=self.n_heads, n_layers=self.n_layers,
                              ff_units=self.ff_units, teacher_forcing_prob=self.teacher_forcing_prob,
-                             input_len=SquarePrefixes.input_len if self.variable_len else 2)
+                             input_len=SquarePrefixes.input_len if self.variable_len else 2,
+                             encoding=self.encoding, backend=self.backend)
 
     def to_dict(self) -> dict[str, Any]:
         """The settings as a JSON-ready dict, as ``config.json`` holds them."""
@@ -161,6 +181,11 @@ class SquaresConfig:
             ValueError: naming them, for missing keys, keys that are not settings, and
                 a size left null that the model has; and what the class raises for a bad value.
         """
+        if isinstance(d, dict) and "encoding" not in d and "backend" not in d:
+            # Written before these existed: the transformer then was sinusoidal on the "auto" path, the others
+            # had no choice. That is what the run was, not today's default.
+            transformer = d.get("model") == "transformer"
+            d = {**d, "encoding": "sinusoidal" if transformer else None, "backend": "auto" if transformer else None}
         config = cls(**check_keys("config", d, [f.name for f in dataclasses.fields(cls)], complete=True))
         if d["seed"] is None:
             raise ValueError("config has 'seed' null (a run's config holds its seed resolved)")

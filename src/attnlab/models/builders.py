@@ -81,6 +81,8 @@ def squares_model(
     ff_units: int | None = None,
     teacher_forcing_prob: float = 0.5,
     input_len: int = _INPUT_LEN,
+    encoding: str | None = None,
+    backend: str | None = None,
 ) -> nn.Module:
     """The squares model ``name``: it reads two corners ``[B, 2, 2]`` and predicts the other two ``[B, 2, 2]``.
 
@@ -97,6 +99,9 @@ def squares_model(
         teacher_forcing_prob: the GRU models' probability of feeding the true
             corner back in training (the attention lab's 0.5); ignored by the others.
         input_len: ``S``, the source steps (padded ones included); the initial weights do not depend on it.
+        encoding, backend: the ``"transformer"`` model's positional encoding (default
+            ``"sinusoidal"``) and attention path (default ``"auto"``); the other models
+            have neither (None).
 
     Returns:
         A new model, its weights drawn from torch's global generator.
@@ -115,6 +120,8 @@ def squares_model(
     for size, default in defaults.items():
         value = given[size]
         sizes[size] = default if value is None else value
+    if name != "transformer" and (encoding is not None or backend is not None):
+        raise ValueError(f"the {name} model has no choice of encoding or backend (the transformer model has)")
     if name == "selfattn-pe":
         encoder = EncoderPe(n_heads=sizes["n_heads"], d_model=sizes["d_model"], ff_units=sizes["ff_units"],
                             n_features=_N_FEATURES)
@@ -130,7 +137,7 @@ def squares_model(
                                   teacher_forcing_prob=teacher_forcing_prob)
     return squares_transformer(d_model=sizes["d_model"], n_heads=sizes["n_heads"], n_layers=sizes["n_layers"],
                                ff_units=sizes["ff_units"], n_features=_N_FEATURES, input_len=input_len,
-                               target_len=_TARGET_LEN)
+                               target_len=_TARGET_LEN, encoding=encoding or "sinusoidal", backend=backend or "auto")
 
 
 def sequence_model_class(architecture: str) -> type[SequenceModel]:

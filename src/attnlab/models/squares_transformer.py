@@ -31,6 +31,7 @@ from torch import Tensor, nn
 
 from attnlab._validate import check_input_dtype, check_int
 from attnlab.attention import is_recording
+from attnlab.encodings.registry import Position
 from attnlab.models.source_padding import check_source_mask, last_steps, zero_padding
 from attnlab.models.transformer import Transformer
 
@@ -184,6 +185,8 @@ def squares_transformer(
     n_features: int = 2,
     input_len: int = 2,
     target_len: int = 2,
+    encoding: Position = "sinusoidal",
+    backend: str = "auto",
 ) -> EncoderDecoderTransformer:
     """The default Transformer for the noisy squares: sinusoidal encoding, pre-norm layers.
 
@@ -206,6 +209,10 @@ def squares_transformer(
         n_features: ``F``, coordinates per point.
         input_len: ``S``, the points given.
         target_len: ``T``, the points predicted.
+        encoding: the positional encoding (:class:`attnlab.models.Transformer`'s ``encoding``:
+            a name, ``"module:Class"``, a scheme class or a factory); the lab's is sinusoidal.
+        backend: the path of every self-attention with a scheme (``"auto"``, ``"dense"``,
+            ``"flex"``, ``"chunked"``).
 
     Returns:
         An :class:`EncoderDecoderTransformer` in train mode.
@@ -219,7 +226,7 @@ def squares_transformer(
         raise TypeError(f"xavier_init must be a bool, got {xavier_init!r} ({type(xavier_init).__name__})")
     transformer = Transformer(
         n_features=n_features, d_model=d_model, n_heads=n_heads, n_layers=n_layers, ff_units=ff_units,
-        dropout=dropout, encoding="sinusoidal",
+        dropout=dropout, encoding=encoding, backend=backend,
     )
     model = EncoderDecoderTransformer(transformer, input_len=input_len, target_len=target_len)
     if xavier_init:
