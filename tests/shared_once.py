@@ -1,6 +1,7 @@
 """A folder built once per test session, shared by the xdist workers (see :func:`shared_once`)."""
 
 import fcntl
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,7 +14,10 @@ def shared_once(tmp_path_factory, name: str, make: Callable[[Path], None]) -> Pa
     ran twice. The first caller builds under a file lock in the workers' shared temporary folder;
     the others wait for it and reuse the folder. A build that failed is retried by the next caller.
     """
-    root = tmp_path_factory.getbasetemp().parent  # shared by the xdist workers of this session
+    base = tmp_path_factory.getbasetemp()
+    # Under xdist each worker's base is popen-gwN inside the session's folder, which the workers share;
+    # in one process the base is the session's own folder (its parent holds every session's: stale ones).
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
     folder, done = root / f"shared-{name}", root / f"shared-{name}.done"
     with open(root / f"shared-{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
