@@ -39,6 +39,25 @@ BAD_INPUT_KINDS = ("memory safety", "decompression bombs", "threads", "resource 
 _outcome: dict[str, tuple[str, bool]] = {}  # nodeid -> (kind, handled well so far)
 
 
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture
+def save_png(tmp_path):
+    """``save_png(fig, name)`` writes ``tmp_path/name.png`` and checks it is a real PNG (the figure tests')."""
+
+    def save(fig, name):
+        path = tmp_path / f"{name}.png"
+        fig.savefig(path)
+        data = path.read_bytes()
+        assert data.startswith(PNG_SIGNATURE), f"{name}.png is not a PNG"
+        # A blank canvas of this size compresses to ~1-2 kB; a drawn figure is far larger.
+        assert len(data) > 5000, f"{name}.png is only {len(data)} bytes"
+        return path
+
+    return save
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         marker = item.get_closest_marker("bad_input")

@@ -1,7 +1,7 @@
 """LabMultiHeadAttention is the labs' MultiHeadAttention: parameters, outputs and alphas after the same seed.
 
 The reference is the positional-encoding lab's own code (``Attention`` and
-``MultiHeadAttention``), copied below as the lab writes it. attnlab's module is
+``MultiHeadAttention``, as the lab writes them, in ``tests/lab_code.py``). attnlab's module is
 built, seeded and called as the lab's is: ``LabMultiHeadAttention(n_heads,
 d_model, input_dim=None, proj_values=True)``, ``mha.init_keys(x)``, then
 ``mha(query, mask)`` with the lab's 0/1 float mask, and ``mha.alphas`` read after
@@ -10,65 +10,11 @@ the call. Both run in float64, so agreement is asked to 1e-12.
 
 import io
 
-import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
-from torch import nn
+from lab_code import MultiHeadAttention as LabsMultiHeadAttention  # the lab's own module
 
 from attnlab.attention import KVCache, LabMultiHeadAttention, MultiHeadAttention, keeping_alphas
-
-# -- the positional-encoding lab's code, as the lab writes it (only the float64 default is ours) -------------
-
-
-class Attention(nn.Module):
-    def __init__(self, hidden_dim, input_dim=None, proj_values=False):
-        super().__init__()
-        self.d_k = hidden_dim
-        self.input_dim = hidden_dim if input_dim is None else input_dim
-        self.proj_values = proj_values
-        self.linear_query = nn.Linear(self.input_dim, hidden_dim)
-        self.linear_key = nn.Linear(self.input_dim, hidden_dim)
-        self.linear_value = nn.Linear(self.input_dim, hidden_dim)
-        self.alphas = None
-
-    def init_keys(self, keys):
-        self.keys = keys
-        self.proj_keys = self.linear_key(self.keys)
-        self.values = self.linear_value(self.keys) if self.proj_values else self.keys
-
-    def score_function(self, query):
-        proj_query = self.linear_query(query)
-        return torch.bmm(proj_query, self.proj_keys.permute(0, 2, 1)) / np.sqrt(self.d_k)
-
-    def forward(self, query, mask=None):
-        scores = self.score_function(query)
-        if mask is not None:
-            scores = scores.masked_fill(mask == 0, -1e9)
-        alphas = F.softmax(scores, dim=-1)
-        self.alphas = alphas.detach()
-        return torch.bmm(alphas, self.values)
-
-
-class LabsMultiHeadAttention(nn.Module):  # the lab's ``MultiHeadAttention``, renamed here only
-    def __init__(self, n_heads, d_model, input_dim=None, proj_values=True):
-        super().__init__()
-        self.linear_out = nn.Linear(n_heads * d_model, d_model)
-        self.attn_heads = nn.ModuleList(
-            [Attention(d_model, input_dim=input_dim, proj_values=proj_values) for _ in range(n_heads)]
-        )
-
-    def init_keys(self, key):
-        for attn in self.attn_heads:
-            attn.init_keys(key)
-
-    @property
-    def alphas(self):
-        return torch.stack([attn.alphas for attn in self.attn_heads], dim=0)
-
-    def forward(self, query, mask=None):
-        return self.linear_out(torch.cat([attn(query, mask=mask) for attn in self.attn_heads], axis=-1))
-
 
 # -- the comparisons ----------------------------------------------------------------------------------------
 

@@ -23,23 +23,6 @@ from attnlab.data import make_loaders
 from attnlab.models import DecoderPe, EncoderDecoderSelfAttn, EncoderPe
 from attnlab.plotting import plot_attention_weights, plot_sequence_pred
 
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-
-
-@pytest.fixture
-def save_png(tmp_path):
-    """``save_png(fig, name)`` writes ``tmp_path/name.png`` and checks it is a real PNG (as tests/plotting's)."""
-
-    def save(fig, name):
-        path = tmp_path / f"{name}.png"
-        fig.savefig(path)
-        data = path.read_bytes()
-        assert data.startswith(PNG_SIGNATURE), f"{name}.png is not a PNG"
-        assert len(data) > 5000, f"{name}.png is only {len(data)} bytes"
-        return path
-
-    return save
-
 
 class SelfAttn(nn.Module):
     """Self-attention with the labs' wide heads, and a dropout so train/eval mode matters."""
