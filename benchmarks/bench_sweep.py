@@ -22,8 +22,8 @@ from harness import write_result
 
 
 def main(argv: list[str] | None = None) -> dict:
-    from attnlab.labs.compare import run_compare
-    from attnlab.labs.lengths import QUICK, CompareConfig
+    from attnlab.labs.lengths.compare import run_compare
+    from attnlab.labs.lengths.config import QUICK, CompareConfig
     from attnlab.labs.sweep import connect_ray, cpu_count
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--epochs-per-sample", type=int, default=10)
     args = parser.parse_args(argv)
     from attnlab.data import make_loaders
-    from attnlab.labs.squares import SquaresConfig, build_model, make_optimizer
+    from attnlab.labs.squares.train import SquaresConfig, build_model, make_optimizer
     from attnlab.training import Trainer
 
     config = SquaresConfig()

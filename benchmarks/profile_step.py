@@ -50,14 +50,14 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--table-rows", type=int, default=15)
     args = parser.parse_args(argv)
     from attnlab.data import make_loaders
-    from attnlab.labs.squares import SquaresConfig, build_model
+    from attnlab.labs.squares.train import SquaresConfig, build_model
 
     config = SquaresConfig()
     data = make_loaders(n_train=config.n_train, n_test=config.n_test, batch_size=config.batch_size,
                         shuffle_seed=config.train_seed)
     model = build_model(config)
     try:
-        from attnlab.labs.squares import make_optimizer
+        from attnlab.labs.squares.train import make_optimizer
     except ImportError:  # commits before the fused Adam: the "before" side of BENCHMARKS.md
         optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
     else:

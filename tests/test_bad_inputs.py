@@ -39,7 +39,7 @@ from attnlab.encodings import (
     shift_matrix,
     sinusoidal,
 )
-from attnlab.labs.lengths import CompareConfig
+from attnlab.labs.lengths.config import CompareConfig
 from attnlab.models import (
     DecoderOnlyTransformer,
     DecoderPe,

@@ -17,10 +17,13 @@ from torch import nn
 from attnlab.cli import main
 from attnlab.data.metrics import sequence_accuracy, token_accuracy
 from attnlab.data.tasks import BOS, EOS, PAD, Vocab, make_task_sets
-from attnlab.labs import compare, lengths, lengths_train, sweep
-from attnlab.labs.compare import CompareResult, run_compare
-from attnlab.labs.lengths import CompareConfig
-from attnlab.labs.lengths_report import format_table, summarise
+from attnlab.labs import sweep
+from attnlab.labs.lengths import compare
+from attnlab.labs.lengths import config as lengths
+from attnlab.labs.lengths import train as lengths_train
+from attnlab.labs.lengths.compare import CompareResult, run_compare
+from attnlab.labs.lengths.config import CompareConfig
+from attnlab.labs.lengths.report import format_table, summarise
 from attnlab.models import DecoderOnlyTransformer, EncoderOnlyTransformer, Transformer
 from attnlab.models.builders import ARCHITECTURES
 from attnlab.training import default_device

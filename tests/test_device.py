@@ -8,7 +8,7 @@ from cli_helpers import cli
 
 from attnlab.cli._common import UsageError
 from attnlab.cli._device import parse_device
-from attnlab.labs.squares import SquaresConfig
+from attnlab.labs.squares.train import SquaresConfig
 from attnlab.training import default_device
 
 pytestmark = pytest.mark.usefixtures("one_thread")

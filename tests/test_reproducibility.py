@@ -51,9 +51,9 @@ from attnlab.encodings import (
     sinusoidal_2d,
 )
 from attnlab.encodings.registry import CAUSAL_ONLY
-from attnlab.labs import squares as runs
-from attnlab.labs.squares import SquaresConfig, build_model, load_run, predict_corners
-from attnlab.labs.squares_figures import attention_figures
+from attnlab.labs.squares import train as runs
+from attnlab.labs.squares.figures import attention_figures
+from attnlab.labs.squares.train import SquaresConfig, build_model, load_run, predict_corners
 from attnlab.models import (
     ENCODINGS,
     Decoder,

@@ -7,7 +7,7 @@ import torch
 from cli_helpers import cli
 
 from attnlab.data import generate_sequences, squares_tensor
-from attnlab.labs.squares import SquaresConfig, load_run, train_run
+from attnlab.labs.squares.train import SquaresConfig, load_run, train_run
 
 RUN_FILES = {"config.json", "metrics.jsonl", "checkpoint.pt", "report.html", "summary.json",
              "figures/losses.png", "figures/predictions.png"}

@@ -52,7 +52,7 @@ ENTRY_POINT_GROUP = "attnlab.schemes"
 
 #: every task ``attnlab compare --task`` takes (:data:`attnlab.data.tasks.TASKS`).
 TASKS: tuple[str, ...] = ("copy", "reverse", "duplicate", "sort", "squares")
-#: the papers' setups ``attnlab compare --preset`` starts from (the keys of :data:`attnlab.labs.presets.PRESETS`).
+#: the papers' setups ``attnlab compare --preset`` starts from (:data:`attnlab.labs.lengths.presets.PRESETS`).
 PRESETS: tuple[str, ...] = ("ruoss2023", "kazemnejad2023")
 #: the models ``attnlab train --model`` trains (:data:`attnlab.models.builders.SQUARES_MODELS`).
 SQUARES_MODELS: tuple[str, ...] = ("selfattn-pe", "gru", "gru-attn", "transformer")

@@ -7,7 +7,7 @@ then writes past; a random-number state of the wrong length; a deflated entry
 that expands to 4 GB; a FIFO where the file should be. Each must be refused
 before any of it reaches a kernel or is decompressed, with one line naming the
 file and the offending entry: a ValueError from the library
-(``Trainer.load_checkpoint``, ``attnlab.labs.squares.load_run``) and exit
+(``Trainer.load_checkpoint``, ``attnlab.labs.squares.train.load_run``) and exit
 status 2 from ``attnlab train --resume`` and ``attnlab predict``.
 
 Kinds (``pytest -m bad_input``): "memory safety" for crafted state, "decompression
@@ -41,7 +41,7 @@ import torch
 from torch import nn
 
 from attnlab.cli import main
-from attnlab.labs.squares import SquaresConfig, build_model, load_run, make_optimizer
+from attnlab.labs.squares.train import SquaresConfig, build_model, load_run, make_optimizer
 from attnlab.training import Trainer
 
 MEMORY, BOMBS, RESOURCES = "memory safety", "decompression bombs", "resource limits"
@@ -532,7 +532,7 @@ PEAK = textwrap.dedent("""
     import json, resource, sys
     import torch
     torch.set_num_threads(1)
-    from attnlab.labs.squares import load_run
+    from attnlab.labs.squares.train import load_run
     sys.path.insert(0, {here!r})
     from test_checkpoints import _squares_trainer
     from pathlib import Path

@@ -154,7 +154,7 @@ def test_compare_config_must_hold_every_key(workspace, monkeypatch, capsys):
     folder = workspace / "runs" / "cmp-config"
     folder.mkdir(exist_ok=True)
     (folder / "attnlab-run.json").write_text(json.dumps({"kind": "compare"}))
-    from attnlab.labs.lengths import QUICK, CompareConfig
+    from attnlab.labs.lengths.config import QUICK, CompareConfig
 
     config = CompareConfig(**{**QUICK, "encodings": ("sinusoidal",)}).to_dict()
     del config["lr"]
@@ -200,7 +200,7 @@ def test_bad_utf8_metrics_names_the_file(workspace, monkeypatch, capsys):
 @pytest.mark.bad_input(MESSAGES)
 def test_bad_utf8_compare_record_names_the_file(workspace, monkeypatch, capsys):
     folder = workspace / "runs" / "cmp-utf8"
-    from attnlab.labs.lengths import QUICK, CompareConfig
+    from attnlab.labs.lengths.config import QUICK, CompareConfig
 
     config = CompareConfig(**{**QUICK, "encodings": ("sinusoidal",), "epochs": 1, "n_train": 64, "n_test": 8,
                               "d_model": 16, "n_layers": 1})

@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from attnlab.attention import DecodingCache, collect_attention, record_attention
-from attnlab.labs.squares import predict_corners
+from attnlab.labs.squares.train import predict_corners
 from attnlab.models import DecoderOnlyTransformer, Transformer
 from attnlab.models.builders import SQUARES_MODELS, squares_model
 from attnlab.training import Trainer
@@ -112,7 +112,7 @@ with torch.random.fork_rng(devices=[]):  # seeded weights, without moving the gl
 def _attention_weights(model: nn.Module, x: torch.Tensor) -> dict[str, torch.Tensor]:
     """attention_figures' weights path: one run of the model on ``x``, recorded, by layer."""
     try:
-        from attnlab.labs.squares_figures import attention_weights
+        from attnlab.labs.squares.figures import attention_weights
     except ImportError:  # before the fix: attention_figures' own lines
         from attnlab.training.rng import preserved_rng
 

@@ -43,7 +43,7 @@ from lab_code import (
 from torch import nn, optim
 from torch.utils.data import DataLoader, TensorDataset
 
-from attnlab.labs.squares import SquaresConfig, train_run
+from attnlab.labs.squares.train import SquaresConfig, train_run
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

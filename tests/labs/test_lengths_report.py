@@ -11,10 +11,10 @@ import math
 
 import pytest
 
-from attnlab.labs import presets
-from attnlab.labs.compare import CompareResult
-from attnlab.labs.lengths import CompareConfig
-from attnlab.labs.lengths_report import chance_level, claim_verdicts, format_table, write_outputs
+from attnlab.labs.lengths import presets
+from attnlab.labs.lengths.compare import CompareResult
+from attnlab.labs.lengths.config import CompareConfig
+from attnlab.labs.lengths.report import chance_level, claim_verdicts, format_table, write_outputs
 from attnlab.labs.run_folder import claim
 
 KAZEMNEJAD = ("none", "t5", "alibi", "rotary", "sinusoidal")

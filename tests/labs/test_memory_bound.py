@@ -12,7 +12,7 @@ import textwrap
 import pytest
 
 from attnlab._limits import memory_budget
-from attnlab.labs.lengths import CompareConfig
+from attnlab.labs.lengths.config import CompareConfig
 from attnlab.labs.memory_bound import Cost, check_costs, transformer_parameters
 
 # Runs the command in a child and prints its exit status, its stderr and the child's peak RSS in kB:

@@ -5,9 +5,9 @@ import json
 import pytest
 from cli_helpers import cli
 
-from attnlab.labs import presets
-from attnlab.labs.lengths import CompareConfig
-from attnlab.labs.presets import PRESETS, check_claims, preset
+from attnlab.labs.lengths import presets
+from attnlab.labs.lengths.config import CompareConfig
+from attnlab.labs.lengths.presets import PRESETS, check_claims, preset
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from attnlab.labs import sweep
-from attnlab.labs.compare import run_compare
-from attnlab.labs.lengths import CompareConfig
+from attnlab.labs.lengths.compare import run_compare
+from attnlab.labs.lengths.config import CompareConfig
 
 ray = pytest.importorskip("ray", reason="Ray is a test dependency (pip install 'attnlab[ray]')")
 

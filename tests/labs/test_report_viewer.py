@@ -25,10 +25,10 @@ import pytest
 import torch
 
 from attnlab.data import generate_sequences, squares_tensor
-from attnlab.labs.attention_viewer import ViewerData, ViewerLayer, render_viewer, viewer_json
 from attnlab.labs.report import Html, Report, render
-from attnlab.labs.squares import SquaresConfig, load_run, train_run
-from attnlab.labs.squares_figures import SquaresTestSet, attention_viewer_data, attention_weights
+from attnlab.labs.squares.figures import SquaresTestSet, attention_viewer_data, attention_weights
+from attnlab.labs.squares.train import SquaresConfig, load_run, train_run
+from attnlab.labs.squares.viewer import ViewerData, ViewerLayer, render_viewer, viewer_json
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

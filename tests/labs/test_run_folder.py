@@ -20,7 +20,7 @@ import pytest
 
 from attnlab.cli import main
 from attnlab.labs.run_folder import LOCK, MARKER, claim, inspect_folder
-from attnlab.labs.squares import SquaresConfig, train_run
+from attnlab.labs.squares.train import SquaresConfig, train_run
 from attnlab.training import Loop
 
 pytestmark = pytest.mark.usefixtures("one_thread")

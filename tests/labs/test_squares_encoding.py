@@ -4,7 +4,7 @@ import pytest
 
 from attnlab.attention import MultiHeadAttention
 from attnlab.encodings import ALiBi
-from attnlab.labs.squares_config import SquaresConfig
+from attnlab.labs.squares.config import SquaresConfig
 
 
 def test_the_transformer_takes_an_encoding_and_a_backend_and_records_them_resolved():

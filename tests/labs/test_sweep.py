@@ -18,8 +18,8 @@ import pytest
 import torch
 
 from attnlab.labs import sweep
-from attnlab.labs.compare import run_compare
-from attnlab.labs.lengths import CompareConfig
+from attnlab.labs.lengths.compare import run_compare
+from attnlab.labs.lengths.config import CompareConfig
 
 TINY = dict(encodings=("rotary", "alibi"), n_seeds=2, epochs=1, n_train=64, n_test=16, d_model=16, n_heads=2,
             n_layers=1, train_len=4, test_lens=(4, 6))

@@ -12,9 +12,9 @@ import torch
 
 from attnlab.cli import main
 from attnlab.data import SquarePrefixes
-from attnlab.labs import squares as squares_lab
-from attnlab.labs.squares import load_run
-from attnlab.labs.squares_figures import attention_viewer_data
+from attnlab.labs.squares import train as squares_lab
+from attnlab.labs.squares.figures import attention_viewer_data
+from attnlab.labs.squares.train import load_run
 from tests.cli_helpers import cli
 
 pytestmark = pytest.mark.usefixtures("one_thread")

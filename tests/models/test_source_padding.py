@@ -16,7 +16,7 @@ from torch import nn
 from torch.testing import assert_close
 
 from attnlab.data import SquarePrefixes, make_loaders
-from attnlab.labs.squares_figures import attention_weights
+from attnlab.labs.squares.figures import attention_weights
 from attnlab.models import EncoderDecoder, EncoderDecoderAttn
 from attnlab.models.builders import SQUARES_MODELS, squares_model
 from attnlab.models.source_padding import check_source_mask, last_steps

@@ -14,7 +14,7 @@ import re
 import pytest
 import torch
 
-from attnlab.labs.squares_figures import attention_weights
+from attnlab.labs.squares.figures import attention_weights
 from attnlab.models.builders import squares_model
 from attnlab.plotting import to_bertviz
 

@@ -34,7 +34,7 @@ import torch
 from torch import nn
 
 from attnlab.cli import main
-from attnlab.labs.squares import SquaresConfig, build_model, load_run, make_optimizer, train_run
+from attnlab.labs.squares.train import SquaresConfig, build_model, load_run, make_optimizer, train_run
 from attnlab.models import DecoderPe, EncoderDecoderSelfAttn, EncoderPe
 from attnlab.training import Trainer, read_checkpoint
 

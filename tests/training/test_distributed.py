@@ -26,7 +26,7 @@ from torch.utils.data import BatchSampler, DistributedSampler
 
 from attnlab.data import make_loaders
 from attnlab.data.loaders import SquareSequences
-from attnlab.labs.squares import SquaresConfig, build_model, load_run, make_optimizer
+from attnlab.labs.squares.train import SquaresConfig, build_model, load_run, make_optimizer
 from attnlab.training import Loop, supervised
 from attnlab.training.distributed import DistributedContext, set_sampler_epoch
 

@@ -109,10 +109,10 @@ def _given(args: argparse.Namespace) -> dict[str, Any]:
     """The settings given on the command line (None: not given), over the preset's and ``--quick``'s.
 
     Order, each overriding the one before: the defaults, the preset, ``--quick`` (the
-    preset's own quick version, or :data:`attnlab.labs.lengths.QUICK`), the flags.
+    preset's own quick version, or :data:`attnlab.labs.lengths.config.QUICK`), the flags.
     """
-    from attnlab.labs.lengths import QUICK
-    from attnlab.labs.presets import preset
+    from attnlab.labs.lengths.config import QUICK
+    from attnlab.labs.lengths.presets import preset
 
     flags: dict[str, Any] = {
         name: getattr(args, name)
@@ -147,9 +147,9 @@ def run(args: argparse.Namespace) -> int:
             :func:`attnlab.cli.main` as one line and exit status 2.
     """
     from attnlab.cli._device import parse_device
-    from attnlab.labs.compare import check_compare_folder, resume_config, run_compare
-    from attnlab.labs.lengths import CompareConfig
-    from attnlab.labs.lengths_report import format_table
+    from attnlab.labs.lengths.compare import check_compare_folder, resume_config, run_compare
+    from attnlab.labs.lengths.config import CompareConfig
+    from attnlab.labs.lengths.report import format_table
 
     device = parse_device(args.device)  # a device this machine lacks: one line, before anything else
     given = _given(args)

@@ -195,8 +195,8 @@ def run(args: argparse.Namespace) -> int:
 def _run_figure(args: argparse.Namespace) -> Any:
     """Figures of a trained squares run: its losses, its predictions, or one attention map."""
     from attnlab import plotting as P
-    from attnlab.labs.squares import load_run, test_squares
-    from attnlab.labs.squares_figures import attention_figures, predictions_figure
+    from attnlab.labs.squares.figures import attention_figures, predictions_figure
+    from attnlab.labs.squares.train import load_run, test_squares
 
     if args.run is None:
         raise UsageError(f"plot {args.name} needs --run RUN_FOLDER")

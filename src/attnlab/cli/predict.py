@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     """
     import torch
 
-    from attnlab.labs.squares import load_run, predict_corners
+    from attnlab.labs.squares.train import load_run, predict_corners
 
     config, model, _ = load_run(args.run)
     parsed = parse_points(args.points, (2, 3, 4) if config.variable_len else (2,))

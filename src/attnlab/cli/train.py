@@ -30,7 +30,7 @@ from attnlab.cli._common import (
 if TYPE_CHECKING:
     import torch
 
-    from attnlab.labs.squares_config import SquaresConfig
+    from attnlab.labs.squares.config import SquaresConfig
 
 __all__ = ["add_parser", "run"]
 
@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
             :func:`attnlab.cli.main` as one line and exit status 2.
     """
     from attnlab.cli._device import parse_device
-    from attnlab.labs.squares import SquaresConfig, train_run
+    from attnlab.labs.squares.train import SquaresConfig, train_run
     from attnlab.training.distributed import DistributedContext
 
     device = parse_device(args.device)  # a device this machine lacks: one line, before anything else
@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _plan(args: argparse.Namespace, device: torch.device) -> tuple[SquaresConfig, Path]:
     """The run's config and folder from the command line, checked (nothing written): ``(config, folder)``."""
-    from attnlab.labs.squares import SquaresConfig, check_train_folder, resume_config
+    from attnlab.labs.squares.train import SquaresConfig, check_train_folder, resume_config
 
     given = {"model": args.model, "epochs": args.epochs, "seed": args.seed, "train_seed": args.train_seed,
              "lr": args.lr, "batch_size": args.batch_size, "n_train": args.n_train,

@@ -7,7 +7,7 @@ a base64 PNG so the page can be mailed or archived alone. It draws nothing and
 runs nothing: the figures are files the lab has already written.
 
 The one way in for markup is :class:`Html`: a fragment made by attnlab's own
-renderers (e.g. :func:`attnlab.labs.attention_viewer.render_viewer`), which the
+renderers (e.g. :func:`attnlab.labs.squares.viewer.render_viewer`), which the
 page takes as it is. A plain ``str`` anywhere in a :class:`Report` is text, and
 escaped.
 """
@@ -61,7 +61,7 @@ class Report:
         title: the page's title and heading.
         headline: the numbers that matter, ``{label: value}`` (floats shown to 4 decimals).
         paragraphs: plain-text paragraphs (escaped).
-        preformatted: a plain-text table shown as is (e.g. :func:`attnlab.labs.lengths.format_table`), or None.
+        preformatted: a plain-text table shown as is (e.g. :func:`attnlab.labs.lengths.config.format_table`), or None.
         figures: PNG files to embed, each captioned with its file name.
         sections: trusted :class:`Html` fragments (e.g. an interactive viewer), shown before the figures.
         settings: the run's settings, ``{name: value}``.

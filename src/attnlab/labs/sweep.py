@@ -1,11 +1,11 @@
 """Where a comparison's models train: in this process, in ``N`` local worker processes, or as Ray tasks.
 
 A comparison is a list of independent runs, one per ``(encoding, seed)``
-(:func:`~attnlab.labs.lengths_train.train_one`): each is seeded on its own and depends
+(:func:`~attnlab.labs.lengths.train.train_one`): each is seeded on its own and depends
 on nothing else, so they can run anywhere and in any order. This module only
 decides *where*; what to do with a finished run (save it in the run folder, as it
-returns, by this process alone) stays with :mod:`attnlab.labs.compare`. Each
-executor is a generator of :class:`~attnlab.labs.lengths_train.ModelResult` in the
+returns, by this process alone) stays with :mod:`attnlab.labs.lengths.compare`. Each
+executor is a generator of :class:`~attnlab.labs.lengths.train.ModelResult` in the
 order the runs finish:
 
 * :func:`in_process`: one after another, here;
@@ -15,7 +15,7 @@ order the runs finish:
   retried by Ray when the worker running it dies.
 
 The rule for threads: every run computes on one thread, wherever it runs
-(:func:`~attnlab.labs.lengths_train.train_one` sets it). A float sum's order depends on
+(:func:`~attnlab.labs.lengths.train.train_one` sets it). A float sum's order depends on
 how many threads split it, so a run's records would otherwise depend on how many
 runs share the machine, and ``--jobs N`` could not give ``--jobs 1``'s records bit
 for bit. The cores are used by training as many models at once as there are
@@ -41,8 +41,8 @@ from typing import Any
 import torch
 
 from attnlab.data.tasks import TaskSets, make_task_sets
-from attnlab.labs.lengths import CompareConfig
-from attnlab.labs.lengths_train import ModelResult, train_one
+from attnlab.labs.lengths.config import CompareConfig
+from attnlab.labs.lengths.train import ModelResult, train_one
 from attnlab.training import StepProgress
 
 __all__ = ["connect_ray", "cpu_count", "in_process", "local_workers", "ray_tasks"]

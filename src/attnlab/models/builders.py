@@ -4,7 +4,7 @@ The labs (``attnlab train``, ``attnlab compare``) and the command line build the
 models here, so that a size goes from a flag to the layer that uses it in as few
 hops as possible and is checked once, by the constructor that uses it. Builders
 only build: seeding the initial weights is the caller's (see
-:func:`attnlab.labs.squares.build_model`), so that this layer never touches a
+:func:`attnlab.labs.squares.train.build_model`), so that this layer never touches a
 random state of its own.
 
 * :func:`sequence_model_class`: :class:`~attnlab.models.DecoderOnlyTransformer` or

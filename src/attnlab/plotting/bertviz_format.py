@@ -5,7 +5,7 @@ what Hugging Face models return with ``output_attentions=True``: one tensor per
 layer, ``[1, H, T, S]`` (a batch of one), and one token label per position.
 attnlab records weights as ``{layer name: [B, H, T, S]}``
 (:func:`attnlab.attention.collect_attention`,
-:func:`attnlab.labs.squares_figures.attention_weights`); :func:`to_bertviz` turns
+:func:`attnlab.labs.squares.figures.attention_weights`); :func:`to_bertviz` turns
 those into the keyword arguments of ``bertviz.head_view`` / ``bertviz.model_view``::
 
     weights = attention_weights(model, inputs)                   # {name: [B, H, T, S]}

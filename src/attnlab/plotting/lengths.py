@@ -133,7 +133,7 @@ def plot_length_generalisation(
             gets a y axis from 0.
         train_len: the training length, marked by a vertical dashed line; none when None.
         chance: the metric's chance level (e.g.
-            :func:`attnlab.labs.lengths_report.chance_level`), drawn as a horizontal
+            :func:`attnlab.labs.lengths.report.chance_level`), drawn as a horizontal
             dotted line labelled ``chance (x%)``; none when None.
         ax: axes to draw into; a new figure when None (8x4.5 inches, wider when
             the legend goes beside the axes).

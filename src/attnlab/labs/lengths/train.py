@@ -3,7 +3,7 @@
 :func:`train_one` is everything a worker runs for one ``(encoding, seed)`` of a
 comparison (:mod:`attnlab.labs.sweep`); it depends on nothing else, so the records
 are the same wherever it runs. The settings are a
-:class:`~attnlab.labs.lengths.CompareConfig`.
+:class:`~attnlab.labs.lengths.config.CompareConfig`.
 
 Shape notation: ``B`` batch, ``N`` test sequences, ``S`` source length, ``T`` target
 width, ``M`` output slots, ``V`` vocabulary.
@@ -27,7 +27,7 @@ from attnlab.data.metrics import mean_squared_error, sequence_accuracy, token_ac
 from attnlab.data.square_walks import SquaresBatch
 from attnlab.data.task_loader import task_loader
 from attnlab.data.tasks import BOS, PAD, TaskBatch, TaskSets
-from attnlab.labs.lengths import CompareConfig
+from attnlab.labs.lengths.config import CompareConfig
 from attnlab.models import DecoderOnlyTransformer, Transformer
 from attnlab.training import Callback, fit
 from attnlab.training.clipping import GradientClipping

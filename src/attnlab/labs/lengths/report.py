@@ -3,7 +3,7 @@
 Everything here is computed from records (``{"encoding", "seed", "length", metric...}``)
 and the settings, so a comparison's outputs can always be written again from what its
 folder saved. The numbers as text (the chance level, the table, a preset's claims)
-are :mod:`attnlab.labs.lengths_table`'s, re-exported here.
+are :mod:`attnlab.labs.lengths.table`'s, re-exported here.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from attnlab._io import atomic_write
-from attnlab.labs.lengths import CompareConfig, CompareResult
-from attnlab.labs.lengths_table import (
+from attnlab.labs.lengths.config import CompareConfig, CompareResult
+from attnlab.labs.lengths.presets import Verdict, preset
+from attnlab.labs.lengths.table import (
     chance_level,
     changed_settings,
     claim_verdicts,
@@ -24,7 +25,6 @@ from attnlab.labs.lengths_table import (
     run_setup,
     summarise,
 )
-from attnlab.labs.presets import Verdict, preset
 from attnlab.labs.report import Html, Report, write_report
 from attnlab.labs.run_folder import RunFolder
 

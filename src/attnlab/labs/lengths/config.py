@@ -11,9 +11,9 @@ slots after the source in one pass (``"encoder-only"``, as Ruoss et al. 2023), o
 the encoder-decoder :class:`~attnlab.models.Transformer`.
 
 This module holds the settings (:class:`CompareConfig`) and one model's
-experiment (:func:`attnlab.labs.lengths_train.train_one`: build, train through :func:`attnlab.training.fit`,
-score); :mod:`attnlab.labs.compare` runs the sweep over encodings and seeds in a
-run folder, and :mod:`attnlab.labs.lengths_report` shows the results.
+experiment (:func:`attnlab.labs.lengths.train.train_one`: build, train through :func:`attnlab.training.fit`,
+score); :mod:`attnlab.labs.lengths.compare` runs the sweep over encodings and seeds in a
+run folder, and :mod:`attnlab.labs.lengths.report` shows the results.
 
 Fairness: every encoding gets the same model size, data, steps, optimiser and
 seeds; only the positional scheme changes. The learned table is given rows for
@@ -107,7 +107,7 @@ class CompareConfig:
     # The randomized schemes draw positions from [0, l_max); None: 4 x the longest sequence a model reads
     # (Ruoss et al. use 2048 for tests up to 500). Recorded resolved, so results say what was used.
     l_max: int | None = None
-    preset: str | None = None  # the published setup these settings start from (attnlab.labs.presets), if any
+    preset: str | None = None  # the published setup these settings start from (attnlab.labs.lengths.presets), if any
     extras: dict[str, Any] = field(default_factory=dict)  # free-form notes kept with the results
     backend: str = "auto"  # the path of every self-attention with a scheme (attnlab.attention.backends.choose)
 
@@ -115,7 +115,7 @@ class CompareConfig:
         check_choice("task", self.task, TASKS)
         check_choice("architecture", self.architecture, ARCHITECTURES)
         if self.preset is not None:
-            from attnlab.labs.presets import preset
+            from attnlab.labs.lengths.presets import preset
 
             preset(self.preset)  # an unknown name: ValueError listing the known ones
         if self.architecture == "encoder-only" and self.task == "squares":

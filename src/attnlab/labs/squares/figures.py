@@ -1,7 +1,7 @@
 """The squares lab's figures: losses, predictions on test squares, one attention map per layer.
 
 Also the data of the report's interactive attention viewer
-(:func:`attention_viewer_data`, drawn by :mod:`attnlab.labs.attention_viewer`).
+(:func:`attention_viewer_data`, drawn by :mod:`attnlab.labs.squares.viewer`).
 
 Drawing runs the trained model once on a few test squares (to record its
 attention), so this module sits with the lab, not in :mod:`attnlab.plotting`,
@@ -24,7 +24,7 @@ from torch import Tensor, nn
 from attnlab._io import atomic_write
 from attnlab._validate import check_int
 from attnlab.attention.recording import collect_attention, record_attention
-from attnlab.labs.attention_viewer import ViewerData, ViewerLayer
+from attnlab.labs.squares.viewer import ViewerData, ViewerLayer
 from attnlab.models.inference import run_eval
 
 __all__ = ["SquaresTestSet", "attention_figures", "attention_viewer_data", "attention_weights", "layer_kind",
@@ -160,7 +160,7 @@ def attention_viewer_data(model: nn.Module, squares: SquaresTestSet, n: int = 8)
         n: how many squares (at most ``N``).
 
     Returns:
-        A :class:`~attnlab.labs.attention_viewer.ViewerData`; its ``layers`` is empty
+        A :class:`~attnlab.labs.squares.viewer.ViewerData`; its ``layers`` is empty
         for a model without attention (the attention lab's plain GRU). Rows are
         labelled with the corners the queries predict, columns with what the keys
         hold: the given corners for the encoder and the cross-attention (a padded

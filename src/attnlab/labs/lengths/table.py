@@ -2,7 +2,7 @@
 
 Everything here is computed from records (``{"encoding", "seed", "length", metric...}``)
 and the comparison's settings, so the table of a comparison can always be printed
-again from what its folder saved. :mod:`attnlab.labs.lengths_report` writes it into
+again from what its folder saved. :mod:`attnlab.labs.lengths.report` writes it into
 the run folder; ``attnlab compare`` prints it.
 
 The table (:func:`format_table`), a row per encoding and a column per test length::
@@ -19,7 +19,7 @@ The table (:func:`format_table`), a row per encoding and a column per test lengt
 For a preset run (``attnlab compare --preset NAME``) the cells hold the preset's
 metric, a column ``L>N`` the mean over the test lengths beyond training (what the
 paper's claims and numbers are about) and, where the paper's number for the task
-and encoding is known (:attr:`~attnlab.labs.presets.Preset.published`, in the
+and encoding is known (:attr:`~attnlab.labs.lengths.presets.Preset.published`, in the
 metric's own unit: a fraction, as the records), a column ``paper`` beside it;
 after the table come the paper, its setup against this run's, and a line per
 claim with this run's verdict.
@@ -33,8 +33,8 @@ from typing import Any
 
 from attnlab._validate import check_choice
 from attnlab.data.tasks import target_length
-from attnlab.labs.lengths import CompareConfig, CompareResult
-from attnlab.labs.presets import Verdict, check_claims, preset
+from attnlab.labs.lengths.config import CompareConfig, CompareResult
+from attnlab.labs.lengths.presets import Verdict, check_claims, preset
 
 __all__ = ["METRICS", "chance_level", "changed_settings", "claim_verdicts", "format_table", "run_setup", "summarise"]
 
@@ -119,7 +119,7 @@ def claim_verdicts(result: CompareResult) -> list[Verdict]:
     squares, which have no accuracy) gets ``"not tested"`` for each, with the reason.
 
     Returns:
-        A :class:`~attnlab.labs.presets.Verdict` per claim of
+        A :class:`~attnlab.labs.lengths.presets.Verdict` per claim of
         ``presets.preset(result.config.preset)``, in its order; ``[]`` without a preset.
     """
     config = result.config

@@ -39,8 +39,8 @@ from torch import Tensor, nn
 from attnlab._io import atomic_write, read_text
 from attnlab.labs.report import Report, write_report
 from attnlab.labs.run_folder import RunFolder, check_claim, claim
-from attnlab.labs.squares_config import DEFAULT_WEIGHT_SEED, LAB_WEIGHT_SEEDS, UNSEEDED_LOADER_SEED, SquaresConfig
-from attnlab.labs.squares_figures import SquaresTestSet, write_figures
+from attnlab.labs.squares.config import DEFAULT_WEIGHT_SEED, LAB_WEIGHT_SEEDS, UNSEEDED_LOADER_SEED, SquaresConfig
+from attnlab.labs.squares.figures import SquaresTestSet, write_figures
 from attnlab.training import Checkpoint, MetricsFile, Trainer
 from attnlab.training.distributed import DistributedContext
 from attnlab.training.rng import preserved_rng
@@ -304,9 +304,9 @@ def _train(config: SquaresConfig, run: RunFolder, *, progress: bool | None,
 def _write_report(run: RunFolder, config: SquaresConfig, summary: dict[str, Any], figures: list[Path], *,
                   model: nn.Module, squares: SquaresTestSet) -> None:
     """``report.html``: the numbers, the figures, an interactive view of every attention map, the settings."""
-    from attnlab.labs.attention_viewer import render_viewer
     from attnlab.labs.report import Html
-    from attnlab.labs.squares_figures import attention_viewer_data
+    from attnlab.labs.squares.figures import attention_viewer_data
+    from attnlab.labs.squares.viewer import render_viewer
 
     metrics = read_text(run.path / "metrics.jsonl", what="metrics.jsonl")
     rows = [json.loads(line) for line in metrics.splitlines() if line.strip()]

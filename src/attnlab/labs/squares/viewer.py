@@ -5,7 +5,7 @@ layer on a few sequences, with labels) into HTML the report embeds
 (:class:`attnlab.labs.report.Html`): choose a sequence, a layer and a head from
 menus; hover (or focus) a cell to read its weight and its query and key. Pure:
 data in, a string out; it runs no model (the squares lab computes the data with
-:func:`attnlab.labs.squares_figures.attention_viewer_data`). Its words are the
+:func:`attnlab.labs.squares.figures.attention_viewer_data`). Its words are the
 squares lab's: the sequences are called squares.
 
 The page stays self-contained and safe: the weights are inlined as JSON in a

@@ -76,7 +76,7 @@ class Preset:
     Attributes:
         name: the ``--preset`` name.
         paper: the citation.
-        settings: :class:`~attnlab.labs.lengths.CompareConfig` fields (each overridable).
+        settings: :class:`~attnlab.labs.lengths.config.CompareConfig` fields (each overridable).
         quick: further overrides for ``--quick`` (under 5 minutes on 2 cores).
         paper_setup: the paper's own values of what was scaled, ``{what: value}``.
         scaled: what was scaled and by how much, in words.

@@ -1,7 +1,7 @@
 """The comparison: every ``(encoding, seed)`` model of the length-generalisation lab, in a run folder.
 
-:func:`run_compare` trains the models of a :class:`~attnlab.labs.lengths.CompareConfig`
-(each through :func:`~attnlab.labs.lengths_train.train_one`; here, in local worker
+:func:`run_compare` trains the models of a :class:`~attnlab.labs.lengths.config.CompareConfig`
+(each through :func:`~attnlab.labs.lengths.train.train_one`; here, in local worker
 processes or on a Ray cluster: :mod:`attnlab.labs.sweep`) and keeps each as soon as
 it comes back, from this process alone. The run folder (the contract of
 :mod:`attnlab.labs.run_folder`)::
@@ -10,7 +10,7 @@ it comes back, from this process alone. The run folder (the contract of
     config.json          the settings
     models/ENC-seedK/    each finished model: record.json (its records, size, time), weights.pt
     results.json         every record, once all models are done; then the figures and report.html
-                         (see :mod:`attnlab.labs.lengths_report`)
+                         (see :mod:`attnlab.labs.lengths.report`)
 
 A comparison killed at any moment keeps every finished model; ``resume`` trains
 only the missing ones. Each model depends only on the settings, its encoding and
@@ -35,9 +35,9 @@ from attnlab._io import atomic_write, read_text
 from attnlab._validate import check_int
 from attnlab.encodings.registry import import_location
 from attnlab.labs import sweep
-from attnlab.labs.lengths import CompareConfig, CompareResult
-from attnlab.labs.lengths_report import write_outputs
-from attnlab.labs.lengths_train import ModelResult
+from attnlab.labs.lengths.config import CompareConfig, CompareResult
+from attnlab.labs.lengths.report import write_outputs
+from attnlab.labs.lengths.train import ModelResult
 from attnlab.labs.run_folder import RunFolder, check_claim, claim
 from attnlab.labs.sweep import connect_ray
 
