@@ -117,7 +117,7 @@ def test_catalog_schemes_are_the_registrys_encodings():
 def test_catalog_tasks_presets_and_models_are_the_labs():
     from attnlab.data.tasks import TASKS
     from attnlab.labs.lengths.presets import PRESETS
-    from attnlab.models.builders import SQUARES_MODELS
+    from attnlab.labs.squares.models import SQUARES_MODELS
 
     assert catalog.TASKS == TASKS
     assert catalog.PRESETS == tuple(PRESETS)

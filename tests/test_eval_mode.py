@@ -73,7 +73,7 @@ def test_a_non_module_names_the_argument(helper):
         pass
 
 
-def test_evaluating_is_still_importable_from_models_inference():
-    from attnlab.models.inference import evaluating as from_models
+def test_the_squares_lab_runs_its_models_in_the_one_eval_mode_helper():
+    from attnlab.labs.squares import inference
 
-    assert from_models is evaluating
+    assert inference.evaluating is evaluating

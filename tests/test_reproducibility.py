@@ -53,6 +53,7 @@ from attnlab.encodings import (
 from attnlab.encodings.registry import CAUSAL_ONLY
 from attnlab.labs.squares import train as runs
 from attnlab.labs.squares.figures import attention_figures
+from attnlab.labs.squares.models import SQUARES_MODELS
 from attnlab.labs.squares.train import SquaresConfig, build_model, load_run, predict_corners
 from attnlab.models import (
     ENCODINGS,
@@ -73,7 +74,6 @@ from attnlab.models import (
     TransformerDecoderLayer,
     TransformerEncoderLayer,
 )
-from attnlab.models.builders import SQUARES_MODELS
 from attnlab.training import Trainer, read_checkpoint
 
 TINY_COMPARE = ["--encodings", "rotary,alibi", "--seeds", "1", "--epochs", "1", "--n-train", "64",

@@ -54,7 +54,7 @@ ENTRY_POINT_GROUP = "attnlab.schemes"
 TASKS: tuple[str, ...] = ("copy", "reverse", "duplicate", "sort", "squares")
 #: the papers' setups ``attnlab compare --preset`` starts from (:data:`attnlab.labs.lengths.presets.PRESETS`).
 PRESETS: tuple[str, ...] = ("ruoss2023", "kazemnejad2023")
-#: the models ``attnlab train --model`` trains (:data:`attnlab.models.builders.SQUARES_MODELS`).
+#: the models ``attnlab train --model`` trains (:data:`attnlab.labs.squares.models.SQUARES_MODELS`).
 SQUARES_MODELS: tuple[str, ...] = ("selfattn-pe", "gru", "gru-attn", "transformer")
 
 #: the sinusoidal tables' column layouts (:data:`attnlab.encodings.LAYOUTS`).

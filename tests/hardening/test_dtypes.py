@@ -23,8 +23,8 @@ from attnlab.attention import (
     MultiHeadAttention,
     scaled_dot_scores,
 )
+from attnlab.labs.squares.models import SQUARES_MODELS, squares_model
 from attnlab.models import Decoder, DecoderAttn, DecoderOnlyTransformer, Encoder, Transformer
-from attnlab.models.builders import SQUARES_MODELS, squares_model
 from attnlab.training import Trainer
 
 pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.bad_input("messages and streams")]

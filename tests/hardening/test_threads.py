@@ -22,9 +22,9 @@ import torch
 from torch import nn
 
 from attnlab.attention import DecodingCache, collect_attention, record_attention
+from attnlab.labs.squares.models import SQUARES_MODELS, squares_model
 from attnlab.labs.squares.train import predict_corners
 from attnlab.models import DecoderOnlyTransformer, Transformer
-from attnlab.models.builders import SQUARES_MODELS, squares_model
 from attnlab.training import Trainer
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one intra-op thread each

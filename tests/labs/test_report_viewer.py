@@ -136,7 +136,7 @@ def test_the_report_takes_markup_only_as_html_and_escapes_the_rest():
 
 def test_the_squares_data_labels_every_layer_of_the_self_attention_model():
     torch.manual_seed(43)
-    from attnlab.models.builders import squares_model
+    from attnlab.labs.squares.models import squares_model
 
     model = squares_model("selfattn-pe")
     points, directions = generate_sequences(n=10, seed=19)

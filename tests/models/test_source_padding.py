@@ -17,8 +17,8 @@ from torch.testing import assert_close
 
 from attnlab.data import SquarePrefixes, make_loaders
 from attnlab.labs.squares.figures import attention_weights
+from attnlab.labs.squares.models import SQUARES_MODELS, squares_model
 from attnlab.models import EncoderDecoder, EncoderDecoderAttn
-from attnlab.models.builders import SQUARES_MODELS, squares_model
 from attnlab.models.source_padding import check_source_mask, last_steps
 from attnlab.training import fit, supervised
 

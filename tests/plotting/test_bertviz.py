@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from attnlab.labs.squares.figures import attention_weights
-from attnlab.models.builders import squares_model
+from attnlab.labs.squares.models import squares_model
 from attnlab.plotting import to_bertviz
 
 bertviz = pytest.importorskip("bertviz")

@@ -149,7 +149,7 @@ def _plan(args: argparse.Namespace, device: torch.device) -> tuple[SquaresConfig
 
 def _check_size_flags(args: argparse.Namespace, model: str) -> None:
     """A size flag the model has no such size for is named, with the ones it has."""
-    from attnlab.models.builders import squares_sizes
+    from attnlab.labs.squares.models import squares_sizes
 
     has = squares_sizes(model)
     for flag, field in size_flags.items():

@@ -14,9 +14,9 @@
 * :mod:`attnlab.models.squares_transformer`: :class:`EncoderDecoderTransformer`, the
   squares models' interface on a :class:`Transformer` (the book's fix for the
   positional-encoding lab's model: residuals, layer norm, features projected up).
-* :mod:`attnlab.models.builders`: every model by name, sizes as keyword arguments.
-* :mod:`attnlab.models.inference`: running a model for a prediction from several
-  threads at once (eval mode held while any call needs it, no random draws).
+* :mod:`attnlab.models.builders`: the sequence models by architecture, sizes as keyword
+  arguments (the squares lab's models by name, and running them for a prediction, are the
+  lab's own: :mod:`attnlab.labs.squares.models`, :mod:`attnlab.labs.squares.inference`).
 
 The classes keep the labs' names, signatures, attributes and parameter order,
 so after ``torch.manual_seed(k)`` they reproduce the labs' numbers (their

@@ -27,7 +27,7 @@ from attnlab._validate import (
 )
 from attnlab.data.square_prefixes import SquarePrefixes
 from attnlab.labs.memory_bound import transformer_parameters
-from attnlab.models.builders import SIZE_NAMES, SQUARES_MODELS, squares_model, squares_sizes
+from attnlab.labs.squares.models import SIZE_NAMES, SQUARES_MODELS, squares_model, squares_sizes
 
 __all__ = ["DEFAULT_WEIGHT_SEED", "LAB_WEIGHT_SEEDS", "UNSEEDED_LOADER_SEED", "SquaresConfig"]
 
@@ -57,7 +57,7 @@ class SquaresConfig:
     generators and the training loader's, all to 42; and a test loader that draws
     from torch's global generator at every validation pass, as the labs' does.
     The sizes (``d_model``, ``n_heads``, ``n_layers``, ``ff_units``) left None take the
-    model's defaults (:func:`attnlab.models.builders.squares_sizes`) and are stored
+    model's defaults (:func:`attnlab.labs.squares.models.squares_sizes`) and are stored
     resolved; a size the model does not have must stay None. ``device`` None is
     :func:`attnlab.training.default_device` (cuda, else mps, else cpu), stored as
     its name; it records where the run trained, not where it must run: a resume

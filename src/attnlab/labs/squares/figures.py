@@ -8,7 +8,7 @@ attention), so this module sits with the lab, not in :mod:`attnlab.plotting`,
 whose functions only take data. Every figure is written atomically.
 
 Thread-safe, and no random stream is touched: the models run through
-:func:`attnlab.models.inference.run_eval` (eval mode held while any call needs
+:func:`attnlab.labs.squares.inference.run_eval` (eval mode held while any call needs
 it; the GRU models' predict path, which draws no teacher-forcing coin), and the
 weights are read inside the ``record_attention()`` block that recorded them.
 """
@@ -24,8 +24,8 @@ from torch import Tensor, nn
 from attnlab._io import atomic_write
 from attnlab._validate import check_int
 from attnlab.attention.recording import collect_attention, record_attention
+from attnlab.labs.squares.inference import run_eval
 from attnlab.labs.squares.viewer import ViewerData, ViewerLayer
-from attnlab.models.inference import run_eval
 
 __all__ = ["SquaresTestSet", "attention_figures", "attention_viewer_data", "attention_weights", "layer_kind",
            "layer_title", "predictions_figure", "write_figures"]

@@ -13,7 +13,7 @@ any kill) holds::
     figures/           losses.png, predictions.png, attention-<layer>.png
     report.html        the figures and the metrics on one page
 
-Models (:data:`attnlab.models.builders.SQUARES_MODELS`): ``selfattn-pe`` (the
+Models (:data:`attnlab.labs.squares.models.SQUARES_MODELS`): ``selfattn-pe`` (the
 positional-encoding lab's self-attention encoder-decoder: 3 wide heads, d_model 2,
 no residuals, no normalisation, the default), ``gru`` and ``gru-attn`` (the attention
 lab's GRU encoder-decoders) and ``transformer`` (the fix: features projected up,
@@ -375,7 +375,7 @@ def predict_corners(model: nn.Module, points: Tensor, *, source_mask: Tensor | N
     Another model is run inside :func:`attnlab.training.rng.preserved_rng`, which
     is not thread-safe.
     """
-    from attnlab.models.inference import SQUARES_CLASSES, run_eval
+    from attnlab.labs.squares.inference import SQUARES_CLASSES, run_eval
 
     if isinstance(model, SQUARES_CLASSES):
         return run_eval(model, points, source_mask=source_mask)

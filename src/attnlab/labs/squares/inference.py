@@ -1,11 +1,11 @@
-"""Running a model for a prediction, from any number of threads at once.
+"""Running a squares model for a prediction, from any number of threads at once.
 
 Two things a prediction needs are not in the call: the train/eval flag lives on
 every module, and the attention lab's GRU models draw their teacher-forcing coin
 from torch's global stream in ``forward``, eval mode included. So:
 
-* :func:`evaluating` (from :mod:`attnlab._eval_mode`, re-exported here) holds a
-  model in eval mode for as long as any call needs it.
+* :func:`attnlab._eval_mode.evaluating` holds a model in eval mode for as long as
+  any call needs it.
 * :func:`run_eval` is ``model(inputs)`` in eval mode, without grad; for the GRU
   models (:class:`attnlab.models.EncoderDecoder`) through their ``predict``, the
   same outputs without the coin, so that no random stream is touched.
@@ -29,7 +29,7 @@ from attnlab.models.rnn_seq2seq import EncoderDecoder
 from attnlab.models.selfattn_seq2seq import EncoderDecoderSelfAttn
 from attnlab.models.squares_transformer import EncoderDecoderTransformer
 
-__all__ = ["SQUARES_CLASSES", "evaluating", "run_eval"]
+__all__ = ["SQUARES_CLASSES", "run_eval"]
 
 #: attnlab's squares models: :func:`run_eval` runs them without drawing a random number.
 SQUARES_CLASSES = (EncoderDecoder, EncoderDecoderSelfAttn, EncoderDecoderTransformer)
