@@ -9,6 +9,7 @@ Builders only build: seeding the initial weights is the caller's.
 from __future__ import annotations
 
 from attnlab._validate import check_choice
+from attnlab.data.task import ARCHITECTURES
 from attnlab.models.decoder_only import DecoderOnlyTransformer
 from attnlab.models.encoder_only import EncoderOnlyTransformer
 from attnlab.models.sequence_model import SequenceModel
@@ -16,10 +17,6 @@ from attnlab.models.transformer import Transformer
 
 __all__ = ["ARCHITECTURES", "sequence_model_class"]
 
-#: the models of the length-generalisation lab: a causal stack over ``source + BOS + target``
-#: (Kazemnejad et al. 2023), the encoder-decoder, or a non-causal stack that writes the target
-#: into empty slots after the source in one pass (Ruoss et al. 2023).
-ARCHITECTURES = ("decoder-only", "encoder-decoder", "encoder-only")
 _ARCHITECTURE_CLASSES: dict[str, type[SequenceModel]] = {"decoder-only": DecoderOnlyTransformer,
                                                           "encoder-decoder": Transformer,
                                                           "encoder-only": EncoderOnlyTransformer}

@@ -37,13 +37,11 @@ import torch
 
 from attnlab._validate import check_choice, check_float32, check_int, check_keys
 from attnlab.attention.backends.choose import BACKENDS
+from attnlab.data.task import Task, task_named
 from attnlab.data.tasks import (
     PAD,
     TASKS,
-    TOKEN_TASKS,
     TaskSpec,
-    Vocab,
-    target_length,
 )
 from attnlab.encodings.registry import (
     DEFAULT_ENCODINGS,
@@ -56,7 +54,7 @@ from attnlab.encodings.registry import (
 )
 from attnlab.labs.memory_bound import Cost, check_costs, parameter_bytes, transformer_parameters
 from attnlab.models import DecoderOnlyTransformer, Transformer
-from attnlab.models.builders import ARCHITECTURES, sequence_model_class
+from attnlab.models.builders import sequence_model_class
 
 __all__ = ["QUICK", "CompareConfig", "CompareResult"]
 
@@ -113,14 +111,11 @@ class CompareConfig:
 
     def __post_init__(self) -> None:
         check_choice("task", self.task, TASKS)
-        check_choice("architecture", self.architecture, ARCHITECTURES)
+        self.task_object.check_architecture(self.architecture)
         if self.preset is not None:
             from attnlab.labs.lengths.presets import preset
 
             preset(self.preset)  # an unknown name: ValueError listing the known ones
-        if self.architecture == "encoder-only" and self.task == "squares":
-            raise ValueError("architecture 'encoder-only' takes the token tasks "
-                             f"({', '.join(TOKEN_TASKS)}): the squares are decoded corner by corner")
         for name in ("encodings", "test_lens"):
             value = getattr(self, name)
             # A bare string would be read letter by letter ("unknown encoding 'r'").
@@ -193,8 +188,8 @@ class CompareConfig:
         D, H, L = self.d_model, self.n_heads, self.n_layers
         F = self.ff_units or 4 * D
         stacks = 2 if self.architecture == "encoder-decoder" else 1
-        squares = self.task == "squares"
-        V = 2 if squares else Vocab(self.n_symbols).size  # features, or tokens in and logits out
+        io = self.task_object.model_io(self.n_symbols)
+        V = io["vocab_size"] or io["n_features"] or 1  # tokens in and logits out, or features
         longest = self.sequence_length(max(self.train_len, *self.test_lens)) + 1
         l_max = self.l_max or longest
         costs = [
@@ -231,28 +226,21 @@ class CompareConfig:
                           max(3 * B * T, n * S) * V * 4, transient=True))
         return costs
 
+    @property
+    def task_object(self) -> Task:
+        """The task (:mod:`attnlab.data.task`): its data, layouts, loss, decoding and metrics."""
+        return task_named(self.task)
+
     def spec(self) -> TaskSpec:
         """The data this comparison trains and tests on."""
-        squares = self.task == "squares"
+        mixed = self.task_object.variable_lengths and self.min_train_len != self.train_len
         return TaskSpec(task=self.task, train_len=self.train_len, test_lens=tuple(self.test_lens),
                         n_train=self.n_train, n_test=self.n_test, n_symbols=self.n_symbols,
-                        min_train_len=None if squares or self.min_train_len == self.train_len else self.min_train_len)
+                        min_train_len=self.min_train_len if mixed else None)
 
     def sequence_length(self, length: int) -> int:
-        """The longest sequence a model reads for a source of ``length`` (corners, for the squares).
-
-        Decoder-only: source, BOS, target and EOS in one sequence; encoder-only: the
-        source and one slot per target token; encoder-decoder: the longer of source
-        and target + EOS.
-        """
-        if self.task == "squares":
-            return length
-        target = target_length(self.task, length)
-        if self.architecture == "decoder-only":
-            return length + target + 1
-        if self.architecture == "encoder-only":
-            return length + target
-        return max(length, target + 1)
+        """The longest sequence a model reads for a source of ``length`` (the task's layout for the architecture)."""
+        return self.task_object.sequence_length(length, self.architecture)
 
     def _resolve_l_max(self) -> None:
         """``l_max`` as given, or 4 x the longest sequence; at least that sequence when a scheme draws from it."""
@@ -274,11 +262,11 @@ class CompareConfig:
         if draws_positions(encoding):
             assert self.l_max is not None  # resolved in __post_init__
             longest = self.l_max  # the positions are drawn from [0, l_max)
-        squares = self.task == "squares"
         model_class = sequence_model_class(self.architecture)
-        model = model_class(vocab_size=None if squares else Vocab(self.n_symbols).size,
-                            n_features=2 if squares else None, d_model=self.d_model, n_heads=self.n_heads,
-                            n_layers=self.n_layers, ff_units=self.ff_units, encoding=encoding, max_len=longest,
+        io = self.task_object.model_io(self.n_symbols)
+        model = model_class(vocab_size=io["vocab_size"], n_features=io["n_features"], d_model=self.d_model,
+                            n_heads=self.n_heads, n_layers=self.n_layers, ff_units=self.ff_units, encoding=encoding,
+                            max_len=longest,
                             max_relative_position=self.max_relative_position, pad_id=PAD, backend=self.backend)
         return cast(DecoderOnlyTransformer | Transformer, model)
 
@@ -331,5 +319,5 @@ class CompareResult:
 
     @property
     def metric(self) -> str:
-        """The headline metric: sequence accuracy, or MSE for the squares."""
-        return "mean_squared_error" if self.config.task == "squares" else "sequence_accuracy"
+        """The headline metric: the task's first (sequence accuracy, or MSE for the squares)."""
+        return self.config.task_object.metrics[0]

@@ -48,7 +48,7 @@ def _png_writer(fig: Figure) -> Callable[[Path], None]:
 
 def _metrics(config: CompareConfig) -> list[str]:
     """The metrics a comparison records, a figure each."""
-    return ["mean_squared_error"] if config.task == "squares" else ["sequence_accuracy", "token_accuracy"]
+    return list(config.task_object.metrics)
 
 
 def _what_ran(result: CompareResult) -> str:

@@ -32,7 +32,6 @@ import textwrap
 from typing import Any
 
 from attnlab._validate import check_choice
-from attnlab.data.tasks import target_length
 from attnlab.labs.lengths.config import CompareConfig, CompareResult
 from attnlab.labs.lengths.presets import Verdict, check_claims, preset
 
@@ -69,8 +68,9 @@ def _mean(values: list[float]) -> float:
 
 def _chance_at(config: CompareConfig, metric: str, length: int) -> float:
     """The chance level of ``metric`` on the test set of one source ``length`` (see :func:`chance_level`)."""
-    p = 1.0 / config.n_symbols
-    return p if metric == "token_accuracy" else p ** target_length(config.task, length)
+    chance = config.task_object.chance(metric, n_symbols=config.n_symbols, length=length)
+    assert chance is not None  # an accuracy: guessing has a score
+    return chance
 
 
 def chance_level(config: CompareConfig, metric: str) -> float | None:
@@ -104,8 +104,9 @@ def chance_level(config: CompareConfig, metric: str) -> float | None:
     check_choice("metric", metric, METRICS)
     if metric == "mean_squared_error":
         return None
-    if config.task == "squares":
-        raise ValueError(f"metric {metric!r}: the squares are scored by mean_squared_error only")
+    if metric not in config.task_object.metrics:
+        raise ValueError(f"metric {metric!r}: the {config.task} are scored by "
+                         f"{', '.join(config.task_object.metrics)} only")
     return _mean([_chance_at(config, metric, n) for n in config.test_lens])
 
 
@@ -126,8 +127,9 @@ def claim_verdicts(result: CompareResult) -> list[Verdict]:
     if config.preset is None:
         return []
     claims = preset(config.preset).claims
-    if config.task == "squares":
-        return [Verdict(c.text, "not tested", "the squares are scored by their error, the claims by accuracy")
+    metric = preset(config.preset).metric
+    if metric not in config.task_object.metrics:
+        return [Verdict(c.text, "not tested", f"the {config.task} are scored by their error, the claims by accuracy")
                 for c in claims]
     try:
         return check_claims(config.preset, result.records, config)
@@ -217,11 +219,10 @@ def _metrics(result: CompareResult) -> tuple[str, list[str]]:
     The squares: MSE; a preset run: its preset's metric; else sequence / token accuracy.
     """
     config = result.config
-    if config.task == "squares":
-        return "mean_squared_error", []
-    if config.preset is not None:
+    metrics = config.task_object.metrics
+    if config.preset is not None and preset(config.preset).metric in metrics:
         return preset(config.preset).metric, []
-    return "sequence_accuracy", ["token_accuracy"]
+    return metrics[0], list(metrics[1:])
 
 
 def _chance_cell(config: CompareConfig, metrics: list[str], n: int | None) -> str:
@@ -296,7 +297,7 @@ def _header(result: CompareResult, metric: str, after: list[str]) -> list[str]:
     """The lines above the table: the run, what a cell holds, what ``*``, ``chance`` and ``L>N`` mean."""
     config = result.config
     seeds = len({r["seed"] for r in result.records})
-    where = config.task if config.task == "squares" else f"{config.task}, {config.architecture}"
+    where = config.task_object.describe(config.architecture)
     if config.preset is not None:
         where += f", preset {config.preset}"
     unit = "" if metric == "mean_squared_error" else " %"
@@ -347,7 +348,7 @@ def run_setup(config: CompareConfig) -> str:
     n = config.n_layers
     layers = f"{n}+{n}" if config.architecture == "encoder-decoder" else str(n)
     model = f"{config.architecture}, {layers} layers x {config.d_model} wide x {config.n_heads} heads"
-    first = config.train_len if config.task == "squares" else config.min_train_len
+    first = config.min_train_len if config.task_object.variable_lengths else config.train_len
     return (f"{model}; train lengths {first}-{config.train_len}; tests at {', '.join(map(str, config.test_lens))}; "
             f"{config.steps_per_model():,} steps of {config.batch_size}; L_max {config.l_max}; "
             f"{config.n_seeds} seed{'s' if config.n_seeds > 1 else ''}")

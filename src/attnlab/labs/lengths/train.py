@@ -16,19 +16,14 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from attnlab.data.layouts import decoder_only_batch, encoder_only_batch
-from attnlab.data.metrics import mean_squared_error, sequence_accuracy, token_accuracy
-from attnlab.data.square_walks import SquaresBatch
 from attnlab.data.task_loader import task_loader
-from attnlab.data.tasks import BOS, PAD, TaskBatch, TaskSets
+from attnlab.data.tasks import TaskSets
 from attnlab.labs.lengths.config import CompareConfig
-from attnlab.models import DecoderOnlyTransformer, Transformer
 from attnlab.training import Callback, fit
 from attnlab.training.clipping import GradientClipping
 from attnlab.training.rng import preserved_rng
@@ -55,54 +50,13 @@ class ModelResult:
 
 
 def _loss(config: CompareConfig) -> Callable[[nn.Module, Any], torch.Tensor]:
-    """The batch loss :func:`fit` calls: next-element prediction (decoder-only), the slots (encoder-only)
-    or teacher forcing (encoder-decoder)."""
+    """The batch loss :func:`fit` calls: the task's, for the comparison's architecture."""
+    task, architecture = config.task_object, config.architecture
 
-    def loss(model: nn.Module, batch: TaskBatch | SquaresBatch) -> torch.Tensor:
-        if config.architecture == "encoder-only":
-            inputs, labels = encoder_only_batch(cast(TaskBatch, batch))  # [B, S + M] each
-            logits = model(inputs)  # [B, S + M, V]: scored on the slots only (labels PAD elsewhere)
-            return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=PAD)
-        if config.architecture == "decoder-only":
-            if isinstance(batch, SquaresBatch):
-                # The walk continues itself; the loss is on the corners after the given ones.
-                n_given = batch.source.shape[1]
-                pred = model(batch.full[:, :-1])[:, n_given - 1:]  # [B, T, 2]
-                return F.mse_loss(pred, batch.target)
-            inputs, labels = decoder_only_batch(batch)  # [B, S + T] each
-            logits = model(inputs)  # [B, S + T, V]
-            return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=PAD)
-        if isinstance(batch, SquaresBatch):
-            # Decoder inputs: the target shifted right, starting from the last given corner.
-            target_in = torch.cat([batch.source[:, -1:], batch.target[:, :-1]], dim=1)  # [B, T, 2]
-            return F.mse_loss(model(batch.source, target_in), batch.target)
-        logits = model(batch.source, batch.target_in)  # [B, T, V]
-        return F.cross_entropy(logits.flatten(0, 1), batch.target_out.flatten(), ignore_index=PAD)
+    def loss(model: nn.Module, batch: Any) -> torch.Tensor:
+        return task.loss(model, batch, architecture)
 
     return loss
-
-
-def _predict(model: nn.Module, batch: TaskBatch | SquaresBatch, config: CompareConfig) -> torch.Tensor:
-    """Predictions for a test set of one length: ``[N, T]`` tokens or ``[N, T, 2]`` corners.
-
-    Greedy decoding (cached where the scheme allows), or the slots of one pass
-    (encoder-only: ``[N, M]``, the target without EOS).
-    """
-    # The architecture, not the model's class, decides how to call it (the tests pass stand-ins).
-    if config.architecture == "encoder-only":
-        inputs = encoder_only_batch(cast(TaskBatch, batch))[0]  # [N, S + M]
-        S = batch.source.shape[1]  # every row of a test set has this length, so the slots line up
-        return model(inputs)[:, S:].argmax(-1)  # [N, M]
-    if config.architecture == "decoder-only":
-        gpt = cast(DecoderOnlyTransformer, model)
-        if isinstance(batch, SquaresBatch):
-            return gpt.generate(batch.source, batch.target.shape[1])
-        prompt = decoder_only_batch(batch)[0][:, : batch.source.shape[1] + 1]  # source + BOS: [N, S + 1]
-        return gpt.generate(prompt, batch.target_out.shape[1])  # the target and EOS
-    seq2seq = cast(Transformer, model)
-    if isinstance(batch, SquaresBatch):
-        return seq2seq.generate(batch.source, batch.target.shape[1], start=batch.source[:, -1:])
-    return seq2seq.generate(batch.source, batch.target_out.shape[1], start=BOS)
 
 
 def _schedule(total_steps: int) -> Callable[[int], float]:
@@ -120,20 +74,15 @@ def _schedule(total_steps: int) -> Callable[[int], float]:
 
 def evaluate(model: nn.Module, config: CompareConfig, sets: TaskSets, encoding: str,
              seed: int) -> list[dict[str, Any]]:
-    """One record per test length: the whole test set predicted (:func:`_predict`) and scored on the CPU."""
+    """One record per test length: the whole test set predicted by the task's decoding and scored on the CPU."""
     model.eval()
     device = next(model.parameters()).device
+    task, architecture = config.task_object, config.architecture
     records = []
     for length, batch in sorted(sets.tests.items()):
-        pred = _predict(model, batch.to(device), config).cpu()
-        if isinstance(batch, SquaresBatch):
-            scores = {"mean_squared_error": mean_squared_error(pred, batch.target)}
-        else:
-            target = batch.target_out
-            if config.architecture == "encoder-only":  # no EOS: the slots hold the target only
-                target = encoder_only_batch(batch)[1][:, batch.source.shape[1]:]  # [N, M]
-            scores = {"token_accuracy": token_accuracy(pred, target, pad=PAD),
-                      "sequence_accuracy": sequence_accuracy(pred, target, pad=PAD)}
+        # The architecture, not the model's class, decides how to call it (the tests pass stand-ins).
+        pred = task.predict(model, batch.to(device), architecture).cpu()
+        scores = task.score(pred, batch, architecture)
         records.append({"encoding": encoding, "seed": seed, "length": int(length), **scores})
     return records
 
