@@ -165,7 +165,7 @@ class TokenTask(Task):
         return p if metric == "token_accuracy" else p ** target_length(self.name, length)
 
     def score(self, pred: Tensor, batch: Any, architecture: str) -> dict[str, float]:
-        """Token and sequence accuracy of ``pred [N, T]`` against the target (and EOS; the slots hold the target only)."""
+        """Token and sequence accuracy of ``pred [N, T]`` against the target (with EOS; the slots: without)."""
         target = batch.target_out
         if architecture == "encoder-only":  # no EOS: the slots hold the target only
             target = encoder_only_batch(batch)[1][:, batch.source.shape[1]:]  # [N, M]
