@@ -16,7 +16,8 @@ from torch import nn
 
 from attnlab.cli import main
 from attnlab.data.metrics import sequence_accuracy, token_accuracy
-from attnlab.data.tasks import BOS, EOS, PAD, Vocab, make_task_sets
+from attnlab.data.task import make_task_sets
+from attnlab.data.tasks import BOS, EOS, PAD, Vocab
 from attnlab.labs import sweep
 from attnlab.labs.lengths import compare
 from attnlab.labs.lengths import config as lengths

@@ -12,6 +12,7 @@ import torch
 
 from attnlab.data import generate_sequences, squares_tensor
 from attnlab.data.layouts import decoder_only_batch
+from attnlab.data.task import make_task_sets
 from attnlab.data.task_loader import TaskDataset, task_loader
 from attnlab.data.tasks import (
     BOS,
@@ -24,7 +25,6 @@ from attnlab.data.tasks import (
     TaskSpec,
     Vocab,
     make_task_batch,
-    make_task_sets,
     squares_task,
 )
 

@@ -112,7 +112,9 @@ def _alive(pid):
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads the worker processes from /proc (Linux)")
 def test_ctrl_c_stops_the_workers_keeps_the_finished_models_and_resume_completes_them(tmp_path):
     folder = tmp_path / "sweep"
-    proc = _start_slow_compare(folder)
+    # 16 epochs: the third model (started when the first is saved) must still be training when the signal
+    # arrives, also when the suite's other processes slow this test's polling down.
+    proc = _start_slow_compare(folder, "--epochs", "16")
     workers = _workers(proc.pid)
     assert len(workers) == 2
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole foreground group

@@ -23,6 +23,7 @@ from attnlab.data.metrics import mean_squared_error, sequence_accuracy, token_ac
 from attnlab.data.padding import PaddedBatch, collate_padded, pad_sequences
 from attnlab.data.square_prefixes import Prefixes, SquarePrefixes, generate_prefixes
 from attnlab.data.squares import CORNERS, generate_sequences, squares_tensor
+from attnlab.data.task import ARCHITECTURES, SquaresTask, Task, TokenTask, make_task_sets, task_named
 from attnlab.data.task_loader import TaskDataset, task_loader
 from attnlab.data.tasks import (
     BOS,
@@ -37,7 +38,6 @@ from attnlab.data.tasks import (
     TaskSpec,
     Vocab,
     make_task_batch,
-    make_task_sets,
     squares_task,
     target_length,
 )
@@ -70,6 +70,11 @@ __all__ = [
     "encoder_only_batch",
     "make_task_batch",
     "make_task_sets",
+    "ARCHITECTURES",
+    "SquaresTask",
+    "Task",
+    "TokenTask",
+    "task_named",
     "mean_squared_error",
     "pad_sequences",
     "sequence_accuracy",

@@ -17,6 +17,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, cast
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -24,10 +25,21 @@ from torch import Tensor, nn
 from attnlab._validate import check_choice
 from attnlab.data.layouts import decoder_only_batch, encoder_only_batch
 from attnlab.data.metrics import mean_squared_error, sequence_accuracy, token_accuracy
-from attnlab.data.square_walks import SquaresBatch
-from attnlab.data.tasks import BOS, PAD, TASKS, TOKEN_TASKS, TaskBatch, Vocab, target_length
+from attnlab.data.square_walks import SquaresBatch, squares_task
+from attnlab.data.tasks import (
+    BOS,
+    PAD,
+    TASKS,
+    TOKEN_TASKS,
+    TaskBatch,
+    TaskSets,
+    TaskSpec,
+    Vocab,
+    make_task_batch,
+    target_length,
+)
 
-__all__ = ["ARCHITECTURES", "SquaresTask", "Task", "TokenTask", "task_named"]
+__all__ = ["ARCHITECTURES", "SquaresTask", "Task", "TokenTask", "make_task_sets", "task_named"]
 
 #: how a sequence model reads a task: one causal stack over ``source + BOS + target``, an
 #: encoder-decoder, or one non-causal pass that writes the target into slots after the source.
@@ -80,6 +92,10 @@ class Task(ABC):
         return architecture
 
     @abstractmethod
+    def sets(self, spec: TaskSpec) -> TaskSets:
+        """The training set and a test set per length of ``spec``, CPU batches, ``tests`` ordered by length."""
+
+    @abstractmethod
     def model_io(self, n_symbols: int) -> dict[str, int | None]:
         """The model's input and output: ``{"vocab_size": V, "n_features": None}`` or the reverse."""
 
@@ -114,6 +130,19 @@ class TokenTask(Task):
 
     def __init__(self, name: str) -> None:
         self.name = check_choice("task", name, TOKEN_TASKS)
+
+    def sets(self, spec: TaskSpec) -> TaskSets:
+        """The training set at ``spec.train_len`` (mixed lengths from ``min_train_len``) and a test set per length.
+
+        The test set at length ``L`` comes from a generator seeded by ``SeedSequence([test_seed, L])``.
+        """
+        train = make_task_batch(self.name, spec.n_train, spec.train_len, n_symbols=spec.n_symbols,
+                                min_len=spec.min_train_len, generator=spec.train_seed)
+        tests: dict[int, Batch] = {}
+        for length in sorted(spec.test_lens):
+            tests[length] = make_task_batch(self.name, spec.n_test, length, n_symbols=spec.n_symbols,
+                                            generator=_test_generator(spec.test_seed, length))
+        return TaskSets(train, tests, spec)
 
     def model_io(self, n_symbols: int) -> dict[str, int | None]:
         """Token ids in, logits over the vocabulary out."""
@@ -199,6 +228,14 @@ class SquaresTask(Task):
         """``"squares"``: the corners are a walk, whatever reads them."""
         return self.name
 
+    def sets(self, spec: TaskSpec) -> TaskSets:
+        """``n_train`` walks of ``train_len`` corners, and the same ``n_test`` test walks taken to each length."""
+        tests: dict[int, Batch] = {}
+        train = squares_task(spec.n_train, spec.train_len, seed=spec.train_seed)
+        for length in sorted(spec.test_lens):
+            tests[length] = squares_task(spec.n_test, length, seed=spec.test_seed)
+        return TaskSets(train, tests, spec)
+
     def model_io(self, n_symbols: int) -> dict[str, int | None]:
         """Corners ``(x, y)`` in and out."""
         return {"vocab_size": None, "n_features": 2}
@@ -241,3 +278,37 @@ def task_named(name: str) -> Task:
     """
     check_choice("task", name, TASKS)
     return SquaresTask() if name == "squares" else TokenTask(name)
+
+
+def _test_generator(test_seed: int, length: int) -> torch.Generator:
+    # One independent stream per test length: the same seed at two lengths would share draws.
+    seed = int(np.random.SeedSequence([test_seed, length]).generate_state(1, dtype=np.uint64)[0])
+    return torch.Generator().manual_seed(seed)
+
+
+def make_task_sets(spec: TaskSpec) -> TaskSets:
+    """The training set at ``spec.train_len`` and a test set at each of ``spec.test_lens``.
+
+    Token tasks: the training set is ``make_task_batch(..., generator=train_seed)``;
+    the test set at length ``L`` comes from a generator seeded by
+    ``SeedSequence([test_seed, L])``, a stream of its own. Squares: the training
+    set is ``squares_task(n_train, train_len, seed=train_seed)`` and every test
+    set uses ``test_seed``, so the test sets are the same squares walked further.
+
+    The seeds differ, so the test draws are independent of the training draws;
+    independent is not disjoint, though: at a short length a random test
+    sequence may also occur in training (there are only ``n_symbols ** L``).
+    Test lengths above the (longest) training length never do.
+
+    Args:
+        spec: the :class:`TaskSpec`.
+
+    Returns:
+        A :class:`TaskSets` of CPU batches; ``tests`` is ordered by length.
+
+    Raises:
+        TypeError: if ``spec`` is not a :class:`TaskSpec`.
+    """
+    if not isinstance(spec, TaskSpec):
+        raise TypeError(f"spec must be a TaskSpec, got {type(spec).__name__}")
+    return task_named(spec.task).sets(spec)

@@ -25,7 +25,7 @@ ones. Every task here draws its data at any length, from a generator of its own:
   model sees the first 2 corners and predicts the rest, float points, so it is
   scored by mean squared error, not accuracy.
 
-:func:`make_task_sets` builds a training set at ``train_len`` and one test set
+:func:`attnlab.data.task.make_task_sets` builds a training set at ``train_len`` and one test set
 per test length, from different seeds; :func:`attnlab.data.task_loader.task_loader` batches any of them.
 Nothing here reads or changes a global random state.
 
@@ -51,7 +51,7 @@ from attnlab.data.squares import check_seed
 __all__ = [
     "BOS", "EOS", "FIRST_SYMBOL", "PAD", "TASKS", "TOKEN_TASKS",
     "SquaresBatch", "TaskBatch", "TaskSets", "TaskSpec", "Vocab",
-    "make_task_batch", "make_task_sets", "squares_task", "target_length",
+    "make_task_batch", "squares_task", "target_length",
 ]
 
 PAD, BOS, EOS = 0, 1, 2
@@ -310,53 +310,8 @@ class TaskSpec:
 
 
 class TaskSets(NamedTuple):
-    """The sets :func:`make_task_sets` builds: ``train`` and ``tests[length]``, and the spec."""
+    """The sets :func:`attnlab.data.task.make_task_sets` builds: ``train`` and ``tests[length]``, and the spec."""
 
     train: TaskBatch | SquaresBatch
     tests: dict[int, TaskBatch | SquaresBatch]
     spec: TaskSpec
-
-
-def _test_generator(test_seed: int, length: int) -> torch.Generator:
-    # One independent stream per test length: the same seed at two lengths would share draws.
-    seed = int(np.random.SeedSequence([test_seed, length]).generate_state(1, dtype=np.uint64)[0])
-    return torch.Generator().manual_seed(seed)
-
-
-def make_task_sets(spec: TaskSpec) -> TaskSets:
-    """The training set at ``spec.train_len`` and a test set at each of ``spec.test_lens``.
-
-    Token tasks: the training set is ``make_task_batch(..., generator=train_seed)``;
-    the test set at length ``L`` comes from a generator seeded by
-    ``SeedSequence([test_seed, L])``, a stream of its own. Squares: the training
-    set is ``squares_task(n_train, train_len, seed=train_seed)`` and every test
-    set uses ``test_seed``, so the test sets are the same squares walked further.
-
-    The seeds differ, so the test draws are independent of the training draws;
-    independent is not disjoint, though: at a short length a random test
-    sequence may also occur in training (there are only ``n_symbols ** L``).
-    Test lengths above the (longest) training length never do.
-
-    Args:
-        spec: the :class:`TaskSpec`.
-
-    Returns:
-        A :class:`TaskSets` of CPU batches; ``tests`` is ordered by length.
-
-    Raises:
-        TypeError: if ``spec`` is not a :class:`TaskSpec`.
-    """
-    if not isinstance(spec, TaskSpec):
-        raise TypeError(f"spec must be a TaskSpec, got {type(spec).__name__}")
-    tests: dict[int, TaskBatch | SquaresBatch] = {}
-    if spec.task == "squares":
-        train: TaskBatch | SquaresBatch = squares_task(spec.n_train, spec.train_len, seed=spec.train_seed)
-        for length in sorted(spec.test_lens):
-            tests[length] = squares_task(spec.n_test, length, seed=spec.test_seed)
-    else:
-        train = make_task_batch(spec.task, spec.n_train, spec.train_len, n_symbols=spec.n_symbols,
-                                min_len=spec.min_train_len, generator=spec.train_seed)
-        for length in sorted(spec.test_lens):
-            tests[length] = make_task_batch(spec.task, spec.n_test, length, n_symbols=spec.n_symbols,
-                                            generator=_test_generator(spec.test_seed, length))
-    return TaskSets(train, tests, spec)

@@ -40,7 +40,8 @@ from typing import Any
 
 import torch
 
-from attnlab.data.tasks import TaskSets, make_task_sets
+from attnlab.data.task import make_task_sets
+from attnlab.data.tasks import TaskSets
 from attnlab.labs.lengths.config import CompareConfig
 from attnlab.labs.lengths.train import ModelResult, train_one
 from attnlab.training import StepProgress

@@ -111,7 +111,7 @@ def train_one(config: CompareConfig, sets: TaskSets, encoding: str, seed: int, *
 
     Args:
         config: the comparison's settings.
-        sets: its data (:func:`attnlab.data.tasks.make_task_sets` of ``config.spec()``).
+        sets: its data (:func:`attnlab.data.task.make_task_sets` of ``config.spec()``).
         encoding: one of ``config.encodings``.
         seed: the random seed.
         callbacks: passed to :func:`fit` (e.g. a progress bar).
