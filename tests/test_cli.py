@@ -8,10 +8,11 @@ import sys
 import numpy as np
 import pytest
 import torch
-from cli_helpers import cli
 
 from attnlab.cli import FIGURE_NAMES, RUN_FIGURES, main
 from attnlab.encodings import fixed_base, sinusoidal
+
+from cli_helpers import cli
 
 
 def run(capsys, *argv):

@@ -4,12 +4,13 @@ import json
 
 import pytest
 import torch
-from cli_helpers import cli
 
 from attnlab.cli._common import UsageError
 from attnlab.cli._device import parse_device
 from attnlab.labs.squares.train import SquaresConfig
 from attnlab.training import default_device
+
+from cli_helpers import cli
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -32,7 +32,6 @@ import sys
 import numpy as np
 import pytest
 import torch
-from shared_once import shared_once
 from torch import nn
 
 import attnlab.models
@@ -75,6 +74,8 @@ from attnlab.models import (
     TransformerEncoderLayer,
 )
 from attnlab.training import Trainer, read_checkpoint
+
+from shared_once import shared_once
 
 TINY_COMPARE = ["--encodings", "rotary,alibi", "--seeds", "1", "--epochs", "1", "--n-train", "64",
                 "--train-len", "4", "--test-lens", "4,6", "--no-progress",

@@ -4,10 +4,11 @@ import json
 
 import pytest
 import torch
-from cli_helpers import cli
 
 from attnlab.data import generate_sequences, squares_tensor
 from attnlab.labs.squares.train import SquaresConfig, load_run, train_run
+
+from cli_helpers import cli
 
 RUN_FILES = {"config.json", "metrics.jsonl", "checkpoint.pt", "report.html", "summary.json",
              "figures/losses.png", "figures/predictions.png"}

@@ -12,9 +12,10 @@ import io
 
 import pytest
 import torch
-from lab_code import MultiHeadAttention as LabsMultiHeadAttention  # the lab's own module
 
 from attnlab.attention import KVCache, LabMultiHeadAttention, MultiHeadAttention, keeping_alphas
+
+from lab_code import MultiHeadAttention as LabsMultiHeadAttention  # the lab's own module
 
 # -- the comparisons ----------------------------------------------------------------------------------------
 

@@ -23,6 +23,8 @@ from attnlab.data import make_loaders
 from attnlab.models import DecoderPe, EncoderDecoderSelfAttn, EncoderPe
 from attnlab.plotting import plot_attention_weights, plot_sequence_pred
 
+from figure_cells import assert_cells, cell_texts, tick_texts, visible
+
 
 class SelfAttn(nn.Module):
     """Self-attention with the labs' wide heads, and a dropout so train/eval mode matters."""
@@ -61,24 +63,6 @@ def recorded(model, x, name):
     return collect_attention(model)[name].numpy()
 
 
-def cell_texts(ax):
-    """``{(row, col): text}`` of the values written on the cells."""
-    return {(round(t.get_position()[1]), round(t.get_position()[0])): t.get_text() for t in ax.texts}
-
-
-def assert_cells(ax, values):
-    texts = cell_texts(ax)
-    assert len(texts) == values.size
-    for (r, c), v in np.ndenumerate(values):
-        assert texts[r, c] == f"{v:.2f}", (r, c)
-
-
-def tick_texts(ax, axis):
-    return [t.get_text() for t in getattr(ax, f"get_{axis}ticklabels")()]
-
-
-def visible(fig):
-    return [ax for ax in fig.axes if ax.get_visible()]
 
 
 

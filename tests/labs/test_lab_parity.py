@@ -30,6 +30,11 @@ import random
 import numpy as np
 import pytest
 import torch
+from torch import nn, optim
+from torch.utils.data import DataLoader, TensorDataset
+
+from attnlab.labs.squares.train import SquaresConfig, train_run
+
 from lab_code import (
     Attention,
     DecoderAttn,
@@ -40,10 +45,6 @@ from lab_code import (
     EncoderPe,
     generate_sequences,
 )
-from torch import nn, optim
-from torch.utils.data import DataLoader, TensorDataset
-
-from attnlab.labs.squares.train import SquaresConfig, train_run
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

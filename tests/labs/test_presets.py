@@ -3,11 +3,12 @@
 import json
 
 import pytest
-from cli_helpers import cli
 
 from attnlab.labs.lengths import presets
 from attnlab.labs.lengths.config import CompareConfig
 from attnlab.labs.lengths.presets import PRESETS, check_claims, preset
+
+from cli_helpers import cli
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))

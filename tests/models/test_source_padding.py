@@ -9,9 +9,6 @@ import math
 
 import pytest
 import torch
-from lab_code import Decoder as LabDecoder
-from lab_code import DecoderAttn as LabDecoderAttn
-from lab_code import Encoder as LabEncoder
 from torch import nn
 from torch.testing import assert_close
 
@@ -21,6 +18,10 @@ from attnlab.labs.squares.models import SQUARES_MODELS, squares_model
 from attnlab.models import EncoderDecoder, EncoderDecoderAttn
 from attnlab.models.source_padding import check_source_mask, last_steps
 from attnlab.training import fit, supervised
+
+from lab_code import Decoder as LabDecoder
+from lab_code import DecoderAttn as LabDecoderAttn
+from lab_code import Encoder as LabEncoder
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -17,25 +17,7 @@ from matplotlib.figure import Figure
 from attnlab.attention.scoring import alphas_from_scores, context_vector, dot_scores
 from attnlab.plotting import alignment_matrix, figure9, plot_attention_weights, query_and_keys
 
-
-def cell_texts(ax):
-    """``{(row, col): text}`` of the values written on the cells."""
-    return {(round(t.get_position()[1]), round(t.get_position()[0])): t.get_text() for t in ax.texts}
-
-
-def assert_cells(ax, values):
-    texts = cell_texts(ax)
-    assert len(texts) == values.size
-    for (r, c), v in np.ndenumerate(values):
-        assert texts[r, c] == f"{v:.2f}", (r, c)
-
-
-def tick_texts(ax, axis):
-    return [t.get_text() for t in getattr(ax, f"get_{axis}ticklabels")()]
-
-
-def visible(fig):
-    return [ax for ax in fig.axes if ax.get_visible()]
+from figure_cells import assert_cells, cell_texts, tick_texts, visible
 
 
 def weights_of(*shape):
