@@ -1,0 +1,99 @@
+"""The protocol of a string task: a generator of input strings and their answers, in the task's own alphabets.
+
+The benchmark tasks of the length-generalisation literature (the 15 tasks of
+Delétang et al. 2023 that Ruoss et al. 2023 average over, Kazemnejad et al.
+2023's copy, reverse and SCAN, reversed-digit arithmetic) are each a
+:class:`StringGenerator`: it knows its alphabets and draws ``n`` inputs of one
+length with their outputs. Nothing else: the length lab wraps a generator in a
+:class:`~attnlab.data.task.Task` (:class:`~attnlab.data.symbol_task.SymbolTask`),
+which maps the symbols to the lab's token ids, pads, lays the strings out for each
+architecture and scores them.
+
+Symbols are small integers: an input symbol is ``0 .. input_size - 1`` and an
+output symbol ``0 .. output_size - 1``, as in the reference code
+(google-deepmind/neural_networks_chomsky_hierarchy, whose tasks one-hot encode
+exactly these). A generator draws from the ``torch.Generator`` it is given and from
+nothing else (never Python's or numpy's global state), so a seed gives the same
+strings on every machine.
+
+Shape notation: ``N`` strings, ``L`` input length, ``M`` output length.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Protocol, runtime_checkable
+
+import torch
+from torch import Tensor
+
+__all__ = ["StringGenerator", "Strings", "check_strings"]
+
+
+class Strings(NamedTuple):
+    """``n`` strings of one input length and their answers, as symbols.
+
+    Attributes:
+        inputs: int64 ``[N, L]``, input symbols ``0 .. input_size - 1``.
+        outputs: int64 ``[N, M]``, ``M = output_length(L)``, output symbols ``0 .. output_size - 1``.
+            Every position is trained on (the reference's loss sums over all of them).
+        scored: bool ``[N, M]``, True where an output position counts towards accuracy,
+            or None for all of them (the reference's ``accuracy_mask``: binary addition
+            pads its answer with zeros after a termination symbol, and those are not scored).
+    """
+
+    inputs: Tensor
+    outputs: Tensor
+    scored: Tensor | None = None
+
+
+@runtime_checkable
+class StringGenerator(Protocol):
+    """What a string task is: alphabets, an output length, and a sampler.
+
+    Attributes:
+        name: the task's name, as ``--task`` takes it (``"even-pairs"``).
+        input_size: symbols in the input alphabet.
+        output_size: symbols in the output alphabet.
+        shortest: the shortest input length the task is defined at.
+    """
+
+    name: str
+    input_size: int
+    output_size: int
+    shortest: int
+
+    def output_length(self, length: int) -> int:
+        """``M``, the output length for inputs of ``length`` symbols."""
+        ...
+
+    def sample(self, n: int, length: int, *, generator: torch.Generator) -> Strings:
+        """``n`` inputs of ``length`` symbols and their outputs, drawn from ``generator``."""
+        ...
+
+    def chance(self) -> float:
+        """The token accuracy of the best guess that ignores the input (what a model that learnt nothing scores)."""
+        ...
+
+
+def check_strings(task: StringGenerator, strings: Strings, n: int, length: int) -> Strings:
+    """``strings`` if they are what ``task.sample(n, length)`` promises: shapes, dtypes, alphabets.
+
+    Raises:
+        ValueError: naming the task and what is wrong.
+    """
+    inputs, outputs, scored = strings
+    M = task.output_length(length)
+    problems = []
+    if inputs.dtype != torch.int64 or tuple(inputs.shape) != (n, length):
+        problems.append(f"inputs are {inputs.dtype} {tuple(inputs.shape)}, not int64 {(n, length)}")
+    if outputs.dtype != torch.int64 or tuple(outputs.shape) != (n, M):
+        problems.append(f"outputs are {outputs.dtype} {tuple(outputs.shape)}, not int64 {(n, M)}")
+    if inputs.numel() and (int(inputs.min()) < 0 or int(inputs.max()) >= task.input_size):
+        problems.append(f"an input symbol is outside 0..{task.input_size - 1}")
+    if outputs.numel() and (int(outputs.min()) < 0 or int(outputs.max()) >= task.output_size):
+        problems.append(f"an output symbol is outside 0..{task.output_size - 1}")
+    if scored is not None and (scored.dtype != torch.bool or scored.shape != outputs.shape):
+        problems.append(f"scored is {scored.dtype} {tuple(scored.shape)}, not bool {(n, M)}")
+    if problems:
+        raise ValueError(f"task {task.name!r} at length {length}: " + "; ".join(problems))
+    return strings
