@@ -16,7 +16,7 @@ from torch import nn
 
 from attnlab.cli import main
 from attnlab.data.metrics import sequence_accuracy, token_accuracy
-from attnlab.data.task import make_task_sets
+from attnlab.data.task_names import make_task_sets
 from attnlab.data.tasks import BOS, EOS, PAD, Vocab
 from attnlab.labs import sweep
 from attnlab.labs.lengths import compare

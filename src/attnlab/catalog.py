@@ -18,8 +18,8 @@ library only.
 
 from __future__ import annotations
 
-__all__ = ["BACKENDS", "DEFAULT_ENCODINGS", "DTYPES", "ENTRY_POINT_GROUP", "LAYOUTS", "PRESETS", "RANDOMIZED", "RATES",
-           "SCHEMES", "SQUARES_MODELS", "TASKS"]
+__all__ = ["BACKENDS", "DEFAULT_ENCODINGS", "DTYPES", "ENTRY_POINT_GROUP", "LAYOUTS", "PRESETS", "PROTOCOLS",
+           "RANDOMIZED", "RATES", "SCHEMES", "SQUARES_MODELS", "STRING_TASKS", "TASKS"]
 
 #: the built-in position encodings: name -> "module:Class" (the registry loads the class on first use).
 SCHEMES: dict[str, str] = {
@@ -34,6 +34,7 @@ SCHEMES: dict[str, str] = {
     "kerple": "attnlab.encodings.kerple:KERPLE",
     "xpos": "attnlab.encodings.xpos:XPos",
     "cope": "attnlab.encodings.cope:CoPE",
+    "rotary-quarter": "attnlab.encodings.rotary_quarter:QuarterRotary",
     "random-sinusoidal": "attnlab.encodings.randomized_tables:RandomizedSinusoidal",
     "random-learned": "attnlab.encodings.randomized_tables:RandomizedLearned",
 }
@@ -50,8 +51,14 @@ BACKENDS: tuple[str, ...] = ("auto", "dense", "flex", "chunked")
 #: the entry-point group through which an installed package adds its schemes.
 ENTRY_POINT_GROUP = "attnlab.schemes"
 
+#: the benchmark string tasks: name -> "module:Class" of a :class:`attnlab.data.strings.StringGenerator`
+#: (the task object wraps it on first use: :func:`attnlab.data.task.task_named`).
+STRING_TASKS: dict[str, str] = {}
+
 #: every task ``attnlab compare --task`` takes (:data:`attnlab.data.tasks.TASKS`).
-TASKS: tuple[str, ...] = ("copy", "reverse", "duplicate", "sort", "squares")
+TASKS: tuple[str, ...] = ("copy", "reverse", "duplicate", "sort", "squares", *STRING_TASKS)
+#: how a comparison trains and scores (:data:`attnlab.labs.lengths.protocols.PROTOCOLS`).
+PROTOCOLS: tuple[str, ...] = ("fixed", "ruoss2023", "kazemnejad2023")
 #: the papers' setups ``attnlab compare --preset`` starts from (:data:`attnlab.labs.lengths.presets.PRESETS`).
 PRESETS: tuple[str, ...] = ("ruoss2023", "kazemnejad2023")
 #: the models ``attnlab train --model`` trains (:data:`attnlab.labs.squares.models.SQUARES_MODELS`).

@@ -12,8 +12,8 @@ import torch
 
 from attnlab.data import generate_sequences, squares_tensor
 from attnlab.data.layouts import decoder_only_batch
-from attnlab.data.task import make_task_sets
 from attnlab.data.task_loader import TaskDataset, task_loader
+from attnlab.data.task_names import make_task_sets
 from attnlab.data.tasks import (
     BOS,
     EOS,

@@ -23,8 +23,9 @@ from attnlab.data.metrics import mean_squared_error, sequence_accuracy, token_ac
 from attnlab.data.padding import PaddedBatch, collate_padded, pad_sequences
 from attnlab.data.square_prefixes import Prefixes, SquarePrefixes, generate_prefixes
 from attnlab.data.squares import CORNERS, generate_sequences, squares_tensor
-from attnlab.data.task import ARCHITECTURES, SquaresTask, Task, TokenTask, make_task_sets, task_named
+from attnlab.data.task import ARCHITECTURES, SquaresTask, Task, TokenTask
 from attnlab.data.task_loader import TaskDataset, task_loader
+from attnlab.data.task_names import make_task_sets, task_named
 from attnlab.data.tasks import (
     BOS,
     EOS,

@@ -55,6 +55,9 @@ class StringGenerator(Protocol):
         input_size: symbols in the input alphabet.
         output_size: symbols in the output alphabet.
         shortest: the shortest input length the task is defined at.
+
+    Raises:
+        TypeError: when instantiated: a protocol is implemented, not built (``isinstance`` checks it).
     """
 
     name: str

@@ -29,7 +29,6 @@ from attnlab.data.square_walks import SquaresBatch, squares_task
 from attnlab.data.tasks import (
     BOS,
     PAD,
-    TASKS,
     TOKEN_TASKS,
     TaskBatch,
     TaskSets,
@@ -39,7 +38,7 @@ from attnlab.data.tasks import (
     target_length,
 )
 
-__all__ = ["ARCHITECTURES", "SquaresTask", "Task", "TokenTask", "make_task_sets", "task_named"]
+__all__ = ["ARCHITECTURES", "SquaresTask", "Task", "TokenTask"]
 
 #: how a sequence model reads a task: one causal stack over ``source + BOS + target``, an
 #: encoder-decoder, or one non-causal pass that writes the target into slots after the source.
@@ -131,6 +130,18 @@ class TokenTask(Task):
     def __init__(self, name: str) -> None:
         self.name = check_choice("task", name, TOKEN_TASKS)
 
+    def target_length(self, length: int) -> int:
+        """The target's length (EOS not counted) for a source of ``length``."""
+        return target_length(self.name, length)
+
+    def draw(self, n: int, length: int, *, generator: torch.Generator | int, min_len: int | None = None,
+             n_symbols: int = 10) -> TaskBatch:
+        """``n`` fresh sequences at ``length`` (or at lengths ``min_len .. length``), from ``generator``.
+
+        What a protocol that draws new strings at every step calls (:mod:`attnlab.labs.lengths.protocols`).
+        """
+        return make_task_batch(self.name, n, length, n_symbols=n_symbols, min_len=min_len, generator=generator)
+
     def sets(self, spec: TaskSpec) -> TaskSets:
         """The training set at ``spec.train_len`` (mixed lengths from ``min_train_len``) and a test set per length.
 
@@ -151,25 +162,33 @@ class TokenTask(Task):
     def sequence_length(self, length: int, architecture: str) -> int:
         """Decoder-only: source, BOS, target and EOS; encoder-only: the source and a slot per target token;
         encoder-decoder: the longer of source and target + EOS."""
-        target = target_length(self.name, length)
+        target = self.target_length(length)
         if architecture == "decoder-only":
             return length + target + 1
         if architecture == "encoder-only":
             return length + target
         return max(length, target + 1)
 
-    def loss(self, model: nn.Module, batch: Any, architecture: str) -> Tensor:
-        """Cross-entropy on the next token (decoder-only), the slots (encoder-only) or the target (teacher forcing)."""
+    def loss(self, model: nn.Module, batch: Any, architecture: str, *, per_row: bool = False) -> Tensor:
+        """Cross-entropy on the next token (decoder-only), the slots (encoder-only) or the target (teacher forcing).
+
+        Args:
+            per_row: sum the loss over each row's target tokens and average over the rows
+                (the reference code of Ruoss et al. 2023: a longer answer weighs more); False:
+                the mean over every target token of the batch.
+        """
         if architecture == "encoder-only":
             inputs, labels = encoder_only_batch(batch)  # [B, S + M] each
             logits = model(inputs)  # [B, S + M, V]: scored on the slots only (labels PAD elsewhere)
-            return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=PAD)
-        if architecture == "decoder-only":
+        elif architecture == "decoder-only":
             inputs, labels = decoder_only_batch(batch)  # [B, S + T] each
             logits = model(inputs)  # [B, S + T, V]
-            return F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=PAD)
-        logits = model(batch.source, batch.target_in)  # [B, T, V]
-        return F.cross_entropy(logits.flatten(0, 1), batch.target_out.flatten(), ignore_index=PAD)
+        else:
+            logits, labels = model(batch.source, batch.target_in), batch.target_out  # [B, T, V], [B, T]
+        mean = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=PAD)
+        if not per_row:
+            return mean
+        return mean * (labels != PAD).sum() / labels.shape[0]  # the sum over the tokens, over the rows
 
     def predict(self, model: nn.Module, batch: Any, architecture: str) -> Tensor:
         """``[N, T]`` tokens, the target and EOS; encoder-only: the slots ``[N, M]`` of one pass."""
@@ -179,6 +198,8 @@ class TokenTask(Task):
             return cast(Tensor, model(inputs)[:, S:].argmax(-1))  # [N, M]
         generate = cast(Any, model).generate
         if architecture == "decoder-only":
+            if bool((batch.lengths != batch.source.shape[1]).any()):  # sources of several lengths (SCAN's sets)
+                return _by_source_length(self, model, batch, architecture)
             prompt = decoder_only_batch(batch)[0][:, : batch.source.shape[1] + 1]  # source + BOS: [N, S + 1]
             return cast(Tensor, generate(prompt, batch.target_out.shape[1]))  # the target and EOS
         return cast(Tensor, generate(batch.source, batch.target_out.shape[1], start=BOS))
@@ -191,13 +212,15 @@ class TokenTask(Task):
         """
         super().chance(metric, n_symbols=n_symbols, length=length)
         p = 1.0 / n_symbols
-        return p if metric == "token_accuracy" else p ** target_length(self.name, length)
+        return p if metric == "token_accuracy" else p ** self.target_length(length)
 
     def score(self, pred: Tensor, batch: Any, architecture: str) -> dict[str, float]:
         """Token and sequence accuracy of ``pred [N, T]`` against the target (with EOS; the slots: without)."""
         target = batch.target_out
+        if batch.scored is not None:  # positions trained on but not scored (the reference's accuracy mask)
+            target = target.masked_fill(~batch.scored, PAD)
         if architecture == "encoder-only":  # no EOS: the slots hold the target only
-            target = encoder_only_batch(batch)[1][:, batch.source.shape[1]:]  # [N, M]
+            target = encoder_only_batch(batch._replace(target_out=target))[1][:, batch.source.shape[1]:]  # [N, M]
         return {"token_accuracy": token_accuracy(pred, target, pad=PAD),
                 "sequence_accuracy": sequence_accuracy(pred, target, pad=PAD)}
 
@@ -266,49 +289,20 @@ class SquaresTask(Task):
         return {"mean_squared_error": mean_squared_error(pred, batch.target)}
 
 
-def task_named(name: str) -> Task:
-    """The task object of ``name`` (one of :data:`attnlab.data.tasks.TASKS`).
+def _by_source_length(task: TokenTask, model: nn.Module, batch: TaskBatch, architecture: str) -> Tensor:
+    """Decode a test set whose sources differ in length one length at a time (a prompt must end in BOS)."""
+    out = torch.full_like(batch.target_out, PAD)  # [N, T]
+    for value in torch.unique(batch.lengths).tolist():
+        rows = torch.nonzero(batch.lengths == value).flatten()
+        width = int(batch.target_mask[rows, 0].sum(dim=1).max())  # this group's widest target and EOS
+        group = TaskBatch(batch.source[rows, :value], batch.target_in[rows, :width], batch.target_out[rows, :width],
+                          batch.source_mask[rows, :, :value], batch.target_mask[rows, :, :width], batch.lengths[rows])
+        out[rows, :width] = task.predict(model, group, architecture)
+    return out
 
-    Raises:
-        ValueError: for an unknown name, naming the known ones.
-
-    Example:
-        >>> task_named("reverse").sequence_length(8, "decoder-only"), task_named("squares").metrics
-        (17, ('mean_squared_error',))
-    """
-    check_choice("task", name, TASKS)
-    return SquaresTask() if name == "squares" else TokenTask(name)
 
 
 def _test_generator(test_seed: int, length: int) -> torch.Generator:
     # One independent stream per test length: the same seed at two lengths would share draws.
     seed = int(np.random.SeedSequence([test_seed, length]).generate_state(1, dtype=np.uint64)[0])
     return torch.Generator().manual_seed(seed)
-
-
-def make_task_sets(spec: TaskSpec) -> TaskSets:
-    """The training set at ``spec.train_len`` and a test set at each of ``spec.test_lens``.
-
-    Token tasks: the training set is ``make_task_batch(..., generator=train_seed)``;
-    the test set at length ``L`` comes from a generator seeded by
-    ``SeedSequence([test_seed, L])``, a stream of its own. Squares: the training
-    set is ``squares_task(n_train, train_len, seed=train_seed)`` and every test
-    set uses ``test_seed``, so the test sets are the same squares walked further.
-
-    The seeds differ, so the test draws are independent of the training draws;
-    independent is not disjoint, though: at a short length a random test
-    sequence may also occur in training (there are only ``n_symbols ** L``).
-    Test lengths above the (longest) training length never do.
-
-    Args:
-        spec: the :class:`TaskSpec`.
-
-    Returns:
-        A :class:`TaskSets` of CPU batches; ``tests`` is ordered by length.
-
-    Raises:
-        TypeError: if ``spec`` is not a :class:`TaskSpec`.
-    """
-    if not isinstance(spec, TaskSpec):
-        raise TypeError(f"spec must be a TaskSpec, got {type(spec).__name__}")
-    return task_named(spec.task).sets(spec)

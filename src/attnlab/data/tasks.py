@@ -45,6 +45,7 @@ import numpy as np
 import torch
 
 from attnlab._validate import check_int
+from attnlab.catalog import STRING_TASKS
 from attnlab.data.square_walks import SquaresBatch, squares_task
 from attnlab.data.squares import check_seed
 
@@ -57,7 +58,7 @@ __all__ = [
 PAD, BOS, EOS = 0, 1, 2
 FIRST_SYMBOL = 3  # content tokens are FIRST_SYMBOL .. FIRST_SYMBOL + n_symbols - 1
 TOKEN_TASKS = ("copy", "reverse", "duplicate", "sort")
-TASKS = (*TOKEN_TASKS, "squares")
+TASKS = (*TOKEN_TASKS, "squares", *STRING_TASKS)  # the benchmark string tasks: attnlab.data.symbol_task
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,9 @@ class TaskBatch(NamedTuple):
         target_mask: bool ``[N, 1, T]``, True on the real positions of both ``target_in``
             and ``target_out`` (EOS included); ``target_out != PAD`` says the same.
         lengths: int64 ``[N]``, each sequence's length ``L_i <= S``.
+        scored: bool ``[N, T]``, the target positions the accuracies count, or None for
+            every real one (a benchmark task's answer may end in padding symbols that are
+            trained on but not scored: :mod:`attnlab.data.symbol_task`).
     """
 
     source: torch.Tensor
@@ -115,10 +119,11 @@ class TaskBatch(NamedTuple):
     source_mask: torch.Tensor
     target_mask: torch.Tensor
     lengths: torch.Tensor
+    scored: torch.Tensor | None = None
 
     def to(self, device: torch.device | str) -> TaskBatch:
         """The same batch with every tensor on ``device``."""
-        return TaskBatch(*(t.to(device) for t in self))
+        return TaskBatch(*(None if t is None else t.to(device) for t in self))
 
 
 def target_length(task: str, length: int) -> int:
@@ -238,7 +243,8 @@ def make_task_batch(
     target_in = torch.cat([bos_col, target], dim=1)  # [N, T]
     target_steps = torch.arange(target_in.shape[1], device=g.device)  # [T]
     target_real = target_steps[None, :] <= target_lengths[:, None]  # [N, T]: the target and EOS (or BOS and it)
-    return TaskBatch(source, target_in, target_out, real.unsqueeze(1), target_real.unsqueeze(1), lengths)
+    return TaskBatch(source, target_in, target_out, real.unsqueeze(1), target_real.unsqueeze(1), lengths,
+                     target_real)
 
 
 @dataclass(frozen=True)

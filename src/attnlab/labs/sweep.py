@@ -40,7 +40,6 @@ from typing import Any
 
 import torch
 
-from attnlab.data.task import make_task_sets
 from attnlab.data.tasks import TaskSets
 from attnlab.labs.lengths.config import CompareConfig
 from attnlab.labs.lengths.train import ModelResult, train_one
@@ -67,7 +66,7 @@ def cpu_count() -> int:
 def in_process(config: CompareConfig, todo: Sequence[Run], bar: Any, *, device: str = "cpu") -> Iterator[ModelResult]:
     """Train the runs ``todo`` one after another in this process, on ``device``; ``bar`` (a tqdm bar) advances
     by step."""
-    sets = make_task_sets(config.spec()) if todo else None
+    sets = config.task_sets() if todo else None
     for encoding, seed in todo:
         assert sets is not None
         label = f"{encoding}, seed {seed}"
@@ -106,10 +105,10 @@ _worker_queue: Any = None  # the driver's progress queue (local workers)
 
 
 def _sets_for(config: CompareConfig) -> TaskSets:
-    key = repr(config.spec())
+    key = repr((config.spec(), config.protocol_object.builds_training_set))
     if key not in _worker_sets:
         _worker_sets.clear()
-        _worker_sets[key] = make_task_sets(config.spec())
+        _worker_sets[key] = config.task_sets()
     return _worker_sets[key]
 
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,10 +36,13 @@ import torch
 
 from attnlab._validate import check_choice, check_float32, check_int, check_keys
 from attnlab.attention.backends.choose import BACKENDS
-from attnlab.data.task import Task, task_named
+from attnlab.catalog import PROTOCOLS
+from attnlab.data.task import Task
+from attnlab.data.task_names import make_task_sets, task_named
 from attnlab.data.tasks import (
     PAD,
     TASKS,
+    TaskSets,
     TaskSpec,
 )
 from attnlab.encodings.registry import (
@@ -52,6 +54,7 @@ from attnlab.encodings.registry import (
     is_input_table,
     spec_name,
 )
+from attnlab.labs.lengths.protocols import Protocol, protocol_named
 from attnlab.labs.memory_bound import Cost, check_costs, parameter_bytes, transformer_parameters
 from attnlab.models import DecoderOnlyTransformer, Transformer
 from attnlab.models.builders import sequence_model_class
@@ -108,10 +111,15 @@ class CompareConfig:
     preset: str | None = None  # the published setup these settings start from (attnlab.labs.lengths.presets), if any
     extras: dict[str, Any] = field(default_factory=dict)  # free-form notes kept with the results
     backend: str = "auto"  # the path of every self-attention with a scheme (attnlab.attention.backends.choose)
+    # How the models train and what the headline is (attnlab.labs.lengths.protocols): "fixed" (a padded set,
+    # epochs), "ruoss2023" (a fresh batch of one length per step: epochs x n_train strings, no set built),
+    # "kazemnejad2023" (a fixed set, exact match, their quarter rotary).
+    protocol: str = "fixed"
 
     def __post_init__(self) -> None:
         check_choice("task", self.task, TASKS)
         self.task_object.check_architecture(self.architecture)
+        check_choice("protocol", self.protocol, PROTOCOLS)
         if self.preset is not None:
             from attnlab.labs.lengths.presets import preset
 
@@ -126,6 +134,10 @@ class CompareConfig:
             raise ValueError("encodings is empty: name at least one of " + ", ".join(ENCODINGS))
         # A class becomes the name another process rebuilds it from; an unknown name is refused here.
         object.__setattr__(self, "encodings", tuple(spec_name(cast(Position, e)) for e in self.encodings))
+        # The protocol's own version of a scheme (Kazemnejad et al.'s rotary turns a quarter of each head),
+        # recorded as what ran.
+        renames = self.protocol_object.renames
+        object.__setattr__(self, "encodings", tuple(renames.get(e, e) for e in self.encodings))
         check_choice("backend", self.backend, BACKENDS)
         if len(set(self.encodings)) != len(self.encodings):
             raise ValueError(f"encodings has repeats: {list(self.encodings)}")
@@ -213,8 +225,9 @@ class CompareConfig:
         # A training step: every layer's scores and weights [B, H, T, T] and their gradients, its activations.
         costs.append(Cost("train_len", self.train_len, f"a training step over {T} tokens (batch_size {B})",
                           L * stacks * (4 * B * H * T * T + 16 * B * T * D) * 4, transient=True))
-        costs.append(Cost("n_train", self.n_train, "the training set",
-                          self.n_train * (self.sequence_length(self.train_len) + 2) * 8 * 4))
+        if self.protocol_object.builds_training_set:
+            costs.append(Cost("n_train", self.n_train, "the training set",
+                              self.n_train * (self.sequence_length(self.train_len) + 2) * 8 * 4))
         # The longest test set is decoded at once: its scores [n_test, H, S, S] on the first step, then a cache.
         S = self.sequence_length(max(self.test_lens)) + 1
         n = self.n_test
@@ -230,6 +243,24 @@ class CompareConfig:
     def task_object(self) -> Task:
         """The task (:mod:`attnlab.data.task`): its data, layouts, loss, decoding and metrics."""
         return task_named(self.task)
+
+    @property
+    def protocol_object(self) -> Protocol:
+        """How the models train and what the headline is (:mod:`attnlab.labs.lengths.protocols`)."""
+        return protocol_named(self.protocol)
+
+    @property
+    def metric(self) -> str:
+        """The headline metric: the protocol's for a token task (the paper's), the squares' MSE otherwise."""
+        metrics = self.task_object.metrics
+        return self.protocol_object.metric if self.protocol_object.metric in metrics else metrics[0]
+
+    def task_sets(self) -> TaskSets:
+        """The comparison's data: the test sets, and the training set where the protocol trains on a fixed one."""
+        spec = self.spec()
+        if self.protocol_object.builds_training_set:
+            return make_task_sets(spec)
+        return make_task_sets(dataclasses.replace(spec, n_train=1))._replace(train=None)
 
     def spec(self) -> TaskSpec:
         """The data this comparison trains and tests on."""
@@ -275,8 +306,8 @@ class CompareConfig:
         return [(encoding, seed) for encoding in self.encodings for seed in range(self.n_seeds)]
 
     def steps_per_model(self) -> int:
-        """Optimizer steps each model takes."""
-        return self.epochs * math.ceil(self.n_train / self.batch_size)
+        """Optimizer steps each model takes (the protocol's count)."""
+        return self.protocol_object.steps(self)
 
     def to_dict(self) -> dict[str, Any]:
         """The settings as a JSON-ready dict (tuples as lists), as ``results.json`` records them."""
@@ -298,6 +329,8 @@ class CompareConfig:
         if isinstance(d, dict) and "backend" not in d:
             # Written before backend= existed, when every comparison ran "auto": that is what it was.
             d = {**d, "backend": "auto"}
+        if isinstance(d, dict) and "protocol" not in d:
+            d = {**d, "protocol": "fixed"}  # written before protocols were named: every run trained on a fixed set
         return cls(**check_keys("config", d, [f.name for f in dataclasses.fields(cls)], complete=True))
 
 
@@ -319,5 +352,5 @@ class CompareResult:
 
     @property
     def metric(self) -> str:
-        """The headline metric: the task's first (sequence accuracy, or MSE for the squares)."""
-        return self.config.task_object.metrics[0]
+        """The headline metric: the protocol's (sequence or token accuracy), or MSE for the squares."""
+        return self.config.metric

@@ -21,7 +21,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from attnlab.data.task_loader import task_loader
 from attnlab.data.tasks import TaskSets
 from attnlab.labs.lengths.config import CompareConfig
 from attnlab.training import Callback, fit
@@ -47,16 +46,6 @@ class ModelResult:
 
 
 # -- one model ---------------------------------------------------------------------------
-
-
-def _loss(config: CompareConfig) -> Callable[[nn.Module, Any], torch.Tensor]:
-    """The batch loss :func:`fit` calls: the task's, for the comparison's architecture."""
-    task, architecture = config.task_object, config.architecture
-
-    def loss(model: nn.Module, batch: Any) -> torch.Tensor:
-        return task.loss(model, batch, architecture)
-
-    return loss
 
 
 def _schedule(total_steps: int) -> Callable[[int], float]:
@@ -111,7 +100,7 @@ def train_one(config: CompareConfig, sets: TaskSets, encoding: str, seed: int, *
 
     Args:
         config: the comparison's settings.
-        sets: its data (:func:`attnlab.data.task.make_task_sets` of ``config.spec()``).
+        sets: its data (``config.task_sets()``).
         encoding: one of ``config.encodings``.
         seed: the random seed.
         callbacks: passed to :func:`fit` (e.g. a progress bar).
@@ -125,12 +114,13 @@ def train_one(config: CompareConfig, sets: TaskSets, encoding: str, seed: int, *
     with one_thread(), preserved_rng({}):  # torch's, CUDA's and Python's streams all come back as they were
         torch.manual_seed(seed)
         model = config.build_model(encoding).to(device)
-        loader = task_loader(sets.train, config.batch_size, shuffle=True, seed=seed)
+        protocol = config.protocol_object
+        loader, epochs = protocol.batches(config, sets, seed)
         optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(config.epochs * len(loader)))
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(epochs * len(loader)))
         clipping = GradientClipping()
         clipping.set_norm(1.0)
-        fit(model, optimizer, loader, epochs=config.epochs, loss=_loss(config), scheduler=scheduler,
+        fit(model, optimizer, loader, epochs=epochs, loss=protocol.loss(config), scheduler=scheduler,
             scheduler_interval="batch", clipping=clipping, callbacks=callbacks)
         records = evaluate(model, config, sets, encoding, seed)
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
