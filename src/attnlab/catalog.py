@@ -60,7 +60,7 @@ TASKS: tuple[str, ...] = ("copy", "reverse", "duplicate", "sort", "squares", *ST
 #: how a comparison trains and scores (:data:`attnlab.labs.lengths.protocols.PROTOCOLS`).
 PROTOCOLS: tuple[str, ...] = ("fixed", "ruoss2023", "kazemnejad2023")
 #: the papers' setups ``attnlab compare --preset`` starts from (:data:`attnlab.labs.lengths.presets.PRESETS`).
-PRESETS: tuple[str, ...] = ("ruoss2023", "kazemnejad2023")
+PRESETS: tuple[str, ...] = ("ruoss2023", "ruoss2023-full", "kazemnejad2023", "kazemnejad2023-full")
 #: the models ``attnlab train --model`` trains (:data:`attnlab.labs.squares.models.SQUARES_MODELS`).
 SQUARES_MODELS: tuple[str, ...] = ("selfattn-pe", "gru", "gru-attn", "transformer")
 

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from attnlab.catalog import BACKENDS, DEFAULT_ENCODINGS, PRESETS, RANDOMIZED, SCHEMES, TASKS
+from attnlab.catalog import BACKENDS, DEFAULT_ENCODINGS, PRESETS, PROTOCOLS, RANDOMIZED, SCHEMES, TASKS
 from attnlab.cli._common import (
     UsageError,
     add_device_option,
@@ -43,7 +43,13 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--preset", default=None, choices=None, metavar="NAME",
                    help=f"start from a paper's setup, scaled to this machine: {', '.join(PRESETS)}; every "
                         "other flag overrides it, and the report checks the paper's claims")
-    p.add_argument("--task", default=None, help=f"one of {', '.join(TASKS)} (default reverse)")
+    p.add_argument("--task", default=None,
+                   help=f"one of {', '.join(TASKS)} (default reverse; with a --preset of several tasks: all of "
+                        "them, one comparison each, in OUT/tasks/TASK)")
+    p.add_argument("--protocol", choices=PROTOCOLS, default=None,
+                   help="how the models train: fixed (default: one padded set of mixed lengths, --epochs passes), "
+                        "ruoss2023 (a fresh batch of one length per step, the loss summed per string: Ruoss et "
+                        "al.'s code) or kazemnejad2023 (a fixed set, exact match, rotary on a quarter of each head)")
     p.add_argument("--architecture", default=None,
                    help="decoder-only (default: one causal stack over source, BOS and target, where every "
                         "encoding sits in the only attention), encoder-only (the target written into empty "
@@ -117,7 +123,7 @@ def _given(args: argparse.Namespace) -> dict[str, Any]:
     flags: dict[str, Any] = {
         name: getattr(args, name)
         for name in ("task", "architecture", "train_len", "n_seeds", "epochs", "n_train", "test_lens", "n_symbols",
-                     "l_max", "min_train_len", "n_test", "batch_size", "lr", "backend")}
+                     "l_max", "min_train_len", "n_test", "batch_size", "lr", "backend", "protocol")}
     flags.update({field: getattr(args, field) for field in size_flags.values()})
     if args.encodings is not None:
         names = tuple(name.strip() for name in args.encodings.split(",") if name.strip())
@@ -153,6 +159,11 @@ def run(args: argparse.Namespace) -> int:
 
     device = parse_device(args.device)  # a device this machine lacks: one line, before anything else
     given = _given(args)
+    if args.preset is not None and args.task is None:
+        from attnlab.labs.lengths.presets import preset
+
+        if preset(args.preset).tasks:
+            return _run_suite(args, given, device)
     if args.resume:
         if args.out is None:
             raise UsageError("--resume needs --out FOLDER, the comparison to continue")
@@ -176,6 +187,36 @@ def run(args: argparse.Namespace) -> int:
     print(format_table(result))
     print(f"{n_models} models in {result.seconds:.0f} s; results: {Path(folder) / 'results.json'} "
           f"(open {Path(folder) / 'report.html'})")
+    return 0
+
+
+def _run_suite(args: argparse.Namespace, given: dict[str, Any], device: Any) -> int:
+    """A preset over several tasks: a comparison per task in ``OUT/tasks/TASK``, then the paper's table beside ours."""
+    from attnlab.labs.lengths.compare import run_compare
+    from attnlab.labs.lengths.config import CompareConfig
+    from attnlab.labs.lengths.presets import preset
+    from attnlab.labs.lengths.report import format_table
+    from attnlab.labs.lengths.suite import format_suite, run_suite, suite_rows
+    from attnlab.labs.run_folder import check_claim
+
+    chosen = preset(args.preset)
+    configs = [CompareConfig(**{**given, "task": task}) for task in chosen.tasks]  # all checked before any work
+    folder = args.out if args.out is not None else default_run_folder(f"compare-{chosen.name}")
+    check_claim(folder, kind="suite", resume=args.resume)
+    _check_workers(args)
+    n_models = sum(len(c.runs()) for c in configs)
+    print(f"preset {chosen.name}: {len(configs)} tasks ({', '.join(chosen.tasks)}), {n_models} models -> {folder}",
+          flush=True)
+
+    def run_one(config: CompareConfig, where: Path, resume: bool) -> Any:
+        result = run_compare(config, where, resume=resume, progress=None if args.progress else False,
+                             jobs=_jobs(args, len(config.runs())), ray_address=args.ray, device=device)
+        print(format_table(result, claims=False), flush=True)
+        return result
+
+    results, path = run_suite(configs, folder, chosen, resume=args.resume, run_one=run_one)
+    print(format_suite(suite_rows(results, chosen), chosen, seconds=sum(r.seconds for r in results)))
+    print(f"results: {path / 'suite.json'}, and a comparison per task in {path / 'tasks'}")
     return 0
 
 

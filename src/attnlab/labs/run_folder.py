@@ -42,15 +42,16 @@ except ImportError:  # pragma: no cover - Windows
 __all__ = ["KINDS", "LOCK", "MARKER", "FolderBusy", "FolderState", "RunFolder", "check_claim", "claim",
            "inspect_folder", "run_kind"]
 
-#: the kinds of run folder: ``train`` (the squares lab) and ``compare`` (the length-generalisation lab).
-KINDS = ("train", "compare")
+#: the kinds of run folder: ``train`` (the squares lab), ``compare`` (the length-generalisation lab) and
+#: ``suite`` (a preset over several tasks: a ``compare`` folder per task, :mod:`attnlab.labs.lengths.suite`).
+KINDS = ("train", "compare", "suite")
 MARKER = "attnlab-run.json"
 LOCK = ".lock"
 # Files a run of each kind writes: how a folder written before the marker existed is recognised.
-_LEGACY = {"train": ("config.json", "metrics.jsonl"), "compare": ("results.json",)}
+_LEGACY = {"train": ("config.json", "metrics.jsonl"), "compare": ("results.json",), "suite": ("suite.json",)}
 # What a run of each kind leaves once it has made progress worth keeping: a checkpoint,
 # finished models. A run without any (killed while it started) is reused by a fresh run.
-_PROGRESS = {"train": ("checkpoint.pt",), "compare": ("results.json", "models")}
+_PROGRESS = {"train": ("checkpoint.pt",), "compare": ("results.json", "models"), "suite": ("suite.json", "tasks")}
 
 
 class FolderBusy(ValueError):

@@ -29,10 +29,11 @@ cell has one.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from attnlab._validate import check_choice
+from attnlab.labs.lengths.published import TABLES
 
 __all__ = ["PRESETS", "Claim", "Preset", "Verdict", "beyond_training", "check_claims", "preset"]
 
@@ -82,7 +83,15 @@ class Preset:
         scaled: what was scaled and by how much, in words.
         metric: the record field the paper's claims are about.
         claims: the claims :func:`check_claims` tests.
-        published: known published values, ``{(task, encoding): value}`` (may be empty).
+        published: the paper's numbers, ``{(task, encoding): value}`` (fractions), from
+            :data:`attnlab.labs.lengths.published.TABLES` (may be empty where none could be traced).
+        published_source: where those numbers come from (a table, or the authors' released logs).
+        published_metric: the metric the paper's numbers are in.
+        tasks: the tasks a run of the whole preset compares, one comparison each
+            (:mod:`attnlab.labs.lengths.suite`); ``--task`` runs one of them.
+        aggregate: the paper's aggregate over seeds of the mean beyond training: ``"mean"``, or
+            ``"best"`` (the best seed: Ruoss et al.'s, with their learning rates as well).
+        cost: what a run of the whole preset costs here, in words (the full-size ones are meant for ``--ray``).
     """
 
     name: str
@@ -94,6 +103,11 @@ class Preset:
     metric: str
     claims: tuple[Claim, ...]
     published: dict[tuple[str, str], float] = field(default_factory=dict)
+    published_source: str = ""
+    published_metric: str = ""
+    tasks: tuple[str, ...] = ()
+    aggregate: str = "mean"
+    cost: str = ""
 
 
 #: a difference in accuracy (0-1) below this is "no clear difference": about what separates seeds here
@@ -159,38 +173,67 @@ def _ruoss_average(records: list[dict[str, Any]], config: Any) -> tuple[str, str
     return ("contradicted" if mean < -MARGIN else "not reproduced"), detail
 
 
+_RUOSS_ENCODINGS = ("none", "sinusoidal", "random-sinusoidal", "learned", "random-learned", "relative",
+                    "random-relative", "rotary", "random-rotary", "alibi", "random-alibi", "t5", "random-t5", "fire",
+                    "random-fire")
+_RUOSS_TABLE = TABLES["ruoss2023"]
+
 RUOSS2023 = Preset(
     name="ruoss2023",
     paper="Ruoss et al. 2023, Randomized Positional Encodings Boost Length Generalization of Transformers "
           "(ACL, arXiv:2305.16843)",
     settings={
-        "task": "reverse", "architecture": "encoder-only", "n_symbols": 2,
-        "encodings": ("none", "sinusoidal", "random-sinusoidal", "learned", "random-learned", "relative",
-                      "random-relative", "rotary", "random-rotary", "alibi", "random-alibi"),
-        "train_len": 16, "min_train_len": 1, "test_lens": (16, 24, 32, 48), "n_seeds": 3,
-        "d_model": 64, "n_heads": 4, "n_layers": 2, "ff_units": 256, "lr": 1e-3,
-        "batch_size": 64, "n_train": 16384, "epochs": 4, "n_test": 256, "l_max": 256,
+        "task": "even-pairs", "architecture": "encoder-only", "protocol": "ruoss2023",
+        "encodings": _RUOSS_ENCODINGS,
+        "train_len": 12, "min_train_len": 1, "test_lens": tuple(range(12, 37)), "n_seeds": 3,
+        "d_model": 32, "n_heads": 4, "n_layers": 2, "ff_units": 128, "lr": 1e-3,
+        "batch_size": 32, "n_train": 6400, "epochs": 1, "n_test": 64, "l_max": 256,
         # The paper's relative encoding (Transformer-XL's) does not clip; Shaw's does, at k. Clipped at 8,
         # "relative" is length-invariant by construction and drawing distances up to L_max pushes almost every
         # offset past k, destroying local order (measured: random-relative 3.7 points below relative). Unclipped,
         # as in the paper, the baseline meets unseen distances and randomization helps (+6.3 at the quick size).
         "max_relative_position": 256,
     },
-    quick={"n_seeds": 1, "train_len": 8, "test_lens": (8, 12, 16), "n_train": 16384, "epochs": 3, "n_test": 128,
-           "l_max": 128, "max_relative_position": 128},
-    paper_setup={"train lengths": "1-40", "test lengths": "41-500", "layers x width x heads": "5 x 64 x 8",
-                 "steps x batch": "10,000 x 128", "L_max": "2048", "seeds": "10 (best reported)"},
-    scaled="train lengths 1-16 (paper 1-40), tests at 16-48 (paper 41-500); 2 layers x 64 x 4 heads (paper 5 x 64 "
-           "x 8); 1,024 steps of 64 (paper 10,000 x 128: about 1/20 of the examples); L_max 256 (paper 2048: about "
-           "2 to 3 times the longest test sequence in both); Shaw's relative vectors unclipped up to L_max, as the "
-           "paper's (Transformer-XL's) relative encoding; the mean and range over 3 seeds (the paper reports the "
-           "best of 10 seeds and 3 learning rates)",
+    quick={"n_seeds": 1, "train_len": 8, "test_lens": tuple(range(8, 25)), "n_train": 4800, "n_test": 32,
+           "l_max": 128, "max_relative_position": 128,
+           "encodings": ("none", "sinusoidal", "random-sinusoidal", "rotary", "random-rotary", "alibi",
+                         "random-alibi")},
+    paper_setup={"tasks": "the 15 of the Chomsky hierarchy", "train lengths": "1-40, a fresh batch of one length "
+                 "per step", "test lengths": "41-500, every one", "layers x width x heads": "5 x 64 x 8",
+                 "steps x batch": "10,000 x 128 (the code's defaults)", "L_max": "2048",
+                 "aggregate": "the best of 10 seeds x 3 learning rates"},
+    scaled="4 tasks (one or more per level of the hierarchy: even pairs, reverse string, duplicate string, missing "
+           "duplicate) of the paper's 15; train lengths 1-12 (paper 1-40), every test length 12-36 (paper 41-500); "
+           "2 layers x 32 x 4 heads (paper 5 x 64 x 8); 200 fresh batches of 32 (paper 10,000 x 128, about 1/200 of "
+           "the strings); L_max 256 (paper 2048); Shaw's relative vectors unclipped up to L_max, as the paper's "
+           "(Transformer-XL's) relative encoding; 3 seeds and one learning rate, reported as the best seed (the "
+           "paper's aggregate) and the mean",
     metric="token_accuracy",
     claims=(
         Claim("Each randomized scheme generalises better than its baseline beyond the training length",
               "the main results table", _ruoss_pairs),
         Claim("Randomized positions increase test accuracy by 12.0% on average", "abstract", _ruoss_average),
     ),
+    published=dict(_RUOSS_TABLE.cells),
+    published_source=_RUOSS_TABLE.source,
+    published_metric=_RUOSS_TABLE.metric,
+    tasks=("even-pairs", "reverse-string", "duplicate-string", "missing-duplicate"),
+    aggregate="best",
+    cost="about 30 minutes on 2 CPU cores (180 models); --quick about 5 (28 models)",
+)
+
+RUOSS2023_FULL = replace(
+    RUOSS2023, name="ruoss2023-full",
+    settings={**RUOSS2023.settings, "train_len": 40, "test_lens": tuple(range(41, 501)), "d_model": 64, "n_heads": 8,
+              "n_layers": 5, "ff_units": 256, "batch_size": 128, "n_train": 1_280_000, "n_seeds": 10, "l_max": 2048,
+              "max_relative_position": 2048, "n_test": 512},
+    quick=RUOSS2023.quick,
+    scaled="the paper's sizes, lengths and steps (one learning rate, 1e-3, of the paper's three)",
+    tasks=("even-pairs", "modular-arithmetic", "parity-check", "cycle-navigation", "stack-manipulation",
+           "reverse-string", "modular-arithmetic-brackets", "solve-equation", "duplicate-string", "missing-duplicate",
+           "odds-first", "binary-addition", "binary-multiplication", "compute-sqrt", "bucket-sort"),
+    cost="15 tasks x 15 encodings x 10 seeds = 2,250 models of 10,000 steps, tested at 460 lengths up to 1,000 "
+         "tokens: GPU-days; meant for --ray",
 )
 
 
@@ -255,23 +298,27 @@ def _common_worst(records: list[dict[str, Any]], config: Any) -> tuple[str, str]
     return ("contradicted" if all(m < 0 for m in margins) else "not reproduced"), detail
 
 
+_KAZEMNEJAD_TABLE = TABLES["kazemnejad2023-seqacc"]
+
 KAZEMNEJAD2023 = Preset(
     name="kazemnejad2023",
     paper="Kazemnejad et al. 2023, The Impact of Positional Encoding on Length Generalization in Transformers "
           "(NeurIPS, arXiv:2305.19466)",
     settings={
-        "task": "copy", "architecture": "decoder-only", "n_symbols": 10,
-        "encodings": ("none", "t5", "alibi", "rotary", "sinusoidal"),
+        "task": "copy-random", "architecture": "decoder-only", "protocol": "kazemnejad2023",
+        "encodings": ("none", "t5", "alibi", "rotary-quarter", "sinusoidal"),
         "train_len": 20, "min_train_len": 1, "test_lens": (20, 25, 30, 35, 40), "n_seeds": 3,
         "d_model": 64, "n_heads": 4, "n_layers": 2, "ff_units": 256, "lr": 3e-3,
-        "batch_size": 64, "n_train": 8192, "epochs": 16, "n_test": 256,
+        "batch_size": 64, "n_train": 8192, "epochs": 16, "n_test": 128,
     },
-    quick={"n_seeds": 1, "train_len": 10, "test_lens": (10, 15, 20), "n_train": 4096, "epochs": 16, "n_test": 128},
-    paper_setup={"train lengths": "up to 20", "test lengths": "up to 40", "model": "decoder-only, ~107M parameters",
-                 "seeds": "3"},
-    scaled="the same lengths (train up to 20, tests to 40) and architecture; the model about 1000x smaller "
-           "(2 layers x 64, about 0.1M parameters against the paper's ~107M); 2,048 steps of 64 (in which rotary "
-           "learns copy at length 20 and NoPE does not yet); 10 symbols",
+    quick={"n_seeds": 1, "train_len": 10, "test_lens": (10, 15, 20), "n_train": 4096, "epochs": 8, "n_test": 64},
+    paper_setup={"train lengths": "up to 20 (SCAN: up to 22 actions)", "test lengths": "21-40 (SCAN: 24-48)",
+                 "model": "decoder-only, T5-base sizes, ~110M parameters", "training": "40,000 steps of 64, AdamW 3e-5",
+                 "vocabulary": "100 random tokens (copy, reverse)", "rotary": "a quarter of each head's features",
+                 "seeds": "3 (mean reported)"},
+    scaled="the same lengths and architecture, 1,000 times smaller (2 layers x 64, about 0.1M parameters against "
+           "~110M); 2,048 steps of 64 (paper 40,000) at 3e-3; the paper's 100-token vocabulary and quarter rotary; "
+           "the mean over 3 seeds of exact match beyond the training length, as the paper",
     metric="sequence_accuracy",
     claims=(
         Claim("NoPE outperforms the explicit positional encodings (T5's bias, ALiBi, rotary, APE)", "abstract",
@@ -280,10 +327,26 @@ KAZEMNEJAD2023 = Preset(
         Claim("The most commonly used encodings (ALiBi, rotary, APE) are not suited for length generalization",
               "abstract", _common_worst),
     ),
+    # Their rotary is the quarter rotary: its numbers sit beside the lab's rotary-quarter.
+    published={(task, "rotary-quarter" if enc == "rotary" else enc): v
+               for (task, enc), v in _KAZEMNEJAD_TABLE.cells.items()},
+    published_source=_KAZEMNEJAD_TABLE.source,
+    published_metric=_KAZEMNEJAD_TABLE.metric,
+    tasks=("copy-random", "reverse-random", "scan"),
+    cost="about 15 minutes on 2 CPU cores (45 models); --quick about 4 (15 models)",
 )
 
+KAZEMNEJAD2023_FULL = replace(
+    KAZEMNEJAD2023, name="kazemnejad2023-full",
+    settings={**KAZEMNEJAD2023.settings, "d_model": 768, "n_heads": 12, "n_layers": 12, "ff_units": 3072,
+              "lr": 3e-5, "n_train": 100_000, "epochs": 26, "n_test": 10_000},
+    scaled="the paper's model sizes, data and steps (Adam instead of AdamW)",
+    cost="45 models of ~110M parameters and 40,000 steps: GPU-days; meant for --ray",
+)
+
+
 #: the presets by name.
-PRESETS: dict[str, Preset] = {p.name: p for p in (RUOSS2023, KAZEMNEJAD2023)}
+PRESETS: dict[str, Preset] = {p.name: p for p in (RUOSS2023, RUOSS2023_FULL, KAZEMNEJAD2023, KAZEMNEJAD2023_FULL)}
 
 
 def preset(name: str) -> Preset:

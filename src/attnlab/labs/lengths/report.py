@@ -67,7 +67,8 @@ def _what_ran(result: CompareResult) -> str:
     training = sum(result.seconds_per_model.values())
     return (f"Each encoding trains the same {model}, d_model {config.d_model}, {config.n_heads} heads, on "
             f"lengths {first} to {config.train_len}, at {config.n_seeds} random seed(s), then {scoring} at "
-            f"lengths {', '.join(map(str, config.test_lens))}. Training and scoring took {training:.0f} s in all "
+            f"lengths {', '.join(map(str, config.test_lens))}. Protocol {config.protocol}: "
+            f"{config.protocol_object.describe()}. Training and scoring took {training:.0f} s in all "
             f"({len(result.seconds_per_model)} models).")
 
 
@@ -110,9 +111,13 @@ def write_outputs(run: RunFolder, result: CompareResult) -> list[Path]:
     doc = {
         "config": config.to_dict(), "device": result.device, "metric": result.metric, "seconds": result.seconds,
         "seconds_per_model": result.seconds_per_model, "parameters_per_model": result.parameters_per_model,
-        "records": result.records, "chance": chance,
+        "protocol": config.protocol, "records": result.records, "chance": chance,
+        # Every number names its metric: the headline's summary, then each metric's, mean over seeds per length.
+        "summary_metric": result.metric,
         "summary": {enc: {str(n): v[0] for n, v in by_len.items()}
-                    for enc, by_len in summarise(result.records, result.metric).items()}}
+                    for enc, by_len in summarise(result.records, result.metric).items()},
+        "summaries": {metric: {enc: {str(n): v[0] for n, v in by_len.items()}
+                               for enc, by_len in summarise(result.records, metric).items()} for metric in metrics}}
     if config.preset is not None:
         doc["claims"] = [dataclasses.asdict(v) for v in verdicts]
     run.write_json("results.json", doc)

@@ -1,0 +1,141 @@
+"""A preset over several tasks: one comparison per task, and the paper's table beside the lab's.
+
+Ruoss et al. 2023 average over the tasks of the Chomsky hierarchy, and Kazemnejad et
+al. 2023 report copy, reverse and SCAN side by side; a preset with ``tasks`` runs one
+comparison per task (each an ordinary comparison folder, ``OUT/TASK/``, resumable on
+its own) and then writes ``OUT/suite.json`` and prints one table: a row per task and
+encoding, the lab's number under the paper's metric and aggregate beside the paper's
+own (:mod:`attnlab.labs.lengths.published`).
+
+The aggregates, per task and encoding, over the test lengths beyond training:
+
+* ``mean``: the mean over seeds of each seed's mean over those lengths;
+* ``best``: the best seed's (Ruoss et al. report the best of their seeds and learning
+  rates: the paper's aggregate, where the preset says so).
+
+Every number in ``suite.json`` names its metric and aggregate.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from attnlab._io import atomic_write
+from attnlab.labs.lengths.config import CompareConfig, CompareResult
+from attnlab.labs.lengths.presets import Preset
+from attnlab.labs.run_folder import claim
+
+__all__ = ["SuiteRow", "format_suite", "run_suite", "suite_rows"]
+
+SuiteRow = dict[str, Any]
+
+
+def _per_seed(records: list[dict[str, Any]], metric: str, train_len: int) -> dict[str, list[float]]:
+    """``{encoding: [per seed, the mean of metric over the test lengths above train_len]}``."""
+    by: dict[str, dict[int, list[float]]] = {}
+    for r in records:
+        if r["length"] > train_len:
+            by.setdefault(r["encoding"], {}).setdefault(int(r["seed"]), []).append(float(r[metric]))
+    return {enc: [sum(v) / len(v) for _, v in sorted(seeds.items())] for enc, seeds in by.items()}
+
+
+def suite_rows(results: list[CompareResult], preset: Preset) -> list[SuiteRow]:
+    """A row per task and encoding: the lab's mean and best seed beyond training, and the paper's number.
+
+    Returns:
+        Dicts ``{"task", "encoding", "metric", "mean", "best", "seeds", "paper", "paper_metric"}``;
+        ``paper`` is None where the paper has no number for the cell.
+    """
+    rows = []
+    for result in results:
+        config = result.config
+        metric = result.metric
+        for encoding, values in _per_seed(result.records, metric, config.train_len).items():
+            paper = preset.published.get((config.task, encoding))
+            rows.append({"task": config.task, "encoding": encoding, "metric": metric,
+                         "mean": sum(values) / len(values), "best": max(values), "seeds": len(values),
+                         "paper": paper, "paper_metric": preset.published_metric if paper is not None else None})
+    return rows
+
+
+def format_suite(rows: list[SuiteRow], preset: Preset, *, seconds: float | None = None) -> str:
+    """The suite's table: a row per encoding, a column per task (``mean / best`` and the paper), and the average.
+
+    Each cell is ``lab`` (the preset's aggregate: the best seed for Ruoss et al., the
+    mean for the others) ``(paper)`` where the paper has the cell, in percent.
+    """
+    tasks = list(dict.fromkeys(r["task"] for r in rows))
+    encodings = list(dict.fromkeys(r["encoding"] for r in rows))
+    cell = {(r["task"], r["encoding"]): r for r in rows}
+    key = "best" if preset.aggregate == "best" else "mean"
+    metric = rows[0]["metric"].replace("_", " ") if rows else "?"
+    lines = [f"preset {preset.name}: {metric} beyond the training length, % ({_aggregate_words(preset)}); "
+             "(paper) where the paper has the cell" + ("" if preset.published else ": it has none here"),
+             ""]
+    header = ["encoding", *tasks, "average"]
+    table = [header]
+    for enc in encodings:
+        line = [enc]
+        values = []
+        for task in tasks:
+            r = cell.get((task, enc))
+            if r is None:
+                line.append("-")
+                continue
+            values.append(r[key])
+            text = f"{100 * r[key]:.1f}"
+            if r["paper"] is not None:
+                text += f" ({100 * r['paper']:.1f})"
+            line.append(text)
+        line.append(f"{100 * sum(values) / len(values):.1f}" if values else "-")
+        table.append(line)
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    lines += ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True)))
+              for row in table]
+    if seconds is not None:
+        lines.append(f"{sum(r['seeds'] for r in rows)} models in {seconds:.0f} s")
+    return "\n".join(lines)
+
+
+def _aggregate_words(preset: Preset) -> str:
+    return ("the best seed's mean over the longer lengths, the paper's aggregate" if preset.aggregate == "best"
+            else "the mean over seeds of the mean over the longer lengths, the paper's aggregate")
+
+
+def run_suite(configs: list[CompareConfig], folder: str | os.PathLike[str], preset: Preset, *, resume: bool,
+              run_one: Callable[[CompareConfig, Path, bool], CompareResult]) -> tuple[list[CompareResult], Path]:
+    """Run one comparison per config in ``folder/tasks/TASK/``, then write ``suite.json`` and ``suite.txt``.
+
+    Args:
+        configs: a comparison per task (the preset's settings with each task).
+        folder: the suite's run folder (new, empty, or ``resume``: a suite of these tasks).
+        preset: the preset (its published cells and aggregate).
+        resume: continue each task's comparison where it stopped (a task not begun starts).
+        run_one: ``(config, task_folder, resume) -> CompareResult``: how one comparison runs
+            (``run_compare`` with the caller's progress, workers and device).
+
+    Returns:
+        The results, in the order of ``configs``, and the suite folder.
+
+    Raises:
+        ValueError: for a folder the run-folder contract refuses; and what ``run_one`` raises.
+    """
+    results = []
+    began = time.perf_counter()
+    with claim(folder, kind="suite", resume=resume) as run:
+        for config in configs:
+            where = run.path / "tasks" / config.task
+            results.append(run_one(config, where, resume and where.exists()))
+        rows = suite_rows(results, preset)
+        seconds = time.perf_counter() - began
+        run.write_json("suite.json", {
+            "preset": preset.name, "paper": preset.paper, "aggregate": preset.aggregate,
+            "published_source": preset.published_source, "published_metric": preset.published_metric,
+            "seconds": seconds, "tasks": [c.task for c in configs], "rows": rows})
+        text = format_suite(rows, preset, seconds=seconds) + "\n"
+        atomic_write(run.path / "suite.txt", lambda tmp: tmp.write_text(text))
+        return results, run.path
