@@ -53,7 +53,24 @@ ENTRY_POINT_GROUP = "attnlab.schemes"
 
 #: the benchmark string tasks: name -> "module:Class" of a :class:`attnlab.data.strings.StringGenerator`
 #: (the task object wraps it on first use: :func:`attnlab.data.task.task_named`).
-STRING_TASKS: dict[str, str] = {}
+STRING_TASKS: dict[str, str] = {
+    # the 15 tasks of Delétang et al. 2023, as Ruoss et al. 2023 run them
+    "even-pairs": "attnlab.data.chomsky:EvenPairs",
+    "modular-arithmetic": "attnlab.data.chomsky:ModularArithmetic",
+    "parity-check": "attnlab.data.chomsky:ParityCheck",
+    "cycle-navigation": "attnlab.data.chomsky:CycleNavigation",
+    "stack-manipulation": "attnlab.data.chomsky:StackManipulation",
+    "reverse-string": "attnlab.data.chomsky:ReverseString",
+    "modular-arithmetic-brackets": "attnlab.data.chomsky:ModularArithmeticBrackets",
+    "solve-equation": "attnlab.data.chomsky:SolveEquation",
+    "duplicate-string": "attnlab.data.chomsky:DuplicateString",
+    "missing-duplicate": "attnlab.data.chomsky:MissingDuplicate",
+    "odds-first": "attnlab.data.chomsky:OddsFirst",
+    "binary-addition": "attnlab.data.chomsky:BinaryAddition",
+    "binary-multiplication": "attnlab.data.chomsky:BinaryMultiplication",
+    "compute-sqrt": "attnlab.data.chomsky:ComputeSqrt",
+    "bucket-sort": "attnlab.data.chomsky:BucketSort",
+}
 
 #: every task ``attnlab compare --task`` takes (:data:`attnlab.data.tasks.TASKS`).
 TASKS: tuple[str, ...] = ("copy", "reverse", "duplicate", "sort", "squares", *STRING_TASKS)
