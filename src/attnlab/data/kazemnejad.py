@@ -17,14 +17,20 @@ How the repository builds and scores an example (read from its code):
   the runs then score half the validation set (``validation_portion: 0.5`` in
   configs/t5_dec_base.jsonnet);
 * the model reads ``prompt + "[SEP] " + answer + EOS`` (``""`` instead of
-  ``"[SEP] "`` for addition, sort and summation) as T5 sentencepiece tokens, with
-  no BOS, and is trained on the answer and the EOS only (src/data/s2s_dl_factory.py,
+  ``"[SEP] "`` for addition and sort: configs/data/*.jsonnet,
+  ``decoder_only_input_output_sep_token``) as T5 sentencepiece tokens, with no BOS,
+  and is trained on the answer and the EOS only (src/data/s2s_dl_factory.py,
   ``_get_tokenize_function_for_decoder_only``);
-* an answer is decoded greedily up to EOS, detokenised without special tokens and
-  compared as a whole with the gold answer (exact match: ``is_prediction_correct``
-  in src/data/data_instance_processor/data_instance_processor.py; the analyser
-  src/analyzers/seq2seq_analyzer.py averages it per length). The EOS itself is not
-  compared, but an answer that runs on past the gold one is wrong.
+* an answer is decoded greedily up to EOS (or ``generation_max_length``) and detokenised without
+  special tokens (src/runtime/seq2seq_runtime.py), then scored by exact match
+  (src/analyzers/seq2seq_analyzer.py averages it per length). For copy, reverse and
+  SCAN the whole text after ``[SEP]`` must equal the gold answer
+  (``IdentityDataInstanceProcessor.is_prediction_correct``): the EOS itself is not
+  compared, but an answer that runs on past the gold one is wrong. For addition,
+  sort and summation a regular expression reads the number or list after ``"The
+  answer is"`` / ``"The sorted list is ["`` and compares it with the gold one; text
+  after it is not checked (``extract_answer_from_final_output`` in
+  src/data/data_instance_processor/addition_instance_processor.py and the others).
 """
 
 from __future__ import annotations

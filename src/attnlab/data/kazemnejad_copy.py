@@ -7,22 +7,21 @@ make_copy_dataset.py and make_reverse_dataset.py) draw tokens from a list of
 T5 sentencepiece pieces that stay one token each when repeated; here a token is
 a symbol ``0 .. vocab_size - 1``. Every variant trains on lengths 2 to 20 and
 tests on 21 to 40 (the per-length validation scores logged in results/
-sanity_check.jsonl), a length being the number of tokens copied.
+sanity_check.jsonl), a length ``L`` being the number of tokens copied: ``x1 .. xL``
+are drawn uniformly, ``t t .. t`` is one token ``L`` times.
 
-========================  ===================  =====  ==========================  ======================
-name                      paper (split)        vocab  input                       output
-========================  ===================  =====  ==========================  ======================
-``copy-random``           Copy (cmc)           100    ``x1 .. xL`` uniform         ``x1 .. xL``
-``copy-repeat``           Copy (Repeat) (rsc)  6052   ``t t .. t`` (L times)       ``t t .. t``
-``copy-repeat-change``    Copy (Repeat+Change) 78     ``t u t t .. t``             ``u u .. u`` (L times)
-                          (rdc)
-``copy-random-2x``        Copy (2x) (cmc2x)    100    ``x1 .. xL``                 ``x1 .. xL NEXT x1 .. xL``
-``copy-repeat-2x``        Copy (Repeat 2x)     6052   ``t t .. t``                 ``t`` 2L times
-                          (rsc2x)
-``reverse-random``        Reverse (mc)         100    ``x1 .. xL``                 ``xL .. x1``
-``reverse-random-2x``     Reverse (2x) (mc2x)  100    ``x1 .. xL``                 ``xL .. x1 NEXT xL .. x1``
-``reverse-copy``          Reverse+Copy (mcrv)  100    ``x1 .. xL``                 ``xL .. x1 NEXT x1 .. xL``
-========================  ===================  =====  ==========================  ======================
+======================  ==========================  =====  ================  ==========================
+name                    paper (split)               vocab  input             output
+======================  ==========================  =====  ================  ==========================
+``copy-random``         Copy (cmc)                  100    ``x1 .. xL``      ``x1 .. xL``
+``copy-repeat``         Copy (Repeat) (rsc)         6052   ``t t .. t``      ``t t .. t``
+``copy-repeat-change``  Copy (Repeat+Change) (rdc)  78     ``t u t t .. t``  ``u u .. u``
+``copy-random-2x``      Copy (2x) (cmc2x)           100    ``x1 .. xL``      ``x1 .. xL NEXT x1 .. xL``
+``copy-repeat-2x``      Copy (Repeat 2x) (rsc2x)    6052   ``t t .. t``      ``t t .. t t t .. t``
+``reverse-random``      Reverse (mc)                100    ``x1 .. xL``      ``xL .. x1``
+``reverse-random-2x``   Reverse (2x) (mc2x)         100    ``x1 .. xL``      ``xL .. x1 NEXT xL .. x1``
+``reverse-copy``        Reverse+Copy (mcrv)         100    ``x1 .. xL``      ``xL .. x1 NEXT x1 .. xL``
+======================  ==========================  =====  ================  ==========================
 
 The vocabularies are the builders' own counts: 100 tokens for the random
 strings (``get_unique_tokens()[:100]``); for the repeated ones one token per
