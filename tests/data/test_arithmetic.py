@@ -166,6 +166,16 @@ def test_addition_draws_cover_the_operand_lengths():
         assert abs(shorter.count(d) - n / length) < 4 * (n / length * (1 - 1 / length)) ** 0.5
 
 
+def test_equal_lengths_gives_both_operands_every_digit():
+    length = 7
+    s = ReversedAddition(equal_lengths=True).sample(200, length, generator=gen(4))
+    for row in s.inputs:
+        a, b, _ = read_back(decode(row))
+        assert len(str(a)) == len(str(b)) == length
+    with pytest.raises(TypeError, match="equal_lengths"):
+        ReversedAddition(equal_lengths=1)
+
+
 def test_answer_digits_below_the_top_are_uniform():
     """What chance() says: an input-blind guess of an interior answer digit is right 1 time in 10."""
     task = ReversedAddition()

@@ -2,7 +2,7 @@
 
 Two :class:`~attnlab.data.strings.StringGenerator` tasks, written least significant
 digit first, operands and answer alike (McLeish et al. 2024, "Transformers Can Do
-Arithmetic with the Right Embeddings", arXiv:2405.17399, §2: "reversed" format; their
+Arithmetic with the Right Embeddings", arXiv:2405.17399: their
 ``create_data_split.py --reverse_all``), in one alphabet of 13 symbols::
 
     0 .. 9  the digits        10  "+"        11  "*"        12  "="
@@ -11,14 +11,18 @@ Arithmetic with the Right Embeddings", arXiv:2405.17399, §2: "reversed" format;
   ``"75+86="`` and the answer ``"521"``. ``length`` is the number of digits of the
   longer operand: one operand, chosen at random, has exactly ``length`` digits, the
   other a number of digits drawn uniformly from ``1 .. length`` (Cho et al.'s
-  ``uniform_fixed_max`` draw; McLeish et al. draw both lengths independently and
-  test on a grid of both). A number of ``d > 1`` digits has a nonzero leading digit,
-  a one-digit number is ``0 .. 9`` (both papers' code). The input is fixed at
-  ``2 * length + 2`` symbols by zero-padding the shorter operand to ``length``
-  digits, and the answer at ``length + 1`` digits by zero-padding the sum: Cho et
-  al.'s padded format (``padding=True``, ``pad_token='0'``: operands to the longer
-  one's length, the answer to one more), every answer digit trained and scored.
-  In reversed order the padding zeros come last, so they do not move any real digit.
+  ``uniform_fixed_max`` draw; both papers train on two independent lengths and test
+  with both operands of one length, which ``equal_lengths=True`` draws). A number of
+  ``d > 1`` digits has a nonzero leading digit, a one-digit number is ``0 .. 9`` (Cho
+  et al.'s code; McLeish et al.'s draws ``1 .. 9`` unless ``keep_0_for_len_1``). The
+  input is fixed at ``2 * length + 2`` symbols by zero-padding the shorter operand to
+  ``length`` digits, and the answer at ``length + 1`` digits by zero-padding the sum:
+  Cho et al.'s padded format (``padding=True``, ``pad_token='0'``: operands to the
+  longer one's length, the answer to one more), every answer digit trained and
+  scored; with both sides reversed it is their ``pad_revall`` ablation
+  (``scripts/addition_ablation/run_pad_revall.sh``). McLeish et al. pad nothing and
+  end the answer with EOS; in reversed order the padding zeros come last, so they do
+  not move any real digit.
 * :class:`ReversedMultiplication` (``"reversed-multiplication"``): an ``N``-digit
   number times an ``M``-digit one, ``M`` = ``multiplier_digits`` (1, 2 or 3) fixed per
   task: Cho et al.'s ``N x M`` multiplication (their ``NxMMultiplicationDataset``;
@@ -38,12 +42,12 @@ Positions. Both papers give every digit the position of its significance, read f
 the symbols; :func:`digit_positions` and :func:`coupled_positions` compute them for a
 whole laid-out sequence (input, separators, answer), in any vocabulary:
 
-* **Abacus** (McLeish et al. §3; ``abacus.py`` in github.com/mcleish7/arithmetic): a
+* **Abacus** (McLeish et al.; ``abacus.py`` in github.com/mcleish7/arithmetic): a
   digit's position is its index ``1, 2, 3, ...`` within its run of consecutive digits,
   every other token is 0. Reversed, the index is the significance plus one.
 * **Position coupling** (Cho et al. 2024, "Position Coupling: Improving Length
-  Generalization of Arithmetic Transformers Using Task Structure", arXiv:2405.20671,
-  §3; ``src/data/addition.py``, ``AdditionDatasetWithCoupledPositions`` in
+  Generalization of Arithmetic Transformers Using Task Structure", arXiv:2405.20671;
+  ``src/data/addition.py``, ``AdditionDatasetWithCoupledPositions`` in
   github.com/HanseulJo/position-coupling): digits of equal significance in the
   operands and the answer share one position id; the operator and ``=`` sit just
   below the units; the tokens the tokenizer adds (BOS, EOS, padding) get 0. With the
@@ -52,9 +56,10 @@ whole laid-out sequence (input, separators, answer), in any vocabulary:
 
 With operands written least significant first both are functions of the prefix: a
 token's position depends on the tokens before it only, so an answer generated one
-digit at a time gets its positions as it grows. The two rules differ in the
-operators (0 or 1) and in how training moves them (an offset drawn per batch up to
-``k = 100`` for Abacus, a start drawn per sample over the whole table for coupling):
+digit at a time gets its positions as it grows. On these reversed formats the two
+rules number the digits alike (coupled = Abacus + 1); they differ in the operators
+(0 or 1) and in how training moves the ids (an offset of ``0 .. 99`` for Abacus, a
+start drawn per sample over the whole table for coupling):
 :mod:`attnlab.encodings.abacus`, :mod:`attnlab.encodings.coupling`.
 
 Shape notation: ``N`` strings, ``B`` sequences, ``L`` a sequence's length (an operand's digits
@@ -69,7 +74,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from attnlab._validate import check_int
+from attnlab._validate import check_bool, check_int
 from attnlab.data.strings import Strings
 
 __all__ = [
@@ -248,11 +253,20 @@ class ReversedAddition:
     ``a + b =`` with both operands zero-padded to ``length`` digits (``2 * length + 2``
     symbols), the output the sum's ``length + 1`` digits, zero-padded.
 
+    Args:
+        equal_lengths: both operands have exactly ``length`` digits, as in the papers' test
+            sets (Cho et al.'s ``val_long``: ``min_n_digits = max_n_digits``; McLeish et al.'s
+            grid at ``n = m``); by default only one does and the other has ``1 .. length``.
+
     Attributes:
         name: ``"reversed-addition"``.
         input_size: 13 (:data:`SYMBOLS`).
         output_size: 10 (the digits).
         shortest: 1.
+        equal_lengths: as given.
+
+    Raises:
+        TypeError: for an ``equal_lengths`` that is not a bool.
 
     Example:
         >>> task = ReversedAddition()
@@ -266,6 +280,12 @@ class ReversedAddition:
     output_size = 10
     shortest = 1
 
+    def __init__(self, *, equal_lengths: bool = False) -> None:
+        self.equal_lengths = check_bool("equal_lengths", equal_lengths)
+
+    def __repr__(self) -> str:
+        return f"ReversedAddition(equal_lengths={self.equal_lengths})"
+
     def input_length(self, length: int) -> int:
         """The input's symbols for operands of up to ``length`` digits: ``2 * length + 2``."""
         return 2 * length + 2
@@ -278,7 +298,8 @@ class ReversedAddition:
         """``n`` sums whose longer operand has exactly ``length`` digits, drawn from ``generator``.
 
         Which operand is the longer one is a fair coin; the other has ``1 .. length`` digits,
-        uniformly; the digits are uniform, a leading one nonzero (module docstring).
+        uniformly (``length`` with ``equal_lengths``); the digits are uniform, a leading one
+        nonzero (module docstring).
 
         Returns:
             :class:`~attnlab.data.strings.Strings`: inputs int64 ``[N, 2 * length + 2]``,
@@ -292,6 +313,8 @@ class ReversedAddition:
         longer_first = torch.randint(0, 2, (n,), generator=generator).bool()  # [N]
         other = torch.randint(1, length + 1, (n,), generator=generator)  # [N]
         full = torch.full((n,), length, dtype=torch.int64)
+        if self.equal_lengths:
+            other = full
         a = _draw_numbers(torch.where(longer_first, full, other), length, generator)  # [N, W]
         b = _draw_numbers(torch.where(longer_first, other, full), length, generator)  # [N, W]
         return addition_strings(a, b)
@@ -416,7 +439,7 @@ def _index_in_run(is_digit: Tensor) -> Tensor:
 def digit_positions(
     sequence: Tensor, *, digits: Sequence[int] | Tensor = DIGITS, slots: Sequence[int] | Tensor = ()
 ) -> Tensor:
-    """Abacus position ids (McLeish et al. 2024, §3): each digit's index in its number, 0 for every other token.
+    """Abacus position ids (McLeish et al. 2024): each digit's index in its number, 0 for every other token.
 
     A number is a run of consecutive digits; its first (least significant, digits being
     reversed) digit is 1, the next 2, and so on. The rule of ``Abacus.helper`` in
@@ -453,7 +476,7 @@ def coupled_positions(
     operators: Sequence[int] | Tensor = OPERATORS,
     slots: Sequence[int] | Tensor = (),
 ) -> Tensor:
-    """Position coupling's ids (Cho et al. 2024, §3): digits of one significance share an id.
+    """Position coupling's ids (Cho et al. 2024): digits of one significance share an id.
 
     The digit of significance ``i`` (``i``-th in its run, digits being reversed) gets
     ``i + 2`` in the operands and the answer alike, an operator or ``=`` gets 1, every

@@ -1,7 +1,7 @@
 """Abacus embeddings: a learned vector per digit index within a number, shifted at random in training.
 
 McLeish et al. 2024, "Transformers Can Do Arithmetic with the Right Embeddings"
-(arXiv:2405.17399, §3). A transformer adding long numbers must line up the digits of
+(arXiv:2405.17399). A transformer adding long numbers must line up the digits of
 equal significance, and a position counted over the whole sequence does not tell it
 which those are. The Abacus embedding numbers each digit from the start of its own
 number: with numbers written least significant digit first, the ``i``-th digit of

@@ -1,7 +1,7 @@
 """Position coupling: a learned absolute table read at the task's coupled position ids, from a random start.
 
 Cho et al. 2024, "Position Coupling: Improving Length Generalization of Arithmetic
-Transformers Using Task Structure" (NeurIPS, arXiv:2405.20671, §3). Instead of one
+Transformers Using Task Structure" (NeurIPS, arXiv:2405.20671). Instead of one
 position per token, the tokens that the task relates share a position id: in
 addition, the digits of equal significance in both operands and in the answer. The
 ids are the data's (:func:`attnlab.data.arithmetic.coupled_positions`: an operator
