@@ -33,7 +33,7 @@ def test_eval_adds_the_rows_at_the_indices_with_no_offset():
 
 
 def test_training_offsets_are_per_row_bounded_and_leave_non_digits():
-    abacus = AbacusEmbedding(d_model=D, max_position=40, max_offset=30, generator=torch.Generator().manual_seed(0))
+    abacus = AbacusEmbedding(d_model=D, max_position=40, max_offset=29, generator=torch.Generator().manual_seed(0))
     B = 16
     p = ids(*[[0, 1, 2, 3, 0]] * B)
     out = abacus(torch.zeros(B, 5, D), position_ids=p)
@@ -47,14 +47,20 @@ def test_training_offsets_are_per_row_bounded_and_leave_non_digits():
 
 def test_offsets_are_the_seeded_draws_and_cover_their_range():
     draws = []
-    abacus = AbacusEmbedding(d_model=D, max_position=10, max_offset=3, generator=torch.Generator().manual_seed(7))
+    abacus = AbacusEmbedding(d_model=D, max_position=10, max_offset=2, generator=torch.Generator().manual_seed(7))
     for _ in range(40):
         abacus(torch.zeros(4, 2, D), position_ids=ids(*[[1, 2]] * 4))
         draws.append(abacus.last_offsets)
     again = torch.Generator().manual_seed(7)
     expected = torch.cat([torch.randint(0, 3, (4,), generator=again) for _ in range(40)])
     assert torch.equal(torch.cat(draws), expected)
-    assert set(expected.tolist()) == {0, 1, 2}  # the paper's offsets start at 0 and reach max_offset - 1
+    assert set(expected.tolist()) == {0, 1, 2}  # randint(0, max_k) as the authors': 0 and max_k included
+
+
+def test_max_offset_zero_draws_none():
+    abacus = AbacusEmbedding(d_model=D, max_position=4, max_offset=0)
+    out = abacus(torch.zeros(3, 2, D), position_ids=ids(*[[1, 3]] * 3))
+    assert abacus.last_offsets.tolist() == [0, 0, 0] and torch.equal(out[0], abacus.pe[[1, 3]])
 
 
 def test_per_batch_offsets_are_the_authors_code():
@@ -118,11 +124,11 @@ def test_offset_is_accepted_and_does_not_move_the_positions():
 
 def test_for_model_leaves_room_for_the_offsets():
     abacus = AbacusEmbedding.for_model(ModelSizes(n_heads=2, head_dim=4, d_model=8, causal=True, max_len=64))
-    assert (abacus.d_model, abacus.max_position, abacus.max_offset) == (8, 164, 100)
+    assert (abacus.d_model, abacus.max_position, abacus.max_offset) == (8, 165, 100)
     # The longest number a 64-token sequence holds, shifted by the largest offset, still has a row.
     abacus(torch.zeros(1, 64, 8), position_ids=torch.arange(1, 65)[None])
     big = AbacusEmbedding.for_model(ModelSizes(n_heads=2, head_dim=4, d_model=8, causal=True))
-    assert big.max_position == 1124
+    assert big.max_position == 1125
 
 
 def test_missing_position_ids_is_a_clear_error():
@@ -144,7 +150,7 @@ def test_bad_position_ids(bad, error, match):
 
 
 def test_positions_past_the_table_are_refused():
-    abacus = AbacusEmbedding(d_model=D, max_position=10, max_offset=5)
+    abacus = AbacusEmbedding(d_model=D, max_position=10, max_offset=4)
     with pytest.raises(ValueError, match="max_position=10"):
         abacus.eval()(torch.zeros(1, 2, D), position_ids=ids([9, 10]))
     # Training: 9 fits alone, but not with every offset; a row that may overflow is refused when it does.
@@ -157,8 +163,8 @@ def test_positions_past_the_table_are_refused():
 @pytest.mark.parametrize("kwargs, error, match", [
     ({"d_model": 0}, ValueError, "d_model"),
     ({"d_model": D, "max_position": 1}, ValueError, "max_position"),
-    ({"d_model": D, "max_offset": 0}, ValueError, "max_offset"),
-    ({"d_model": D, "max_position": 10, "max_offset": 10}, ValueError, "max_offset"),
+    ({"d_model": D, "max_offset": -1}, ValueError, "max_offset"),
+    ({"d_model": D, "max_position": 10, "max_offset": 9}, ValueError, "max_offset"),
     ({"d_model": D, "per_row": 1}, TypeError, "per_row"),
     ({"d_model": D, "std": 0.0}, ValueError, "std"),
     ({"d_model": D, "generator": 3}, TypeError, "generator"),

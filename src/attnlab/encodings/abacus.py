@@ -12,20 +12,23 @@ every other token) and the model passes them as ``position_ids``.
 
 Training shifts every digit's index by a random offset ``k``, so that the rows past
 the longest training number are trained too and a longer test number finds trained
-rows: ``k`` is uniform over ``0 .. max_offset - 1`` and tokens at 0 (not digits) are
-not shifted. That is the authors' code (``Abacus.forward`` in ``abacus.py`` and
+rows: ``k`` is uniform over ``0 .. max_offset`` and tokens at 0 (not digits) are not
+shifted. That is the authors' code (``Abacus.forward`` in
 ``cramming/architectures/embeddings.py`` of github.com/mcleish7/arithmetic:
-``k = random.randint(0, max_k)``, ``max_k = 99``, added to the indices that are > 0),
-so the first digit of a number sits at ``1 .. 100`` in training (the paper's
-``k = 100``), at 1 in evaluation. Their code draws one ``k`` per batch; here each row
+``k = random.randint(0, self.max_k)``, both ends included, added to the indices that
+are > 0), with ``max_k`` = ``arch.embedding.max_abacus_len`` = 100 in their training
+configuration (``cramming/config/arch/*.yaml``, ``components.py``; the standalone
+``abacus.py`` defaults to 99): the first digit of a number sits at ``1 .. 101`` in
+training, at 1 in evaluation. Their code draws one ``k`` per batch; here each row
 draws its own by default (``per_row=True``, as position coupling draws its start per
 sample), ``per_row=False`` gives theirs. Evaluation adds no offset.
 
 The table is ``nn.Embedding``-like, ``max_position`` rows initialised N(0, 1) (the
 authors' ``torch.nn.Embedding(max_seq_length, embedding_dim)``, 1024 rows). It is
 added to the token embeddings, where a model adds an absolute table
-(``h = input_position(h, offset=offset, position_ids=position_ids)``); the authors
-combine it with a scheme inside attention (NoPE or FIRE) for their best results.
+(``h = input_position(h, offset=offset, position_ids=position_ids)``); the authors'
+runs pair it with no scheme inside attention, or with FIRE or RoPE there
+(``shells/addition_ff.sh``).
 
 Shape notation: ``B`` batch, ``L`` sequence length, ``D`` model dimension.
 """
@@ -102,14 +105,14 @@ class AbacusEmbedding(nn.Module):
     """Add a learned row per digit index, ``table[position_ids + k]``, with a random ``k`` in training.
 
     ``forward(h, position_ids=p)[b, l] = h[b, l] + pe[p[b, l] + k_b]`` where ``p[b, l] > 0``
-    (digits) and ``h[b, l] + pe[0]`` elsewhere; ``k_b`` uniform over ``0 .. max_offset - 1``
+    (digits) and ``h[b, l] + pe[0]`` elsewhere; ``k_b`` uniform over ``0 .. max_offset``
     in training (one per row, or one per call with ``per_row=False``), 0 in evaluation.
 
     Args:
         d_model: model dimension ``D``.
-        max_position: table rows; the largest index plus ``max_offset - 1`` must stay below it.
-        max_offset: training offsets are ``0 .. max_offset - 1`` (100: the paper's ``k``,
-            the code's ``max_k = 99``); 1 draws none.
+        max_position: table rows; the largest index plus ``max_offset`` must stay below it.
+        max_offset: the largest training offset, both ends drawn (100: the authors'
+            ``max_abacus_len``); 0 draws none.
         per_row: each row draws its own offset (default), or one serves the call (the
             authors' code).
         std: standard deviation of the table's N(0, std) start (1: ``nn.Embedding``'s).
@@ -141,11 +144,11 @@ class AbacusEmbedding(nn.Module):
         """The table a model adds to its embeddings: a row per index it can read, plus the offsets.
 
         A number in a sequence of ``max_len`` tokens has fewer than ``max_len`` digits, so
-        ``max_len + max_offset`` rows hold every index training and evaluation reach (1024
-        + 100 rows without ``max_len``).
+        ``max_len + max_offset + 1`` rows hold every index training and evaluation reach
+        (1024 + 101 rows without ``max_len``).
         """
         longest = DEFAULT_MAX_POSITION if sizes.max_len is None else sizes.max_len
-        return cls(d_model=sizes.d_model, max_position=longest + 100, max_offset=100)
+        return cls(d_model=sizes.d_model, max_position=longest + 101, max_offset=100)
 
     def __init__(
         self,
@@ -160,7 +163,7 @@ class AbacusEmbedding(nn.Module):
         super().__init__()
         self.d_model = check_int("d_model", d_model, minimum=1)
         self.max_position = check_int("max_position", max_position, minimum=2)
-        self.max_offset = check_int("max_offset", max_offset, minimum=1, maximum=self.max_position - 1)
+        self.max_offset = check_int("max_offset", max_offset, minimum=0, maximum=self.max_position - 2)
         self.per_row = check_bool("per_row", per_row)
         self.std = check_finite_float("std", std, positive=True)
         self.generator = check_generator(generator)
@@ -179,7 +182,7 @@ class AbacusEmbedding(nn.Module):
         return not self.training
 
     def draw_offsets(self, batch: int) -> Tensor:
-        """The offsets of one training call, int64 ``[B]``: uniform over ``0 .. max_offset - 1``.
+        """The offsets of one training call, int64 ``[B]``: uniform over ``0 .. max_offset``.
 
         Drawn on the CPU from ``generator`` (or torch's global one), so a seed gives the
         same offsets on every device; one value repeated with ``per_row=False``.
@@ -188,7 +191,7 @@ class AbacusEmbedding(nn.Module):
             TypeError / ValueError: for a ``batch`` that is not an integer >= 0.
         """
         batch = check_int("batch", batch, minimum=0)
-        draws = torch.randint(0, self.max_offset, (batch if self.per_row else 1,), generator=self.generator)
+        draws = torch.randint(0, self.max_offset + 1, (batch if self.per_row else 1,), generator=self.generator)
         return draws if self.per_row else draws.expand(batch).clone()  # [B]
 
     def forward(self, h: Tensor, *, offset: int = 0, position_ids: Tensor | None = None) -> Tensor:
@@ -219,7 +222,7 @@ class AbacusEmbedding(nn.Module):
             k = self.draw_offsets(h.shape[0])  # [B], on the CPU
             self.last_offsets = k
             ids = torch.where(ids > 0, ids + k.to(ids.device)[:, None], ids)  # [B, L]: digits move, others stay
-            why = f" (index plus a training offset up to {self.max_offset - 1})"
+            why = f" (index plus a training offset up to {self.max_offset})"
         check_rows(ids, self.max_position, name, why)
         return h + self.pe[ids].to(h.dtype)  # [B, L, D] + [B, L, D]
 
