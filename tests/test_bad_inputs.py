@@ -208,7 +208,7 @@ CLI = [
     (["plot", "dials-of-doom", "--out", "x.png"], r"invalid choice: 'dials-of-doom'"),
     (["train", "--model", "lstm"], r"--model: invalid choice: 'lstm'"),
     (["compare", "--encodings", "rotary,wavelet"], r"unknown encoding 'wavelet'; known: 'sinusoidal'"),
-    (["compare", "--task", "addition"], r"unknown task 'addition'; known: 'copy'"),
+    (["compare", "--task", "division"], r"unknown task 'division'; known: 'copy'"),
     (["compare", "--architecture", "rnn"], r"unknown architecture 'rnn'"),
     (["plot", "attention", "--run", "runs/ok", "--layer", "nope", "--out", "x.png"], r"unknown --layer 'nope'"),
     # numbers

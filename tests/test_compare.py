@@ -337,8 +337,8 @@ def test_format_table_of_the_squares_shows_mse():
 
 
 @pytest.mark.parametrize("kwargs, error, match", [
-    ({"task": "addition"}, ValueError,
-     r"unknown task 'addition'; known: 'copy', 'reverse', 'duplicate', 'sort', 'squares'"),
+    ({"task": "division"}, ValueError,
+     r"unknown task 'division'; known: 'copy', 'reverse', 'duplicate', 'sort', 'squares', 'scan', 'even-pairs'"),
     ({"encodings": ("rotary", "wavelet")}, ValueError,
      r"unknown encoding 'wavelet'; known: 'sinusoidal', 'learned', 'relative', 't5', 'rotary', 'alibi', 'none'"),
     ({"encodings": ("alibi", "rotary", "alibi")}, ValueError, r"encodings has repeats: \['alibi', 'rotary', 'alibi'\]"),
@@ -440,7 +440,7 @@ def test_cli_compare_default_test_lengths_follow_the_training_length(tmp_path, m
 
 
 @pytest.mark.parametrize("flags, words", [
-    (["--task", "addition"], "addition"),
+    (["--task", "division"], "division"),
     (["--encodings", "rotary,wavelet"], "wavelet"),
     (["--encodings", "rotary,rotary"], "repeats"),
     (["--encodings", ","], "encodings is empty"),

@@ -70,10 +70,25 @@ STRING_TASKS: dict[str, str] = {
     "binary-multiplication": "attnlab.data.chomsky:BinaryMultiplication",
     "compute-sqrt": "attnlab.data.chomsky:ComputeSqrt",
     "bucket-sort": "attnlab.data.chomsky:BucketSort",
+    # Kazemnejad et al. 2023's tasks (SCAN is not a generator: attnlab.data.scan_task)
+    "copy-random": "attnlab.data.kazemnejad:CopyRandom",
+    "copy-repeat": "attnlab.data.kazemnejad:CopyRepeat",
+    "copy-repeat-change": "attnlab.data.kazemnejad:CopyRepeatChange",
+    "copy-random-2x": "attnlab.data.kazemnejad:CopyRandom2x",
+    "copy-repeat-2x": "attnlab.data.kazemnejad:CopyRepeat2x",
+    "reverse-random": "attnlab.data.kazemnejad:ReverseRandom",
+    "reverse-random-2x": "attnlab.data.kazemnejad:ReverseRandom2x",
+    "reverse-copy": "attnlab.data.kazemnejad:ReverseCopy",
+    "addition": "attnlab.data.kazemnejad:Addition",
+    "kz-sort": "attnlab.data.kazemnejad:SortTokens",
+    "summation": "attnlab.data.kazemnejad:Summation",
+    # arithmetic with reversed digits (McLeish et al. 2024, Cho et al. 2024)
+    "reversed-addition": "attnlab.data.arithmetic:ReversedAddition",
+    "reversed-multiplication": "attnlab.data.arithmetic:ReversedMultiplication",
 }
 
 #: every task ``attnlab compare --task`` takes (:data:`attnlab.data.tasks.TASKS`).
-TASKS: tuple[str, ...] = ("copy", "reverse", "duplicate", "sort", "squares", *STRING_TASKS)
+TASKS: tuple[str, ...] = ("copy", "reverse", "duplicate", "sort", "squares", "scan", *STRING_TASKS)
 #: how a comparison trains and scores (:data:`attnlab.labs.lengths.protocols.PROTOCOLS`).
 PROTOCOLS: tuple[str, ...] = ("fixed", "ruoss2023", "kazemnejad2023")
 #: the papers' setups ``attnlab compare --preset`` starts from (:data:`attnlab.labs.lengths.presets.PRESETS`).

@@ -178,7 +178,7 @@ def test_a_preset_run_prints_each_claim_with_its_outcome():
     assert "t5 55.0% exact" in lines[1]  # the detail: the lab's numbers behind the outcome
     assert "Claims, on sequence accuracy beyond the training length" in text
     assert f"Preset kazemnejad2023: {presets.KAZEMNEJAD2023.paper}."[:60] in text
-    assert "The paper's setup: train lengths up to 20; test lengths up to 40" in text
+    assert "The paper's setup: train lengths up to 20 (SCAN: up to 22 actions); test lengths 21-40" in text
     assert "This run: decoder-only, 2 layers x 64 wide x 4 heads; train lengths 1-4; tests at 4, 8" in text
 
 

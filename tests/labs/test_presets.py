@@ -13,26 +13,43 @@ from cli_helpers import cli
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
 @pytest.mark.parametrize("quick", [False, True])
-def test_every_preset_is_a_valid_comparison(name, quick):
+def test_every_preset_is_a_valid_comparison_on_each_of_its_tasks(name, quick):
     chosen = preset(name)
-    settings = {**chosen.settings, **(chosen.quick if quick else {}), "preset": name}
-    config = CompareConfig(**settings)
-    assert config.preset == name and config.n_symbols == settings["n_symbols"]
-    assert max(config.test_lens) > config.train_len  # the claims are about longer sequences
-    # every randomized scheme can place the longest test sequence
-    assert config.l_max >= config.sequence_length(max(config.test_lens))
+    assert chosen.tasks and chosen.cost  # a preset names its tasks and says what it costs
+    for task in chosen.tasks:
+        settings = {**chosen.settings, **(chosen.quick if quick else {}), **chosen.per_task.get(task, {}),
+                    "task": task, "preset": name}
+        config = CompareConfig(**settings)
+        assert config.preset == name and config.task == task
+        assert max(config.test_lens) > config.train_len  # the claims are about longer sequences
+        # every randomized scheme can place the longest test sequence
+        assert config.l_max >= config.sequence_length(max(config.test_lens))
 
 
 def test_the_presets_follow_their_papers():
     ruoss, kaz = preset("ruoss2023").settings, preset("kazemnejad2023").settings
-    # Ruoss et al.: encoder-only with empty slots, binary strings, each scheme beside its randomized version
-    assert ruoss["architecture"] == "encoder-only" and ruoss["n_symbols"] == 2
+    # Ruoss et al.: encoder-only with empty slots, fresh strings, each scheme beside its randomized version,
+    # at least one task per level of the Chomsky hierarchy, the best seed as the aggregate
+    assert ruoss["architecture"] == "encoder-only" and ruoss["protocol"] == "ruoss2023"
     for base in ("sinusoidal", "learned", "relative", "rotary", "alibi"):
         assert base in ruoss["encodings"] and f"random-{base}" in ruoss["encodings"]
-    # Kazemnejad et al.: decoder-only, NoPE against T5, ALiBi, rotary and absolute sinusoids; train 20, test 40
-    assert kaz["architecture"] == "decoder-only"
-    assert set(kaz["encodings"]) == {"none", "t5", "alibi", "rotary", "sinusoidal"}
+    from attnlab.data.chomsky import LEVELS
+
+    tasks = preset("ruoss2023").tasks
+    assert len(tasks) >= 4 and all(set(tasks) & set(names) for names in LEVELS.values())
+    assert set(preset("ruoss2023-full").tasks) == {n for names in LEVELS.values() for n in names}  # all 15
+    assert preset("ruoss2023").aggregate == "best" and preset("ruoss2023").metric == "token_accuracy"
+    # Kazemnejad et al.: decoder-only, NoPE against T5, ALiBi, their quarter rotary and absolute sinusoids;
+    # train 20, test 40; copy, reverse and SCAN; exact match, the mean over seeds
+    assert kaz["architecture"] == "decoder-only" and kaz["protocol"] == "kazemnejad2023"
+    assert set(kaz["encodings"]) == {"none", "t5", "alibi", "rotary-quarter", "sinusoidal"}
     assert kaz["train_len"] == 20 and max(kaz["test_lens"]) == 40
+    assert preset("kazemnejad2023").tasks == ("copy-random", "reverse-random", "scan")
+    # the paper's numbers from the authors' logs, cell by cell, e.g. T5 on copy 54.9 and NoPE on SCAN 79.7
+    published = preset("kazemnejad2023").published
+    assert round(100 * published["copy-random", "t5"], 1) == 54.9
+    assert round(100 * published["scan", "none"], 1) == 79.7
+    assert round(100 * published["reverse-random", "rotary-quarter"], 1) == 7.7
 
 
 def records(scores, train_len=8, longer=12):
@@ -47,7 +64,7 @@ def records(scores, train_len=8, longer=12):
     return out
 
 
-RUOSS_CONFIG = CompareConfig(task="reverse", architecture="encoder-only", n_symbols=2, train_len=8,
+RUOSS_CONFIG = CompareConfig(task="reverse-string", architecture="encoder-only", train_len=8,
                              test_lens=(8, 12), encodings=("rotary", "random-rotary", "alibi", "random-alibi"),
                              d_model=16, n_heads=2, n_layers=1, preset="ruoss2023")
 
@@ -87,7 +104,8 @@ def test_ruoss_claims_without_pairs_are_not_tested():
 
 @pytest.mark.bad_input("numbers")
 def test_an_unknown_preset_lists_the_known_ones():
-    with pytest.raises(ValueError, match="unknown preset 'vaswani2017'; known: 'ruoss2023', 'kazemnejad2023'"):
+    with pytest.raises(ValueError, match="unknown preset 'vaswani2017'; known: 'ruoss2023', 'ruoss2023-full', "
+                                         "'kazemnejad2023'"):
         preset("vaswani2017")
     with pytest.raises(ValueError, match="unknown preset"):
         CompareConfig(preset="vaswani2017")
@@ -98,10 +116,10 @@ def test_an_unknown_preset_lists_the_known_ones():
 
 @pytest.mark.bad_input("messages and streams")
 @pytest.mark.parametrize("argv, message", [
-    (["--preset", "vaswani2017"], "unknown preset 'vaswani2017'; known: 'ruoss2023', 'kazemnejad2023'"),
+    (["--preset", "vaswani2017"], "unknown preset 'vaswani2017'; known: 'ruoss2023', 'ruoss2023-full'"),
     (["--symbols", "1"], "--symbols: must be at least 2"),
-    (["--preset", "ruoss2023", "--l-max", "20"],
-     "--l-max 20 is below the longest sequence the models read (96 tokens at test length 48)"),
+    (["--preset", "ruoss2023", "--task", "duplicate-string", "--l-max", "20"],
+     "--l-max 20 is below the longest sequence the models read (108 tokens at test length 36)"),
     (["--encodings", "random-rotary", "--test-lens", "8,40", "--l-max", "50"], "give --l-max >= 81"),
     (["--architecture", "encoder-only", "--task", "squares"], "architecture 'encoder-only' takes the token tasks"),
     (["--architecture", "encoder-only", "--encodings", "cope"], "encoding 'cope' is defined for causal attention"),
@@ -117,15 +135,18 @@ def test_bad_settings_are_one_line_before_any_training(capsys, tmp_path, argv, m
 def test_a_preset_run_from_the_command_line(capsys, tmp_path):
     # The preset's settings, every size overridden to train in seconds: the report checks the paper's claims.
     out_dir = tmp_path / "ruoss"
-    code, out, err = cli(capsys, "compare", "--preset", "ruoss2023", "--task", "duplicate",
+    code, out, err = cli(capsys, "compare", "--preset", "ruoss2023", "--task", "duplicate-string",
                          "--encodings", "rotary,random-rotary", "--train-len", "3", "--test-lens", "3,5",
                          "--seeds", "1", "--epochs", "1", "--n-train", "64", "--n-test", "8", "--d-model", "8",
                          "--n-heads", "2", "--n-layers", "1", "--out", str(out_dir), "--jobs", "1", "--no-progress")
     assert code == 0, err
-    assert "duplicate, encoder-only, preset ruoss2023" in out
+    assert "duplicate-string, encoder-only, preset ruoss2023" in out
     assert "Each randomized scheme generalises better than its baseline" in out
     saved = json.loads((out_dir / "results.json").read_text())
-    assert saved["config"]["preset"] == "ruoss2023" and saved["config"]["task"] == "duplicate"
-    assert saved["config"]["l_max"] == 256 and saved["config"]["n_symbols"] == 2  # recorded, as the preset set them
+    assert saved["config"]["preset"] == "ruoss2023" and saved["config"]["task"] == "duplicate-string"
+    assert saved["config"]["l_max"] == 256 and saved["config"]["protocol"] == "ruoss2023"  # as the preset set them
+    # every number names its metric: the headline is token accuracy (the paper's), not sequence accuracy
+    assert saved["metric"] == saved["summary_metric"] == "token_accuracy"
+    assert set(saved["summaries"]) == {"sequence_accuracy", "token_accuracy"}
     assert [c["claim"] for c in saved["claims"]] == [c.text for c in presets.RUOSS2023.claims]
     assert "chance" in saved

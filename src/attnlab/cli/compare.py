@@ -111,11 +111,12 @@ def _symbols(text: str) -> int:
     return value
 
 
-def _given(args: argparse.Namespace) -> dict[str, Any]:
+def _given(args: argparse.Namespace, *, task: str | None = None) -> dict[str, Any]:
     """The settings given on the command line (None: not given), over the preset's and ``--quick``'s.
 
     Order, each overriding the one before: the defaults, the preset, ``--quick`` (the
-    preset's own quick version, or :data:`attnlab.labs.lengths.config.QUICK`), the flags.
+    preset's own quick version, or :data:`attnlab.labs.lengths.config.QUICK`), the preset's
+    settings for ``task`` (or ``--task``), the flags.
     """
     from attnlab.labs.lengths.config import QUICK
     from attnlab.labs.lengths.presets import preset
@@ -134,6 +135,7 @@ def _given(args: argparse.Namespace) -> dict[str, Any]:
         given.update(chosen.settings, preset=chosen.name)
         if args.quick:
             given.update(chosen.quick)
+        given.update(chosen.per_task.get(task or args.task, {}))  # one task's own settings (SCAN's lengths)
     elif args.quick:
         given.update(QUICK)
     given.update({k: v for k, v in flags.items() if v is not None})
@@ -200,7 +202,9 @@ def _run_suite(args: argparse.Namespace, given: dict[str, Any], device: Any) -> 
     from attnlab.labs.run_folder import check_claim
 
     chosen = preset(args.preset)
-    configs = [CompareConfig(**{**given, "task": task}) for task in chosen.tasks]  # all checked before any work
+    # Each task: the preset's settings and --quick's, its own (SCAN's lengths), then the command line's.
+    configs = [CompareConfig(**{**_given(args, task=task), "task": task})
+               for task in chosen.tasks]  # all checked before any work
     folder = args.out if args.out is not None else default_run_folder(f"compare-{chosen.name}")
     check_claim(folder, kind="suite", resume=args.resume)
     _check_workers(args)

@@ -26,14 +26,15 @@ from typing import NamedTuple, Protocol, runtime_checkable
 import torch
 from torch import Tensor
 
-__all__ = ["StringGenerator", "Strings", "check_strings"]
+__all__ = ["StringGenerator", "Strings", "check_strings", "input_length"]
 
 
 class Strings(NamedTuple):
     """``n`` strings of one input length and their answers, as symbols.
 
     Attributes:
-        inputs: int64 ``[N, L]``, input symbols ``0 .. input_size - 1``.
+        inputs: int64 ``[N, L]``, input symbols ``0 .. input_size - 1`` (``L`` is the task's
+            ``input_length(length)`` where it defines one, else ``length``).
         outputs: int64 ``[N, M]``, ``M = output_length(L)``, output symbols ``0 .. output_size - 1``.
             Every position is trained on (the reference's loss sums over all of them).
         scored: bool ``[N, M]``, True where an output position counts towards accuracy,
@@ -78,6 +79,16 @@ class StringGenerator(Protocol):
         ...
 
 
+def input_length(task: StringGenerator, length: int) -> int:
+    """The input's width in symbols at ``length``: ``length`` itself, unless the task says otherwise.
+
+    A task whose ``length`` counts something else (arithmetic: the digits of an operand, so
+    ``a + b =`` is ``2 * length + 2`` symbols) defines ``input_length(length)``.
+    """
+    width = getattr(task, "input_length", None)
+    return length if width is None else int(width(length))
+
+
 def check_strings(task: StringGenerator, strings: Strings, n: int, length: int) -> Strings:
     """``strings`` if they are what ``task.sample(n, length)`` promises: shapes, dtypes, alphabets.
 
@@ -86,9 +97,10 @@ def check_strings(task: StringGenerator, strings: Strings, n: int, length: int) 
     """
     inputs, outputs, scored = strings
     M = task.output_length(length)
+    width = input_length(task, length)
     problems = []
-    if inputs.dtype != torch.int64 or tuple(inputs.shape) != (n, length):
-        problems.append(f"inputs are {inputs.dtype} {tuple(inputs.shape)}, not int64 {(n, length)}")
+    if inputs.dtype != torch.int64 or tuple(inputs.shape) != (n, width):
+        problems.append(f"inputs are {inputs.dtype} {tuple(inputs.shape)}, not int64 {(n, width)}")
     if outputs.dtype != torch.int64 or tuple(outputs.shape) != (n, M):
         problems.append(f"outputs are {outputs.dtype} {tuple(outputs.shape)}, not int64 {(n, M)}")
     if inputs.numel() and (int(inputs.min()) < 0 or int(inputs.max()) >= task.input_size):

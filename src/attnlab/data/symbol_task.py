@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 from attnlab._validate import check_int
-from attnlab.data.strings import StringGenerator, Strings, check_strings
+from attnlab.data.strings import StringGenerator, Strings, check_strings, input_length
 from attnlab.data.task import TokenTask, _test_generator
 from attnlab.data.tasks import BOS, EOS, FIRST_SYMBOL, PAD, TaskBatch, TaskSets, TaskSpec, _as_generator
 
@@ -151,6 +151,15 @@ class SymbolTask(TokenTask):
         """Token ids in, logits out, over ``3 + max(input_size, output_size)`` ids (``n_symbols`` is not used)."""
         return {"vocab_size": FIRST_SYMBOL + max(self.strings.input_size, self.strings.output_size),
                 "n_features": None}
+
+    def sequence_length(self, length: int, architecture: str) -> int:
+        """As :meth:`TokenTask.sequence_length`, for a source of the generator's input width at ``length``."""
+        width, target = input_length(self.strings, length), self.output_length(length)
+        if architecture == "decoder-only":
+            return width + target + 1
+        if architecture == "encoder-only":
+            return width + target
+        return max(width, target + 1)
 
     def target_length(self, length: int) -> int:
         """The answer's length for a source of ``length``: the generator's output length."""

@@ -12,6 +12,7 @@ import importlib
 
 from attnlab._validate import check_choice
 from attnlab.catalog import STRING_TASKS
+from attnlab.data.scan_task import ScanTask
 from attnlab.data.symbol_task import SymbolTask
 from attnlab.data.task import SquaresTask, Task, TokenTask
 from attnlab.data.tasks import TASKS, TaskSets, TaskSpec
@@ -32,6 +33,8 @@ def task_named(name: str) -> Task:
     check_choice("task", name, TASKS)
     if name == "squares":
         return SquaresTask()
+    if name == "scan":
+        return ScanTask()
     if name in STRING_TASKS:
         module, _, attr = STRING_TASKS[name].partition(":")
         return SymbolTask(getattr(importlib.import_module(module), attr)())

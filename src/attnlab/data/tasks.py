@@ -58,7 +58,7 @@ __all__ = [
 PAD, BOS, EOS = 0, 1, 2
 FIRST_SYMBOL = 3  # content tokens are FIRST_SYMBOL .. FIRST_SYMBOL + n_symbols - 1
 TOKEN_TASKS = ("copy", "reverse", "duplicate", "sort")
-TASKS = (*TOKEN_TASKS, "squares", *STRING_TASKS)  # the benchmark string tasks: attnlab.data.symbol_task
+TASKS = (*TOKEN_TASKS, "squares", "scan", *STRING_TASKS)  # the benchmark string tasks: attnlab.data.symbol_task
 
 
 @dataclass(frozen=True)

@@ -230,7 +230,7 @@ class CompareConfig:
                               self.n_train * (self.sequence_length(self.train_len) + 2) * 8 * 4))
         # The longest test set is decoded at once: its scores [n_test, H, S, S] on the first step, then a cache.
         S = self.sequence_length(max(self.test_lens)) + 1
-        n = self.n_test
+        n = min(self.n_test, 64)  # decoded 64 rows at a time (attnlab.labs.lengths.train.EVAL_ROWS)
         costs.append(Cost("test_lens", max(self.test_lens), f"decoding the longest test set (n_test {n})",
                           n * (H * S * S * 4 * 2 + L * stacks * 2 * S * D * 4)
                           + len(self.test_lens) * n * (S + 2) * 8, transient=True))

@@ -70,10 +70,23 @@ def evaluate(model: nn.Module, config: CompareConfig, sets: TaskSets, encoding: 
     records = []
     for length, batch in sorted(sets.tests.items()):
         # The architecture, not the model's class, decides how to call it (the tests pass stand-ins).
-        pred = task.predict(model, batch.to(device), architecture).cpu()
+        # EVAL_ROWS rows at a time: a long test set's scores [rows, H, L, L] would not fit at once.
+        n = batch[0].shape[0]
+        parts = [task.predict(model, _rows(batch, i, i + EVAL_ROWS).to(device), architecture).cpu()
+                 for i in range(0, n, EVAL_ROWS)]
+        pred = torch.cat(parts)
         scores = task.score(pred, batch, architecture)
         records.append({"encoding": encoding, "seed": seed, "length": int(length), **scores})
     return records
+
+
+#: test rows decoded at once (Ruoss et al.'s evaluation runs sub-batches of 64 too).
+EVAL_ROWS = 64
+
+
+def _rows(batch: Any, start: int, stop: int) -> Any:
+    """Rows ``start:stop`` of a task's batch (every field of the NamedTuple sliced)."""
+    return type(batch)(*(None if t is None else t[start:stop] for t in batch))
 
 
 @contextmanager
