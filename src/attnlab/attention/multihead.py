@@ -52,7 +52,7 @@ from attnlab.attention.recording import is_recording, record
 
 # encodings never import attention (DESIGN.md: encodings -> attention -> models), so no cycle; a real
 # import, not a TYPE_CHECKING one, so that typing.get_type_hints (the docstring audit) resolves it.
-from attnlab.encodings.scheme import AttentionPosition
+from attnlab.encodings.scheme import AttentionPosition, check_scheme
 
 __all__ = ["MultiHeadAttention"]
 
@@ -165,13 +165,7 @@ class MultiHeadAttention(nn.Module):
         # On the heads' device: under `with torch.device(...)` (meta, cuda) it is where they are.
         device = self.linear_out.weight.device
         self.in_proj = self.layout.draw_in_proj(self.input_dim, bias=self.proj_bias, device=device)
-        if position is not None and not all(
-            callable(getattr(position, name, None)) for name in ("rotate", "bias", "value_term")
-        ):
-            raise TypeError(
-                "position must be an attnlab.encodings.AttentionPosition (rotate, bias, value_term), "
-                f"got {type(position).__name__}"
-            )
+        check_scheme("position", position)
         # A submodule, so its parameters (T5 buckets, Shaw's vectors) train and are saved.
         self.position: AttentionPosition | None = position
         self.attn_weights = None
@@ -225,12 +219,10 @@ class MultiHeadAttention(nn.Module):
             bias: additive float scores broadcastable to ``[B, H, T, S]`` (``[H, T, S]``
                 as :func:`attnlab.attention.attend`: a 3-d bias is per head, unlike a
                 3-d mask), added to the position scheme's terms.
-            position_ids: the queries' positions ``[B, T]`` (or ``[1, T]``), integers, for
-                self-attention: the new keys sit at the same positions, and a ``cache`` keeps
-                them with its keys (:attr:`attnlab.attention.KVCache.positions`). None: the
-                indices, after the cached steps, or, when the cache keeps positions, each
-                row after its own last. Not checked for being non-negative (a relative
-                scheme is defined there; the models check what they are given).
+            position_ids: self-attention's query positions ``[B, T]`` (or ``[1, T]``), integers;
+                the new keys sit there too, and a ``cache`` keeps them (:attr:`KVCache.positions`).
+                None: the indices after the cached steps, or each row after its own last when the
+                cache keeps positions. Negative ones are not refused here (models check theirs).
 
         Returns:
             ``out [B, T, D]``, or ``(out, weights [B, H, T, S])`` with ``need_weights``.

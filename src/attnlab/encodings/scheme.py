@@ -64,8 +64,8 @@ ScoreMod = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
 
 # call_positions, check_positions, check_rel, positions, relative_positions live in .positions; importable from here.
 __all__ = ["AttentionPosition", "ModelSizes", "NoPosition", "PositionScheme", "ScoreMod", "bias_dtype",
-           "call_positions", "check_heads", "check_positions", "check_rel", "distance_table", "positions",
-           "relative_positions"]
+           "call_positions", "check_heads", "check_positions", "check_rel", "check_scheme", "distance_table",
+           "positions", "relative_positions"]
 
 
 def bias_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -341,6 +341,17 @@ class PositionScheme(nn.Module):
             return score + table[h, kv_idx - q_idx + shift]
 
         return score_mod
+
+
+def check_scheme(name: str, position: object) -> None:
+    """Refuse anything but None or a scheme (an object with ``rotate``, ``bias`` and ``value_term``).
+
+    Raises:
+        TypeError: naming ``name`` and the type given.
+    """
+    if position is not None and not all(callable(getattr(position, m, None)) for m in ("rotate", "bias", "value_term")):
+        raise TypeError(f"{name} must be an attnlab.encodings.AttentionPosition (rotate, bias, value_term), "
+                        f"got {type(position).__name__}")
 
 
 def distance_table(scheme: PositionScheme, q: Tensor, n_keys: int, *, q_offset: int = 0,

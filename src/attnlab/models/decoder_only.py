@@ -166,7 +166,7 @@ class DecoderOnlyTransformer(SequenceModel):
             ids = check_position_ids(position_ids, batch=B, length=P + steps).to(prompt.device).expand(B, P + steps)
 
         def run(x: Tensor, cache: DecodingCache | None, pos: Tensor | None, m: Tensor | None) -> Tensor:
-            return self(x, mask=m, position_ids=pos, cache=cache)  # type: ignore[no-any-return]
+            return self(x, mask=m, position_ids=pos, cache=cache)
 
         with torch.no_grad():
             return self._greedy(prompt, steps, run, use_cache, position_ids=ids, mask=mask)

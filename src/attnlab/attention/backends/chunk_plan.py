@@ -174,10 +174,12 @@ class ChunkPlan:
                 rows = torch.index_select(table, 1, index, out=out)
             return rows.view(1, table.shape[0], C, n)  # [H, C * n] -> [1, H, C, n]
         keys = repeat_kv_heads(key[..., :n, :], self.n_heads) if self.position.reads_keys else None
-        extra = {"mask": self.mask_rows(start, start + C, n, q_c.device)} if self.position.reads_mask else {}
+        mask = self.mask_rows(start, start + C, n, q_c.device) if self.position.reads_mask else None
         if self.q_pos is not None and self.k_pos is not None:
             return self.position.bias(q_c, n, k=keys, position_ids=self.q_pos[..., start : start + C],
-                                      key_position_ids=self.k_pos[..., :n], **extra)  # [B|1, H, C, n] or None
+                                      key_position_ids=self.k_pos[..., :n], mask=mask)  # [B|1, H, C, n] or None
+        # Without position ids, the call a scheme written before them takes (a mask only if it reads one).
+        extra = {"mask": mask} if self.position.reads_mask else {}
         return self.position.bias(q_c, n, q_offset=self.q_offset + start, k_offset=0, k=keys, **extra)
 
     def value_rows(self, weights: Tensor, start: int) -> Tensor | None:
