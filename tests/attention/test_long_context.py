@@ -16,7 +16,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnlab.attention.backends.choose import adds_terms, choose_backend, key_valid_of
+from attnlab.attention.backends.choose import adds_terms, choose_backend, key_valid_of, may_attend
 from attnlab.attention.backends.chunked import chunk_rows, chunked_attend
 from attnlab.attention.backends.flex import flex_attend, shape_family
 from attnlab.attention.functional import attend_unchecked
@@ -57,6 +57,8 @@ SCHEMES = schemes()
 def dense(position, q, k, v, *, q_offset, mask, is_causal, bias=None):
     """The dense path: the scheme's whole term, the explicit softmax, the value term."""
     kw = {"k": k} if position.reads_keys else {}
+    if position.reads_mask:  # CoPE counts only the keys a query may attend to, as attention passes them
+        kw["mask"] = may_attend(mask, q.shape[-2], k.shape[-2], is_causal=is_causal, device=q.device)
     term = position.bias(q, k.shape[-2], q_offset=q_offset, k_offset=0, **kw)
     if bias is not None:
         term = bias if term is None else term + bias

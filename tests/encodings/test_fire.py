@@ -261,7 +261,7 @@ def test_audit_past_the_threshold_fire_depends_on_the_query_position(causal):
     (lambda: FIRE(2).bias(torch.zeros(1, 3, 2, 4), 2), ValueError, r"n_heads = 2.*\[1, 3, 2, 4\]"),
     (lambda: FIRE(2).bias(torch.zeros(1, 2, 2, 4), -1), ValueError, r"n_keys.*-1"),
     (lambda: FIRE(2).bias_at(torch.zeros(1, 2, 2, 4), q_pos=torch.arange(3), k_pos=torch.arange(3)),
-     ValueError, r"q_pos must be \[2\] \(one position per row\), got shape \[3\]"),
+     ValueError, r"q_pos must be \[2\] \(one position per row\) or \[B, 2\] \(per sequence\), got shape \[3\]"),
     (lambda: FIRE(2).bias_at(torch.zeros(1, 2, 2, 4), q_pos=torch.arange(2.0), k_pos=torch.arange(3)),
      TypeError, r"q_pos must be an integer tensor.*float32"),
     (lambda: FIRE(2).bias_at(torch.zeros(1, 2, 2, 4), q_pos=torch.arange(2), k_pos=[0, 1]),

@@ -259,8 +259,8 @@ def test_audit_kerple_is_purely_relative(kernel):
     (lambda: KERPLE(2, eps=0), ValueError, r"eps.*0"),
     (lambda: KERPLE(2).bias(torch.zeros(1, 3, 2, 4), 2), ValueError, r"n_heads = 2.*\[1, 3, 2, 4\]"),
     (lambda: KERPLE(2).bias(torch.zeros(1, 2, 2, 4), -1), ValueError, r"n_keys.*-1"),
-    (lambda: KERPLE(2).bias_at(torch.zeros(1, 2, 2, 4), q_pos=torch.arange(2), k_pos=torch.zeros(2, 2).long()),
-     ValueError, r"k_pos must be \[L\] .*got shape \[2, 2\]"),
+    (lambda: KERPLE(2).bias_at(torch.zeros(1, 2, 2, 4), q_pos=torch.arange(2), k_pos=torch.zeros(1, 2, 2).long()),
+     ValueError, r"k_pos must be \[L\] .*got shape \[1, 2, 2\]"),
     (lambda: KERPLE(2).bias_at(torch.zeros(1, 2, 2, 4), q_pos=torch.ones(2).bool(), k_pos=torch.arange(2)),
      TypeError, r"q_pos must be an integer tensor.*bool"),
 ])

@@ -15,12 +15,21 @@ cached keys (Pope et al. 2022, "Efficiently Scaling Transformer Inference",
   cross-attention) and the cache remembers which states it projected, so a step
   with other states raises instead of attending to stale keys.
 
+Positions from the data. A key keeps the position it was turned or biased at:
+when self-attention is given ``position_ids`` (a left-padded batch, Abacus
+indices), each layer's cache keeps its keys' positions ``[B, S]``
+(:attr:`KVCache.positions`), and a step given none continues each row from its
+own last position (:meth:`KVCache.next_positions`). Without position ids nothing
+is kept: the cached steps sit at ``0 .. S - 1``.
+
 With grouped-query attention the cache holds the ``Hkv`` key/value heads, not
 the ``H`` query heads: ``H / Hkv`` times less memory, the point of GQA
 (Ainslie et al. 2023, arXiv:2305.13245).
 
-A :class:`DecodingCache` gathers the per-layer caches of one generation and the
-position reached (positional encodings need it). It belongs to the call that
+A :class:`DecodingCache` gathers the per-layer caches of one generation, the
+position reached (positional encodings need it) and, for a batch whose positions
+come from the data, each row's last position and which steps are padding (the
+model's own bookkeeping, shared by its layers). It belongs to the call that
 decodes: modules take it as an argument and never keep it, so two generations
 can never see each other's keys, and a user can inspect or reset it.
 
@@ -36,8 +45,9 @@ import torch
 from torch import Tensor
 
 from attnlab._validate import check_int
+from attnlab.encodings.positions import check_position_ids, continue_positions
 
-__all__ = ["DecodingCache", "KVCache"]
+__all__ = ["DecodingCache", "KVCache", "step_positions"]
 
 
 class KVCache:
@@ -70,6 +80,7 @@ class KVCache:
         self._length = 0
         self._stored = False  # filled by store() (cross-attention), not append()
         self._source: Tensor | None = None  # the key [B, S, F] store() was given (cross-attention)
+        self._positions: Tensor | None = None  # [B, S] int64, each key's position; None: 0 .. S - 1
 
     def __len__(self) -> int:
         """``S``, the number of cached steps."""
@@ -84,6 +95,40 @@ class KVCache:
     def values(self) -> Tensor | None:
         """The cached values ``[B, H, S, Dv]`` (None while empty)."""
         return None if self._values is None else self._values[:, :, : self._length]
+
+    @property
+    def positions(self) -> Tensor | None:
+        """Each cached key's position ``[B, S]`` (int64), or None while they are ``0 .. S - 1``."""
+        return self._positions
+
+    def next_positions(self, n: int) -> Tensor | None:
+        """The positions ``[B, n]`` of ``n`` new steps: each row's last position + 1 ..; None without :attr:`positions`.
+
+        Raises:
+            TypeError / ValueError: for an ``n`` that is not a non-negative integer.
+        """
+        n = check_int("n", n, minimum=0)
+        if self._positions is None:
+            return None
+        last = self._positions[:, -1] if self._positions.shape[1] else self._positions.new_full(
+            (self._positions.shape[0],), -1)  # [B]
+        return continue_positions(last, n)  # [B, n]
+
+    def _joined_positions(self, positions: Tensor | None, keys: Tensor) -> Tensor | None:
+        """The positions ``[B, S + n]`` after appending ``keys [B, H, n, Dh]`` at ``positions [B|1, n]`` (or None)."""
+        if positions is None and self._positions is None:
+            return None
+        B, n = keys.shape[0], keys.shape[2]
+        if positions is None:
+            new = self.next_positions(n)
+            assert new is not None
+        else:
+            new = check_position_ids(positions, batch=B, length=n, name="positions", values=False)
+            new = new.to(keys.device).expand(B, n)  # [B, n]
+        old = self._positions
+        if old is None:  # cached so far at 0 .. S - 1
+            old = torch.arange(self._length, device=keys.device).expand(B, self._length)  # [B, S]
+        return torch.cat([old.to(new.device), new], dim=1)  # [B, S + n]
 
     @property
     def stored(self) -> bool:
@@ -129,18 +174,24 @@ class KVCache:
                 f"[S, {self._keys.shape[3]}]: reset() it before decoding another batch"
             )
 
-    def append(self, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
+    def append(self, keys: Tensor, values: Tensor, *, positions: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """Add the newest steps' ``keys [B, H, n, Dh]``, ``values [B, H, n, Dv]``; return all cached.
+
+        ``positions [B, n]``: the new steps' positions, kept in :attr:`positions` (the
+        steps cached before without any sit at ``0 .. S - 1``). Without them, a cache that
+        keeps positions continues each row (:meth:`next_positions`).
 
         Returns:
             ``(keys [B, H, S + n, Dh], values [B, H, S + n, Dv])``.
 
         Raises:
             ValueError: if the shapes do not continue the cache (another batch size,
-                head count or width).
-            TypeError: if the dtypes are not those already cached (naming both).
+                head count or width), or ``positions`` are not ``[B, n]``.
+            TypeError: if the dtypes are not those already cached (naming both), or
+                ``positions`` are not integers.
         """
         self._check(keys, values)
+        joined = self._joined_positions(positions, keys)
         n = keys.shape[2]
         recording = torch.is_grad_enabled() and (
             keys.requires_grad or values.requires_grad or (self._keys is not None and self._keys.requires_grad)
@@ -149,7 +200,7 @@ class KVCache:
             if recording or n >= self._reserve:
                 # Kept as given (never written into: the buffer is replaced when it grows).
                 self._keys, self._values, self._length = keys, values, n
-                self._stored, self._source = False, None
+                self._stored, self._source, self._positions = False, None, joined
                 return keys, values
             self._keys = keys.new_empty(*keys.shape[:2], self._reserve, keys.shape[3])  # [B, H, capacity, Dh]
             self._values = values.new_empty(*values.shape[:2], self._reserve, values.shape[3])
@@ -164,7 +215,7 @@ class KVCache:
             self._keys[:, :, self._length : end] = keys
             self._values[:, :, self._length : end] = values
         self._length = end
-        self._stored, self._source = False, None
+        self._stored, self._source, self._positions = False, None, joined
         keys_out, values_out = self.keys, self.values
         assert keys_out is not None and values_out is not None
         return keys_out, values_out
@@ -187,6 +238,7 @@ class KVCache:
         self._keys, self._values, self._length = keys, values, keys.shape[2]
         self._stored = True
         self._source = source
+        self._positions = None
 
     def holds(self, source: Tensor) -> bool:
         """Whether the stored keys were projected from ``source [B, S, F]`` (the same tensor, or a view of its data).
@@ -206,7 +258,7 @@ class KVCache:
 
     def reset(self) -> None:
         """Forget every cached step (and the buffers)."""
-        self._keys = self._values = self._source = None
+        self._keys = self._values = self._source = self._positions = None
         self._length = 0
         self._stored = False
 
@@ -216,6 +268,22 @@ class KVCache:
         B, H, _, Dh = self._keys.shape
         width = self._values.shape[3]
         return f"KVCache(length={self._length}, keys=[{B}, {H}, {self._length}, {Dh}], values_width={width})"
+
+
+def step_positions(position_ids: Tensor | None, cache: KVCache | None, *, batch: int, length: int,
+                   device: torch.device) -> Tensor | None:
+    """The positions ``[B, T]`` of a self-attention call's ``T`` new steps; None for the indices (the default).
+
+    ``position_ids [B|1, T]`` when given (checked: integers of that shape; expanded to the
+    batch), else each row after its own last when the ``cache`` keeps positions.
+
+    Raises:
+        TypeError / ValueError: for ``position_ids`` that are not integers ``[B, T]`` / ``[1, T]``.
+    """
+    if position_ids is not None:
+        ids = check_position_ids(position_ids, batch=batch, length=length, values=False)
+        return ids.to(device).expand(batch, length)  # [B, T]
+    return None if cache is None else cache.next_positions(length)
 
 
 class DecodingCache:
@@ -241,6 +309,47 @@ class DecodingCache:
         self.capacity = check_int("capacity", capacity, minimum=0)
         self._layers: dict[str, KVCache] = {}
         self.position = 0
+        self.last_position: Tensor | None = None  # [B]: each row's newest position (None: position - 1)
+        self.mask: Tensor | None = None  # [B, position]: True on real steps (None: every step is)
+
+    def next_positions(self, n: int) -> Tensor | None:
+        """The positions ``[B, n]`` of the next ``n`` steps, each row after its own last; None on the default path.
+
+        None while no positions were noted (:meth:`note_positions`): the next steps then sit at
+        ``position .. position + n - 1``, as a model places them by default.
+
+        Raises:
+            TypeError / ValueError: for an ``n`` that is not a non-negative integer.
+        """
+        n = check_int("n", n, minimum=0)
+        return None if self.last_position is None else continue_positions(self.last_position, n)
+
+    def note_positions(self, position_ids: Tensor) -> None:
+        """Remember each row's newest position from the positions ``[B, n]`` of the steps being decoded."""
+        if position_ids.shape[1]:
+            self.last_position = position_ids[:, -1]  # [B]
+
+    def key_mask(self, mask: Tensor | None, n: int) -> Tensor | None:
+        """The padding mask ``[B, S]`` of every step, the cached ones and ``n`` new ones, and remember it.
+
+        Args:
+            mask: boolean ``[B, n]`` of the new steps, True = a real step (False: padding, never
+                attended to), or None (all real).
+            n: the new steps.
+
+        Returns:
+            Boolean ``[B, position + n]``, True = a real step; None while no step is padding.
+        """
+        n = check_int("n", n, minimum=0)
+        if mask is None and self.mask is None:
+            return None
+        old = self.mask
+        if old is None:
+            assert mask is not None
+            old = torch.ones(mask.shape[0], self.position, dtype=torch.bool, device=mask.device)  # [B, S]
+        new = mask if mask is not None else torch.ones(old.shape[0], n, dtype=torch.bool, device=old.device)
+        self.mask = torch.cat([old, new.to(old.device)], dim=1)  # [B, S + n]
+        return self.mask
 
     def layer(self, name: str) -> KVCache:
         """The cache of the layer called ``name`` (created empty on first use).
@@ -286,6 +395,7 @@ class DecodingCache:
         for cache in self._layers.values():
             cache.reset()
         self.position = 0
+        self.last_position = self.mask = None
 
     def __repr__(self) -> str:
         layers = ", ".join(f"{name!r}: {cache!r}" for name, cache in self._layers.items())

@@ -13,7 +13,9 @@ self-attention is one matmul for q, k and v of all heads, then a single
 caches hold only the key/value heads.
 
 One calling convention: ``mha(x)`` is self-attention, ``mha(x, memory)``
-cross-attention; one boolean ``mask``, True = may attend. torch's call (its
+cross-attention; one boolean ``mask``, True = may attend. Self-attention's
+positions are the indices (after the cached steps), or ``position_ids [B, T]``
+from the data (a left-padded batch, Abacus indices); a cache keeps each key's. torch's call (its
 ``key_padding_mask`` with True = padding) goes through
 :func:`attnlab.attention.interop.forward_like_torch`; the labs' call (``init_keys``,
 ``mha(query, mask)`` with 0/1 float masks, ``alphas`` after every call, every head
@@ -42,15 +44,15 @@ from attnlab._validate import (
     check_probability,
 )
 from attnlab.attention.backends.choose import BACKENDS, attend_with_position
-from attnlab.attention.cache import KVCache
+from attnlab.attention.cache import KVCache, step_positions
 from attnlab.attention.functional import check_bias
 from attnlab.attention.masks import attention_mask
-from attnlab.attention.projections import HeadLayout
+from attnlab.attention.projections import HeadLayout, check_torch_module, copy_torch_weights
 from attnlab.attention.recording import is_recording, record
 
 # encodings never import attention (DESIGN.md: encodings -> attention -> models), so no cycle; a real
 # import, not a TYPE_CHECKING one, so that typing.get_type_hints (the docstring audit) resolves it.
-from attnlab.encodings.scheme import AttentionPosition
+from attnlab.encodings.scheme import AttentionPosition, check_scheme
 
 __all__ = ["MultiHeadAttention"]
 
@@ -163,13 +165,7 @@ class MultiHeadAttention(nn.Module):
         # On the heads' device: under `with torch.device(...)` (meta, cuda) it is where they are.
         device = self.linear_out.weight.device
         self.in_proj = self.layout.draw_in_proj(self.input_dim, bias=self.proj_bias, device=device)
-        if position is not None and not all(
-            callable(getattr(position, name, None)) for name in ("rotate", "bias", "value_term")
-        ):
-            raise TypeError(
-                "position must be an attnlab.encodings.AttentionPosition (rotate, bias, value_term), "
-                f"got {type(position).__name__}"
-            )
+        check_scheme("position", position)
         # A submodule, so its parameters (T5 buckets, Shaw's vectors) train and are saved.
         self.position: AttentionPosition | None = position
         self.attn_weights = None
@@ -194,6 +190,7 @@ class MultiHeadAttention(nn.Module):
         cache: KVCache | None = None,
         need_weights: bool = False,
         bias: Tensor | None = None,
+        position_ids: Tensor | None = None,
     ) -> Tensor | tuple[Tensor, Tensor]:
         """Self-attention over ``query [B, T, F]`` (``key`` None), or cross-attention to ``key``/``value``.
 
@@ -222,6 +219,10 @@ class MultiHeadAttention(nn.Module):
             bias: additive float scores broadcastable to ``[B, H, T, S]`` (``[H, T, S]``
                 as :func:`attnlab.attention.attend`: a 3-d bias is per head, unlike a
                 3-d mask), added to the position scheme's terms.
+            position_ids: self-attention's query positions ``[B, T]`` (or ``[1, T]``), integers;
+                the new keys sit there too, and a ``cache`` keeps them (:attr:`KVCache.positions`).
+                None: the indices after the cached steps, or each row after its own last when the
+                cache keeps positions. Negative ones are not refused here (models check theirs).
 
         Returns:
             ``out [B, T, D]``, or ``(out, weights [B, H, T, S])`` with ``need_weights``.
@@ -231,15 +232,20 @@ class MultiHeadAttention(nn.Module):
                 bias of the wrong dtype or shape, ``value`` without ``key``, a position scheme
                 with a ``key`` (cross-attention), or a ``cache`` of the other kind (holding
                 cross-attention keys in self-attention, or self-attention steps in
-                cross-attention) or holding another ``key``'s projection.
+                cross-attention) or holding another ``key``'s projection, and ``position_ids``
+                that are not integers ``[B, T]`` or given to cross-attention.
         """
         self._check_input("query", query)
         past: int | None = None  # self-attention: steps cached before this call (the first query's position)
+        q_pos = k_pos = None  # self-attention's per-row positions, [B, T] and [B, S] (None: the indices)
         if key is None:
             if value is not None:
                 raise ValueError("value given without key: self-attention is mha(query); cross-attention "
                                  "is mha(query, key, value)")
-            q, keys, values, past = self._project_self(query, cache)
+            q, keys, values, past, q_pos, k_pos = self._project_self(query, cache, position_ids)
+        elif position_ids is not None:
+            raise ValueError("position_ids place self-attention's queries and keys (mha(x)); cross-attention "
+                             "(key given) has no position scheme")
         elif self.position is not None:
             raise ValueError(
                 f"this MultiHeadAttention has a position scheme ({type(self.position).__name__}), which applies "
@@ -248,26 +254,36 @@ class MultiHeadAttention(nn.Module):
         else:
             q, keys, values = self._project_cross(query, key, value, cache)
         out, weights = self._attend(q, keys, values, mask=mask, bias=bias, is_causal=is_causal, cache=cache,
-                                    cached=past, need_weights=need_weights)
+                                    cached=past, need_weights=need_weights, q_pos=q_pos, k_pos=k_pos)
         if need_weights:
             assert weights is not None
             return out, weights
         return out
 
-    def _project_self(self, query: Tensor, cache: KVCache | None) -> tuple[Tensor, Tensor, Tensor, int]:
-        """``q [B, H, T, Dh]``, ``keys``/``values [B, Hkv, S, Dh]`` (``S``: cached + new steps), cached steps before."""
+    def _project_self(
+        self, query: Tensor, cache: KVCache | None, position_ids: Tensor | None,
+    ) -> tuple[Tensor, Tensor, Tensor, int, Tensor | None, Tensor | None]:
+        """``q [B, H, T, Dh]``, ``keys``/``values [B, Hkv, S, Dh]`` (``S``: cached + new steps), cached steps before,
+        and the per-row positions of the queries ``[B, T]`` and keys ``[B, S]`` (None, None: the indices)."""
         if cache is not None and cache.stored:
             raise ValueError("self-attention with a cache holding cross-attention keys (filled by store(); "
                              "self-attention is the call without key): give each attention layer a cache of its own")
+        q_pos = step_positions(position_ids, cache, batch=query.shape[0], length=query.shape[1],
+                               device=query.device)  # [B, T] or None: the indices
         q, keys, values = self.layout.project(self.in_proj, query, query, None, proj_values=self.proj_values)
         past = 0 if cache is None else len(cache)
         position = self.position
         if position is not None:
             # Rotary turns q and k by their positions; keys are cached turned.
-            q, keys = position.rotate(q, keys, q_offset=past, k_offset=past)
+            if q_pos is None:
+                q, keys = position.rotate(q, keys, q_offset=past, k_offset=past)
+            else:
+                q, keys = position.rotate(q, keys, position_ids=q_pos)  # the new keys sit where the queries do
+        k_pos = q_pos  # [B, S]
         if cache is not None:
-            keys, values = cache.append(keys, values)  # [B, Hkv, S, Dh]: every step so far
-        return q, keys, values, past
+            keys, values = cache.append(keys, values, positions=q_pos)  # [B, Hkv, S, Dh]: every step so far
+            k_pos = cache.positions
+        return q, keys, values, past, q_pos, k_pos
 
     def _project_cross(
         self, query: Tensor, key: Tensor, value: Tensor | None, cache: KVCache | None
@@ -300,12 +316,14 @@ class MultiHeadAttention(nn.Module):
     def _attend(
         self, q: Tensor, keys: Tensor, values: Tensor, *, mask: Tensor | None, bias: Tensor | None,
         is_causal: bool, cache: KVCache | None, cached: int | None, need_weights: bool,
+        q_pos: Tensor | None = None, k_pos: Tensor | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """Attend with projected ``q [B, H, T, Dh]``, ``keys [B, Hkv, S, Dh]``, ``values [B, Hkv, S, Dv]``.
 
         ``cached``: steps cached before a self-attention call (the position scheme's query
-        offset), None for cross-attention (no scheme there). Returns ``(out [B, T, D], weights
-        [B, H, T, S] or None)``.
+        offset), None for cross-attention (no scheme there). ``q_pos [B, T]``, ``k_pos [B, S]``:
+        self-attention's per-row positions, which replace the offsets (None: the indices).
+        Returns ``(out [B, T, D], weights [B, H, T, S] or None)``.
         """
         position = None if cached is None else self.position
         past = 0 if cached is None else cached
@@ -323,7 +341,7 @@ class MultiHeadAttention(nn.Module):
         out, weights = attend_with_position(
             q, keys, values, position=position, backend=backend, q_offset=past, mask=mask, bias=bias,
             is_causal=is_causal, scale=self.scale, dropout_p=self.dropout if self.training else 0.0,
-            need_weights=need_weights or recording,
+            need_weights=need_weights or recording, position_ids=q_pos, key_position_ids=k_pos,
         )  # out [B, H, T, Dv], weights [B, H, T, S] or None
         # Outside recording, forget old weights: collect_attention must not report a stale run.
         # (Assigned only when it changes: nn.Module.__setattr__ costs more than the check.)
@@ -371,22 +389,10 @@ class MultiHeadAttention(nn.Module):
             ValueError: for features attnlab does not model (``kdim``/``vdim`` different
                 from ``embed_dim``, ``add_bias_kv``, ``add_zero_attn``).
         """
-        if not isinstance(mha, nn.MultiheadAttention):
-            raise TypeError(f"from_torch expects an nn.MultiheadAttention, got {type(mha).__name__}")
-        if not mha._qkv_same_embed_dim:
-            raise ValueError(f"kdim/vdim ({mha.kdim}, {mha.vdim}) different from embed_dim ({mha.embed_dim})")
-        if mha.bias_k is not None or mha.add_zero_attn:
-            raise ValueError("add_bias_kv and add_zero_attn are not supported")
-        has_bias = mha.in_proj_bias is not None or mha.out_proj.bias is not None
+        has_bias = check_torch_module(mha)
         ours = cls(mha.num_heads, mha.embed_dim, dropout=mha.dropout, bias=has_bias)
         ours.to(device=mha.in_proj_weight.device, dtype=mha.in_proj_weight.dtype)
-        # torch's in_proj_weight [3 D, D] has rows q | k | v, heads contiguous: in_proj's layout, row for row.
-        with torch.no_grad():
-            for mine, weight, bias in ((ours.in_proj, mha.in_proj_weight, mha.in_proj_bias),
-                                       (ours.linear_out, mha.out_proj.weight, mha.out_proj.bias)):
-                mine.weight.copy_(weight)
-                if mine.bias is not None:  # torch keeps both biases or neither; a missing one is zero
-                    mine.bias.copy_(bias if bias is not None else torch.zeros_like(mine.bias))
+        copy_torch_weights(mha, ours.in_proj, ours.linear_out)
         return ours
 
     def extra_repr(self) -> str:

@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["HeadLayout"]
+__all__ = ["HeadLayout", "check_torch_module", "copy_torch_weights"]
 
 
 def _rows(bias: Tensor | None, start: int, stop: int | None = None) -> Tensor | None:
@@ -188,3 +188,31 @@ class HeadLayout:
             return self.project_self(in_proj, query)
         keys, values = self.project_keys_values(in_proj, key, value, proj_values=proj_values)
         return self.project_queries(in_proj, query), keys, values
+
+
+def check_torch_module(mha: nn.MultiheadAttention) -> bool:
+    """Refuse an ``nn.MultiheadAttention`` attnlab cannot copy; return whether it has biases.
+
+    Raises:
+        TypeError: if ``mha`` is not an ``nn.MultiheadAttention``.
+        ValueError: for features attnlab does not model (``kdim``/``vdim`` different
+            from ``embed_dim``, ``add_bias_kv``, ``add_zero_attn``).
+    """
+    if not isinstance(mha, nn.MultiheadAttention):
+        raise TypeError(f"from_torch expects an nn.MultiheadAttention, got {type(mha).__name__}")
+    if not mha._qkv_same_embed_dim:
+        raise ValueError(f"kdim/vdim ({mha.kdim}, {mha.vdim}) different from embed_dim ({mha.embed_dim})")
+    if mha.bias_k is not None or mha.add_zero_attn:
+        raise ValueError("add_bias_kv and add_zero_attn are not supported")
+    return mha.in_proj_bias is not None or mha.out_proj.bias is not None
+
+
+def copy_torch_weights(mha: nn.MultiheadAttention, in_proj: nn.Linear, linear_out: nn.Linear) -> None:
+    """Copy ``mha``'s projections into ``in_proj`` and ``linear_out`` (torch's layout is ours, row for row)."""
+    # torch's in_proj_weight [3 D, D] has rows q | k | v, heads contiguous: in_proj's layout, row for row.
+    with torch.no_grad():
+        for mine, weight, bias in ((in_proj, mha.in_proj_weight, mha.in_proj_bias),
+                                   (linear_out, mha.out_proj.weight, mha.out_proj.bias)):
+            mine.weight.copy_(weight)
+            if mine.bias is not None:  # torch keeps both biases or neither; a missing one is zero
+                mine.bias.copy_(bias if bias is not None else torch.zeros_like(mine.bias))

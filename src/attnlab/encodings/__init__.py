@@ -15,6 +15,10 @@ Schemes that act inside attention (:class:`PositionScheme`, the one protocol,
 randomized (Ruoss et al. 2023): ``RandomizedPositions`` around a scheme,
 ``RandomizedSinusoidal`` and ``RandomizedLearned`` for the tables.
 
+Positions from the data (:mod:`.positions`): every scheme and table takes per-row
+``position_ids [B, L]`` (a left-padded batch, ``positions_from_mask``; Abacus indices),
+checked by ``check_position_ids``.
+
 By name, class or factory (:mod:`.registry`): ``ENCODINGS``, ``register(name, cls)`` for a
 user's own scheme, ``resolve`` and ``attention_position(position, ...)``, what a model's
 ``position=`` argument builds.
@@ -29,6 +33,7 @@ from attnlab.encodings.fixed_base import fixed_base
 from attnlab.encodings.kerple import KERPLE
 from attnlab.encodings.learned import LearnedPositionalEncoding
 from attnlab.encodings.positional import PositionalEncoding
+from attnlab.encodings.positions import check_position_ids, positions_from_mask
 from attnlab.encodings.randomized import Randomized, RandomizedPositions
 from attnlab.encodings.randomized_tables import RandomizedLearned, RandomizedSinusoidal
 from attnlab.encodings.registry import ENCODINGS, attention_position, register, resolve, spec_name
@@ -82,8 +87,10 @@ __all__ = [
     "angle_rates",
     "apply_rotary",
     "attention_position",
+    "check_position_ids",
     "fixed_base",
     "interleaved_to_half_permutation",
+    "positions_from_mask",
     "relative_positions",
     "sample_positions",
     "shift_matrix",

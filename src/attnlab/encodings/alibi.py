@@ -124,6 +124,7 @@ class ALiBi(PositionScheme):
     relative = True
     by_distance = True
     has_score_mod = True
+    batched_positions = True
     randomize_by = "distances"  # Ruoss et al.'s randomized ALiBi draws distances, not positions
 
     @classmethod
@@ -156,30 +157,31 @@ class ALiBi(PositionScheme):
         return f"n_heads={self.n_heads}, causal={self.causal}{extra}"
 
     def bias_rel(self, q: Tensor, *, rel: Tensor, k: Tensor | None = None) -> Tensor:
-        """The penalty at signed key-minus-query distances ``rel [T, S]``.
+        """The penalty at signed key-minus-query distances ``rel [T, S]`` (or per row ``[B, T, S]``).
 
         Args:
             q: queries ``[B, H, T, Dh]``; only ``T``, dtype and device are used.
-            rel: int64 ``[T, S]``; negative entries are keys before the query and
-                get ``left_offset``.
+            rel: int64 ``[T, S]`` or ``[B, T, S]``; negative entries are keys before the
+                query and get ``left_offset``.
             k: the keys ``[B, H, S, Dh]`` of the protocol; unused.
 
         Returns:
-            ``[1, H, T, S]``: ``-m_h * (|rel| - left_offset [rel < 0])``, float32 for
-            half-precision ``q``, else ``q.dtype``.
+            ``[1, H, T, S]`` (``[B, H, T, S]`` for per-row ``rel``): ``-m_h * (|rel| - left_offset [rel < 0])``,
+            float32 for half-precision ``q``, else ``q.dtype``.
 
         Raises:
             TypeError / ValueError: for ``q`` that is not ``[B, H, T, Dh]`` with
-                ``H = n_heads``, or ``rel`` that is not an integer ``[T, S]``.
+                ``H = n_heads``, or ``rel`` that is not an integer ``[T, S]`` / ``[B, T, S]``.
         """
         check_heads("q", q, n_heads=self.n_heads)
         check_rel(rel, q.shape[2])
         dtype = bias_dtype(q.dtype)
         # Distances are exact integers in float32 up to 2**24; one rounding in the product.
         # Negated as integers, so that distance 0 gives +0.0 and not -0.0.
-        neg_distance = (-rel.abs()).to(dtype)  # [T, S]
+        neg_distance = (-rel.abs()).to(dtype)  # [*R] = [T, S] or [B, T, S]
         if self.left_offset:
             # Keys before the query (rel < 0) are moved left_offset closer (Ruoss et al.'s +0.5).
-            neg_distance = neg_distance + (rel < 0).to(dtype) * self.left_offset  # [T, S]
+            neg_distance = neg_distance + (rel < 0).to(dtype) * self.left_offset  # [*R]
         slopes = self._slopes64.to(device=q.device, dtype=dtype)  # [H]
-        return (slopes[:, None, None] * neg_distance)[None]  # [H, 1, 1] * [T, S] -> [1, H, T, S]
+        term = slopes[:, None, None] * neg_distance.unsqueeze(-3)  # [H, 1, 1] * [(B,) 1, T, S] -> [(B,) H, T, S]
+        return term if term.ndim == 4 else term[None]  # [B|1, H, T, S]

@@ -61,7 +61,7 @@ from torch import Tensor
 from attnlab._validate import check_choice, check_dtype, check_finite_float, check_int
 from attnlab.encodings.rotary import rotary_inv_freq
 from attnlab.encodings.rotary_functional import check_qk
-from attnlab.encodings.scheme import PositionScheme, check_positions
+from attnlab.encodings.scheme import PositionScheme, call_positions, check_positions
 
 __all__ = ["COORDS", "AxialRotary", "axial_rotary_angles"]
 
@@ -106,19 +106,19 @@ def _axis_speeds(axis_dim: int, coords: str, base: float, max_freq: float) -> Te
 
 def _grid_angles(positions: Tensor, sizes: Sequence[int], speeds: Tensor, coords: str,
                  angle_dtype: torch.dtype) -> Tensor:
-    """Angles ``[P, d / 2]`` of the tokens at flattened (row-major) ``positions [P]`` of a grid of ``sizes``."""
+    """Angles ``[*P, d / 2]`` of the tokens at flattened (row-major) ``positions [*P]`` of a grid of ``sizes``."""
     theta = speeds.to(device=positions.device, dtype=angle_dtype)  # [d_a / 2]
     shares = []
     stride = math.prod(sizes)
     for size in sizes:
         stride //= size
-        index = (positions // stride) % size  # [P]: this axis' coordinate index (C order)
+        index = (positions // stride) % size  # [*P]: this axis' coordinate index (C order)
         if coords == "integer":
             c = index.to(angle_dtype)  # exact: integers below 2**24
         else:
-            c = torch.linspace(-1.0, 1.0, size, dtype=angle_dtype, device=positions.device)[index]  # [P]
-        shares.append(c[:, None] * theta)  # [P, 1] * [d_a / 2] -> [P, d_a / 2]
-    return torch.cat(shares, dim=-1)  # [P, d / 2], axis 0's share first
+            c = torch.linspace(-1.0, 1.0, size, dtype=angle_dtype, device=positions.device)[index]  # [*P]
+        shares.append(c[..., None] * theta)  # [*P, 1] * [d_a / 2] -> [*P, d_a / 2]
+    return torch.cat(shares, dim=-1)  # [*P, d / 2], axis 0's share first
 
 
 def _rotate(x: Tensor, cos: Tensor, sin: Tensor, d: int) -> Tensor:
@@ -239,6 +239,7 @@ class AxialRotary(PositionScheme):
     """
 
     rotates = True
+    batched_positions = True
     caches = False
 
     def __init__(
@@ -286,10 +287,13 @@ class AxialRotary(PositionScheme):
         return self.grid
 
     def _cos_sin(self, positions: Tensor) -> tuple[Tensor, Tensor]:
-        angles = _grid_angles(positions, self._known_grid(), self.speeds, self.coords, self.angle_dtype)  # [P, d/2]
+        angles = _grid_angles(positions, self._known_grid(), self.speeds, self.coords, self.angle_dtype)  # [*P, d/2]
+        if positions.ndim == 2:
+            angles = angles.unsqueeze(1)  # [B, P, d/2] -> [B, 1, P, d/2]: the same for every head
         return angles.cos(), angles.sin()
 
-    def rotate(self, q: Tensor, k: Tensor, *, q_offset: int = 0, k_offset: int = 0) -> tuple[Tensor, Tensor]:
+    def rotate(self, q: Tensor, k: Tensor, *, q_offset: int = 0, k_offset: int = 0,
+               position_ids: Tensor | None = None, key_position_ids: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """Rotate the queries and keys of a whole flattened grid by their (row, column, ...) coordinates.
 
         Args:
@@ -297,6 +301,10 @@ class AxialRotary(PositionScheme):
             k: keys ``[B, H, L, Dh]``.
             q_offset: must be 0 (the sequence is the whole grid).
             k_offset: must be 0.
+            position_ids: the queries' flattened grid positions ``[B, T]`` (a subset of the grid
+                per row, e.g. patches kept after dropping some); then ``q`` and ``k`` need not be
+                the whole grid.
+            key_position_ids: the keys' ``[B, S]`` (default: ``position_ids`` when ``S == T``).
 
         Returns:
             ``(q, k)`` rotated, each in its own dtype and shape.
@@ -308,6 +316,10 @@ class AxialRotary(PositionScheme):
                 whole grid (length ``rows * cols``, offsets 0).
         """
         check_qk(q, k, head_dim=self.head_dim)
+        if position_ids is not None or key_position_ids is not None:
+            q_pos, k_pos = call_positions(q.shape[0], q.shape[-2], k.shape[-2], q.device, position_ids=position_ids,
+                                          key_position_ids=key_position_ids)
+            return self.rotate_at(q, k, q_pos=q_pos, k_pos=k_pos)
         q_offset, k_offset = check_int("q_offset", q_offset), check_int("k_offset", k_offset)
         grid = self._known_grid()
         n = math.prod(grid)
@@ -327,9 +339,10 @@ class AxialRotary(PositionScheme):
         Args:
             q: queries ``[B, H, T, Dh]`` (any leading dims).
             k: keys ``[B, H, S, Dh]``.
-            q_pos: the queries' flattened positions ``[T]`` in ``0 .. rows * cols - 1``,
-                on ``q``'s device; pass the same tensor as ``k_pos`` to compute one table.
-            k_pos: the keys' flattened positions ``[S]``, on ``k``'s device.
+            q_pos: the queries' flattened positions ``[T]`` (or per row ``[B, T]``) in
+                ``0 .. rows * cols - 1``, on ``q``'s device; pass the same tensor as ``k_pos``
+                to compute one table.
+            k_pos: the keys' flattened positions ``[S]`` (or ``[B, S]``), on ``k``'s device.
 
         Returns:
             ``(q, k)`` rotated, each in its own dtype and shape.
@@ -338,11 +351,12 @@ class AxialRotary(PositionScheme):
             RuntimeError: if no grid was given.
             TypeError: for non-floating ``q``/``k`` or non-integer positions.
             ValueError: if ``q``/``k`` do not have ``head_dim`` features, or the
-                positions are not ``[T]`` / ``[S]`` (inside the grid is the caller's promise).
+                positions are not ``[T]`` / ``[S]`` or ``[B, T]`` / ``[B, S]`` (inside the grid is the
+                caller's promise).
         """
         check_qk(q, k, head_dim=self.head_dim)
         check_positions("q_pos", q_pos, q.shape[-2])
         check_positions("k_pos", k_pos, k.shape[-2])
-        cos_k, sin_k = self._cos_sin(k_pos)  # [S, d/2]
-        cos_q, sin_q = (cos_k, sin_k) if q_pos is k_pos else self._cos_sin(q_pos)  # [T, d/2]
+        cos_k, sin_k = self._cos_sin(k_pos)  # [S, d/2] or [B, 1, S, d/2]
+        cos_q, sin_q = (cos_k, sin_k) if q_pos is k_pos else self._cos_sin(q_pos)  # [T, d/2] or [B, 1, T, d/2]
         return _rotate(q, cos_q, sin_q, self.rotary_dim), _rotate(k, cos_k, sin_k, self.rotary_dim)

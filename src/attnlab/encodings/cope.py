@@ -38,10 +38,11 @@ positions (a key at a position after the query's is not counted), so a query
 at position ``p`` given the cached keys ``0 .. p`` gets exactly the full causal
 pass's row. Always use CoPE with ``is_causal=True`` or a causal mask.
 
-Padding. The gates see the keys, not the attention mask: a padded key
-*before* a query (left padding) is counted like a token (the reference zeroes
-its gate). Right padding (:func:`attnlab.data.padding.pad_sequences`) comes after
-every real query and is never counted.
+Padding. A key the query may not attend to is not counted: attention passes
+its mask (:attr:`~attnlab.encodings.PositionScheme.reads_mask`) and a masked
+key's gate is 0, as in the reference code. So a left-padded row counts what it
+would count unpadded; called without a mask (``bias(q, S, k=k)``), every key
+up to the query's position is counted.
 
 Cost. The bias needs ``q . k`` of every visible pair, so scores are computed
 twice (here and in attention), plus ``[B, H, T, S]`` gates and positions:
@@ -60,6 +61,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlab._validate import check_bool, check_int
+from attnlab.encodings.positions import pair_distances
 from attnlab.encodings.scheme import ModelSizes, PositionScheme, bias_dtype, check_heads
 
 __all__ = ["CoPE"]
@@ -109,6 +111,8 @@ class CoPE(PositionScheme):
 
     adds_score = True
     reads_keys = True
+    reads_mask = True  # masked keys (padding) are not counted
+    batched_positions = True
     causal_only = True  # a key is counted by the queries after it
 
     @classmethod
@@ -131,15 +135,18 @@ class CoPE(PositionScheme):
         return (f"head_dim={self.head_dim}, npos_max={self.npos_max}, n_heads={self.n_heads}, "
                 f"divide_bias={self.divide_bias}")
 
-    def bias_at(self, q: Tensor, *, q_pos: Tensor, k_pos: Tensor, k: Tensor | None = None) -> Tensor:
+    def bias_at(self, q: Tensor, *, q_pos: Tensor, k_pos: Tensor, k: Tensor | None = None,
+                mask: Tensor | None = None) -> Tensor:
         """The CoPE term of the attention logits for queries at ``q_pos`` and keys at ``k_pos``.
 
         Args:
             q: queries ``[B, H, T, Dh]`` (rotated if another scheme rotated them).
-            q_pos: int64 positions of the queries ``[T]``.
-            k_pos: int64 positions of the keys ``[S]``; key ``j`` is counted by
-                query ``i`` when ``k_pos[j] <= q_pos[i]``.
+            q_pos: int64 positions of the queries ``[T]``, or per row ``[B, T]``.
+            k_pos: int64 positions of the keys ``[S]`` or ``[B, S]``; key ``j`` is counted by
+                query ``i`` when ``k_pos[j] <= q_pos[i]`` and the mask lets ``i`` attend to ``j``.
             k: the keys ``[B, H, S, Dh]``, as attention scores them. Required.
+            mask: boolean, True = may attend, broadcastable to ``[B, H, T, S]``, or None:
+                a masked key's gate is 0.
 
         Returns:
             ``[B, H, T, S]`` in :func:`bias_dtype` of ``q.dtype`` (float32 for half
@@ -160,7 +167,7 @@ class CoPE(PositionScheme):
                 "k=<keys [B, H, S, Dh]> (MultiHeadAttention passes them because reads_keys is True), got k=None"
             )
         check_heads("k", k, head_dim=self.head_dim, n_heads=self.n_heads)
-        S = k_pos.shape[0]
+        S = k_pos.shape[-1]
         if k.shape[2] != S:
             raise ValueError(f"k must hold n_keys = {S} keys (dim 2), got shape {list(k.shape)}")
         if k.shape[:2] != q.shape[:2]:
@@ -170,7 +177,11 @@ class CoPE(PositionScheme):
         dtype = bias_dtype(q.dtype)  # float32 sums for half inputs
         qw, kw = q.to(dtype), k.to(dtype)
         logits = qw @ kw.transpose(-1, -2) / math.sqrt(self.head_dim)  # [B, H, T, Dh] x [B, H, Dh, S] -> [B, H, T, S]
-        visible = (k_pos[None, :] <= q_pos[:, None]).to(q.device)  # [T, S]: keys up to the query's position
+        visible = (pair_distances(q_pos, k_pos) <= 0).to(q.device)  # [T, S] or [B, T, S]: keys up to the query
+        if visible.ndim == 3:
+            visible = visible.unsqueeze(1)  # [B, 1, T, S]: the same for every head
+        if mask is not None:
+            visible = visible & mask.to(q.device)  # broadcast to [B, H, T, S]: the keys it may attend to
         gates = torch.sigmoid(logits).masked_fill(~visible, 0.0)  # [B, H, T, S]
         # p[i, j] = sum of the gates of keys j..i: a cumulative sum from the right.
         pos = gates.flip(-1).cumsum(-1).flip(-1).clamp(max=self.npos_max - 1)  # [B, H, T, S]

@@ -62,6 +62,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlab._validate import check_bool, check_finite_float, check_float32, check_int
+from attnlab.encodings.positions import pair_distances
 from attnlab.encodings.scheme import ModelSizes, PositionScheme, ScoreMod, bias_dtype, check_heads, check_positions
 from attnlab.encodings.score_mods import fire_score_mod
 
@@ -109,6 +110,7 @@ class FIRE(PositionScheme):
 
     adds_score = True
     has_score_mod = True
+    batched_positions = True
 
     @classmethod
     def for_model(cls, sizes: ModelSizes) -> FIRE:
@@ -157,33 +159,36 @@ class FIRE(PositionScheme):
         return (self.threshold_multiplier.to(torch.float64) * self.init_threshold).abs()
 
     def normalized_distance(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
-        """The MLP's input ``psi(|i - j|) / (psi(max(L, i)) + eps)``, float64 ``[T, S]``.
+        """The MLP's input ``psi(|i - j|) / (psi(max(L, i)) + eps)``, float64 ``[T, S]`` (or ``[B, T, S]``).
 
         In ``[0, 1]`` for keys at or before the query (``j <= i``) at positions
         ``>= 0``; differentiable with respect to ``c`` and ``L``.
 
         Args:
-            q_pos: query positions ``i``, integer ``[T]``.
-            k_pos: key positions ``j``, integer ``[S]``.
+            q_pos: query positions ``i``, integer ``[T]``, or per row ``[B, T]``.
+            k_pos: key positions ``j``, integer ``[S]`` or ``[B, S]``.
 
         Returns:
-            float64 ``[T, S]`` on the parameters' device.
+            float64 ``[T, S]`` (``[B, T, S]`` when either is per row) on the parameters' device.
 
         Raises:
             TypeError: if a position tensor is not an integer tensor.
-            ValueError: if a position tensor is not 1-d.
+            ValueError: if a position tensor is neither 1-d nor 2-d.
         """
         check_positions("q_pos", q_pos)
         check_positions("k_pos", k_pos)
         return self._normalized_distance(q_pos, k_pos)
 
     def _normalized_distance(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
-        """:meth:`normalized_distance` of checked positions ``[T]``, ``[S]`` -> float64 ``[T, S]``."""
+        """:meth:`normalized_distance` of checked positions ``[T]|[B, T]``, ``[S]|[B, S]`` -> float64 ``[*R]``.
+
+        ``[*R]`` is ``[T, S]``, or ``[B, T, S]`` when either is per row.
+        """
         device = self.c.device
         q_pos, k_pos = q_pos.to(device=device, dtype=torch.int64), k_pos.to(device=device, dtype=torch.int64)
         # Subtract as integers: exact at any position (float32 is not beyond 2**24).
-        distance = (q_pos[:, None] - k_pos[None, :]).abs().to(torch.float64)  # [T, S]
-        return self.psi(distance) / self.normaliser(q_pos)[:, None]  # [T, S]
+        distance = pair_distances(q_pos, k_pos).abs().to(torch.float64)  # [*R]
+        return self.psi(distance) / self.normaliser(q_pos)[..., :, None]  # [*R] / [(B,) T, 1]
 
     def psi(self, x: Tensor) -> Tensor:
         """``psi(x) = log(|c| x + 1)`` in float64, for distances ``x >= 0`` of any shape (on ``c``'s device)."""
@@ -191,11 +196,12 @@ class FIRE(PositionScheme):
         return torch.log1p(self.c.to(torch.float64).abs() * x.to(device=self.c.device, dtype=torch.float64))
 
     def normaliser(self, q_pos: Tensor) -> Tensor:
-        """``psi(max(L, i)) + eps`` in float64 for query positions ``q_pos [T]``: what FIRE divides by."""
+        """``psi(max(L, i)) + eps`` in float64 for query positions ``q_pos [T]`` (any shape): what FIRE divides by."""
         q_pos = q_pos.to(device=self.c.device, dtype=torch.float64)
         return self.psi(torch.maximum(q_pos, self.threshold.to(torch.float64))) + self.eps  # [T]
 
-    def score_mod(self, q: Tensor, n_keys: int, *, q_offset: int = 0, k_offset: int = 0) -> ScoreMod:
+    def score_mod(self, q: Tensor, n_keys: int, *, q_offset: int = 0, k_offset: int = 0,
+                  position_ids: Tensor | None = None, key_position_ids: Tensor | None = None) -> ScoreMod | None:
         """:meth:`bias` as a FlexAttention score_mod, the MLP run per score (no ``[T, S]`` tensor).
 
         Args:
@@ -203,10 +209,14 @@ class FIRE(PositionScheme):
             n_keys: number of keys ``S``.
             q_offset: position of the first query.
             k_offset: position of the first key.
+            position_ids: per-row query positions ``[B, T]``: no score_mod (None), as the base's.
+            key_position_ids: per-row key positions ``[B, S]``: likewise.
 
         Returns:
-            The score_mod of :func:`attnlab.encodings.score_mods.fire_score_mod`.
+            The score_mod of :func:`attnlab.encodings.score_mods.fire_score_mod`; None for per-row positions.
         """
+        if position_ids is not None or key_position_ids is not None:
+            return None
         return fire_score_mod(self, q, n_keys, q_offset=q_offset, k_offset=k_offset)
 
     def bias_at(self, q: Tensor, *, q_pos: Tensor, k_pos: Tensor, k: Tensor | None = None) -> Tensor:
@@ -215,13 +225,13 @@ class FIRE(PositionScheme):
         Args:
             q: queries ``[B, H, T, Dh]``; only ``T``, dtype and device are used.
             q_pos: query positions, integer ``[T]`` (e.g. a sorted random subset
-                of ``[0, L_max)`` for randomized positions).
-            k_pos: key positions, integer ``[S]``.
+                of ``[0, L_max)`` for randomized positions), or per row ``[B, T]``.
+            k_pos: key positions, integer ``[S]`` or ``[B, S]``.
             k: unused (FIRE does not read the keys).
 
         Returns:
-            ``[1, H, T, S]``, float32 for half-precision ``q``, else ``q.dtype``;
-            differentiable with respect to the MLP, ``c`` and the threshold.
+            ``[1, H, T, S]`` (``[B, H, T, S]`` for per-row positions), float32 for half-precision
+            ``q``, else ``q.dtype``; differentiable with respect to the MLP, ``c`` and the threshold.
 
         Raises:
             TypeError: for a non-floating ``q`` or non-integer positions.
@@ -231,11 +241,12 @@ class FIRE(PositionScheme):
         check_heads("q", q, n_heads=self.n_heads)
         check_positions("q_pos", q_pos, q.shape[2])
         check_positions("k_pos", k_pos)
-        ratio = self._normalized_distance(q_pos, k_pos)  # [T, S] float64
+        ratio = self._normalized_distance(q_pos, k_pos)  # [*R] float64: [T, S] or [B, T, S]
         mlp_dtype = next(self.mlp.parameters()).dtype
-        out = self.mlp(ratio.to(mlp_dtype).unsqueeze(-1))  # [T, S, 1] -> [T, S, H] (2H when bidirectional)
+        out = self.mlp(ratio.to(mlp_dtype).unsqueeze(-1))  # [*R, 1] -> [*R, H] (2H when bidirectional)
         if not self.causal:
             H = self.n_heads
-            after = (k_pos.to(ratio.device)[None, :] > q_pos.to(ratio.device)[:, None]).unsqueeze(-1)  # [T, S, 1]
-            out = torch.where(after, out[..., H:], out[..., :H])  # [T, S, H]: keys after the query, own outputs
-        return out.permute(2, 0, 1)[None].to(device=q.device, dtype=bias_dtype(q.dtype))  # [1, H, T, S]
+            after = (pair_distances(q_pos.to(ratio.device), k_pos.to(ratio.device)) > 0).unsqueeze(-1)  # [*R, 1]
+            out = torch.where(after, out[..., H:], out[..., :H])  # [*R, H]: keys after the query, own outputs
+        term = out.movedim(-1, -3).to(device=q.device, dtype=bias_dtype(q.dtype))  # [(B,) H, T, S]
+        return term if term.ndim == 4 else term[None]  # [B|1, H, T, S]

@@ -49,6 +49,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlab._validate import check_bool, check_choice, check_finite_float, check_float32, check_int
+from attnlab.encodings.positions import pair_distances
 from attnlab.encodings.scheme import ModelSizes, PositionScheme, bias_dtype, check_heads, check_positions
 
 __all__ = ["KERNELS", "KERPLE"]
@@ -106,6 +107,7 @@ class KERPLE(PositionScheme):
     adds_score = True
     by_distance = True
     has_score_mod = True
+    batched_positions = True
 
     @classmethod
     def for_model(cls, sizes: ModelSizes) -> KERPLE:
@@ -165,13 +167,13 @@ class KERPLE(PositionScheme):
 
         Args:
             q: queries ``[B, H, T, Dh]``; only ``T``, dtype and device are used.
-            q_pos: query positions, integer ``[T]``.
-            k_pos: key positions, integer ``[S]``.
+            q_pos: query positions, integer ``[T]``, or per row ``[B, T]``.
+            k_pos: key positions, integer ``[S]`` or ``[B, S]``.
             k: unused (KERPLE does not read the keys).
 
         Returns:
-            ``[1, H, T, S]``, float32 for half-precision ``q``, else ``q.dtype``;
-            differentiable with respect to ``r1`` and ``r2``.
+            ``[1, H, T, S]`` (``[B, H, T, S]`` for per-row positions), float32 for half-precision
+            ``q``, else ``q.dtype``; differentiable with respect to ``r1`` and ``r2``.
 
         Raises:
             TypeError: for a non-floating ``q`` or non-integer positions.
@@ -183,13 +185,17 @@ class KERPLE(PositionScheme):
         check_positions("k_pos", k_pos)
         dtype = bias_dtype(q.dtype)
         q_pos, k_pos = q_pos.to(device=q.device, dtype=torch.int64), k_pos.to(device=q.device, dtype=torch.int64)
-        distance = (k_pos[None, :] - q_pos[:, None]).abs().to(dtype)  # [T, S], subtracted exactly as integers
+        # Subtracted exactly as integers; [T, S], or [B, 1, T, S] for per-row positions (one per head below).
+        distance = pair_distances(q_pos, k_pos).abs().to(dtype)
+        if distance.ndim == 3:
+            distance = distance.unsqueeze(1)  # [B, T, S] -> [B, 1, T, S]
         r1 = _clamp_straight_through(self.r1, self.eps, None).to(device=q.device, dtype=dtype)[:, None, None]
         r2 = _clamp_straight_through(self.r2, self.eps, self._max_r2).to(device=q.device, dtype=dtype)[:, None, None]
         if self.kernel == "log":
-            kernel = r1 * torch.log1p(r2 * distance)  # [H, 1, 1] * [T, S] -> [H, T, S]
+            kernel = r1 * torch.log1p(r2 * distance)  # [H, 1, 1] * [(B, 1,) T, S] -> [(B,) H, T, S]
         else:
             # 0 ** r2 = 0, and torch gives its derivative in r2 as 0 (not 0 * log 0 = nan).
-            kernel = r1 * distance.pow(r2)  # [H, 1, 1] * [T, S] -> [H, T, S]
+            kernel = r1 * distance.pow(r2)  # [H, 1, 1] * [(B, 1,) T, S] -> [(B,) H, T, S]
         # 0 - kernel rather than -kernel: distance 0 gives +0.0, not -0.0.
-        return (0.0 - kernel)[None]  # [1, H, T, S]
+        term = 0.0 - kernel
+        return term if term.ndim == 4 else term[None]  # [B|1, H, T, S]

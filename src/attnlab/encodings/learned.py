@@ -18,6 +18,7 @@ from torch import Tensor, nn
 
 from attnlab._validate import check_bool, check_choice, check_finite_float, check_int, check_probability
 from attnlab.encodings.positional import check_sequence_input
+from attnlab.encodings.positions import check_position_ids
 from attnlab.encodings.scheme import ModelSizes
 from attnlab.encodings.sinusoidal import sinusoidal
 
@@ -60,12 +61,12 @@ class LearnedPositionalEncoding(nn.Module):
         pe: ``nn.Parameter`` ``[1, max_len, D]``.
 
     Shapes:
-        ``forward(x [B, L, D], *, offset=0) -> [B, L, D]`` with
-        ``offset + L <= max_len``.
+        ``forward(x [B, L, D], *, offset=0, position_ids=None) -> [B, L, D]`` with
+        ``offset + L <= max_len`` (every position id below ``max_len``).
 
     Raises:
         TypeError / ValueError: for bad sizes, an unknown ``init``, or (in
-            ``forward``) a sequence that runs past ``max_len``.
+            ``forward``) a sequence that runs past ``max_len`` or bad ``position_ids``.
     """
 
     @classmethod
@@ -108,13 +109,26 @@ class LearnedPositionalEncoding(nn.Module):
         """Re-draw the table according to ``init`` (uses torch's global RNG for "normal")."""
         init_table(self.pe, init=self.init, std=self.std)
 
-    def forward(self, x: Tensor, *, offset: int = 0) -> Tensor:
+    def forward(self, x: Tensor, *, offset: int = 0, position_ids: Tensor | None = None) -> Tensor:
         """Encode ``x [B, L, D]`` at positions ``offset .. offset + L - 1``; returns ``[B, L, D]``.
 
+        ``position_ids [B, L]`` (or ``[1, L]``) give each element's position instead of ``offset``.
+
         Raises:
-            ValueError: if ``offset + L > max_len``: a learned table has no row there.
+            TypeError / ValueError: for an ``x`` that is not ``[B, L, D]``, ``position_ids`` that are
+                not non-negative integers ``[B, L]``, or a position at or past ``max_len``: a
+                learned table has no row there.
         """
         check_sequence_input(x, self.d_model, type(self).__name__)
+        if position_ids is not None:
+            ids = check_position_ids(position_ids, batch=x.shape[0], length=x.shape[1])  # [B|1, L]
+            top = int(ids.max()) if ids.numel() else -1
+            if top >= self.max_len:
+                raise ValueError(f"position_ids reach position {top} but LearnedPositionalEncoding has "
+                                 f"max_len={self.max_len}: a learned table has no rows past it")
+            if self.scale_input:
+                x = x * math.sqrt(self.d_model)
+            return self.dropout(x + self.pe[0, ids.to(self.pe.device)].to(x.dtype))  # [B, L, D] + [B|1, L, D]
         offset = check_int("offset", offset, minimum=0)
         end = offset + x.shape[1]
         if end > self.max_len:

@@ -14,7 +14,8 @@ What it does better than the labs: the table is computed in float64 and
 cast once; odd ``D`` works; a sequence longer than ``max_len`` gets the rows it
 needs computed on the spot (a sinusoid is defined at every position) instead of
 a broadcast error; the result is cast to the input's dtype; ``offset`` encodes
-positions that do not start at 0 (a decoding step with a cache).
+positions that do not start at 0 (a decoding step with a cache), and
+``position_ids [B, L]`` any positions per sequence (left padding, Abacus indices).
 ``load_state_dict`` also takes the PE walkthrough's checkpoints, whose buffer
 ``positional_encoding`` (``[1, max_len, D]``, the layout of ``pe``) is the same table.
 
@@ -29,6 +30,7 @@ from typing import Any
 from torch import Tensor, nn
 
 from attnlab._validate import check_bool, check_finite_float, check_int, check_probability
+from attnlab.encodings.positions import check_position_ids
 from attnlab.encodings.scheme import ModelSizes
 from attnlab.encodings.sinusoidal import sinusoidal
 
@@ -87,12 +89,12 @@ class PositionalEncoding(nn.Module):
             also takes it under the PE walkthrough's name, ``positional_encoding``.
 
     Shapes:
-        ``forward(x [B, L, D], *, offset=0) -> [B, L, D]``.
+        ``forward(x [B, L, D], *, offset=0, position_ids=None) -> [B, L, D]``.
 
     Raises:
         TypeError / ValueError: for a non-positive ``max_len`` or ``d_model``, a
             dropout outside [0, 1), an unknown layout, or (in ``forward``) an
-            input that is not ``[B, L, D]``.
+            input that is not ``[B, L, D]`` or bad ``position_ids``.
 
     Example:
         >>> import torch
@@ -173,14 +175,30 @@ class PositionalEncoding(nn.Module):
             self._extended = grown.unsqueeze(0)  # [1, n, D]
         return self._extended[:, offset:end].to(self.pe.device)
 
-    def forward(self, x: Tensor, *, offset: int = 0) -> Tensor:
-        """Encode ``x [B, L, D]`` at positions ``offset .. offset + L - 1``; returns ``[B, L, D]``."""
+    def rows(self, position_ids: Tensor) -> Tensor:
+        """The table's rows at ``position_ids [B, L]`` (non-negative integers, checked by the caller): ``[B, L, D]``."""
+        n = int(position_ids.max()) + 1 if position_ids.numel() else 0
+        table = self.table(n)[0]  # [n, D]
+        return table[position_ids.to(table.device)]  # [B, L, D]
+
+    def forward(self, x: Tensor, *, offset: int = 0, position_ids: Tensor | None = None) -> Tensor:
+        """Encode ``x [B, L, D]`` at positions ``offset .. offset + L - 1``; returns ``[B, L, D]``.
+
+        ``position_ids [B, L]`` (or ``[1, L]``) give each element's position instead of ``offset``.
+
+        Raises:
+            TypeError / ValueError: for an ``x`` that is not ``[B, L, D]``, a negative ``offset``, or
+                ``position_ids`` that are not non-negative integers ``[B, L]``.
+        """
         check_sequence_input(x, self.d_model, type(self).__name__)
-        if type(offset) is not int or offset < 0:
-            offset = check_int("offset", offset, minimum=0)
+        if position_ids is not None:
+            pe = self.rows(check_position_ids(position_ids, batch=x.shape[0], length=x.shape[1]))  # [B|1, L, D]
+        else:
+            if type(offset) is not int or offset < 0:
+                offset = check_int("offset", offset, minimum=0)
+            pe = self.table(x.shape[1], offset=offset)  # [1, L, D]
         if self.scale_input:
             x = x * math.sqrt(self.d_model)
-        pe = self.table(x.shape[1], offset=offset)  # [1, L, D]
         out = x + (pe if pe.dtype == x.dtype else pe.to(x.dtype))  # [B, L, D]
         # Dropout only when it drops something: the module call costs more than the
         # addition at the labs' sizes.

@@ -60,6 +60,16 @@ Thread safety: the pending draw is kept per thread (keyed by
 draws. :attr:`RandomizedPositions.last_draw` keeps the most recent draw of any
 thread, for inspection and tests only; nothing reads it.
 
+Positions from the data (``position_ids [B, T]``, ``key_position_ids [B, S]``:
+left padding, Abacus indices). The draw is made as without them, once per call
+for the whole batch, only long enough for the ids: ``n = max(L, p_max + 1)``
+sorted positions, ``p_max`` the largest position id, and position id ``p`` reads
+the draw's entry ``p`` (every row through the same draw, so equal ids get equal
+drawn positions); with ``sample="distances"``, ``n - 1`` sorted distances,
+``n = max(L, d_max + 1)`` with ``d_max`` the largest ``|k_id - q_id|``, and the
+offset ``k_id - q_id = +-k`` reads ``+-d_k``. With ``position_ids = 0 .. L - 1``
+this is exactly the draw without ids, from the same random numbers.
+
 No cache. A new step cannot reuse cached keys turned or biased by another draw,
 so the schemes set ``caches = False`` and refuse offsets other than 0; a model
 then decodes by re-running the whole sequence at each step
@@ -79,6 +89,8 @@ from torch import Tensor
 
 from attnlab._validate import check_choice, check_int
 from attnlab.encodings.draws import check_fits, sample_positions
+from attnlab.encodings.positions import call_positions, pair_distances
+from attnlab.encodings.rows import bias_rel_rows, bias_rows, rotate_rows, value_rel_rows, value_rows
 from attnlab.encodings.scheme import ModelSizes, PositionScheme, check_heads
 
 __all__ = ["SAMPLES", "Randomized", "RandomizedPositions"]
@@ -89,15 +101,16 @@ SAMPLES = ("positions", "distances")
 
 @dataclass(frozen=True)
 class _Draw:
-    """One call's draw: positions ``q_pos [T]``/``k_pos [S]``, or signed distances ``rel [T, S]``."""
+    """One call's draw: ``n`` sorted positions, or ``[0, d_1, .., d_{n-1}]`` (distances), int64 ``[n]``."""
 
     T: int
     S: int
     device: torch.device
-    q_pos: Tensor | None
-    k_pos: Tensor | None
-    rel: Tensor | None
+    raw: Tensor
     stage: str  # "rotated": drawn by rotate; "biased": bias has used it, value_term may
+
+
+_Ids = tuple[Tensor, Tensor] | None  # a call's position ids (queries [T]|[B, T], keys [S]|[B, S]), or None: 0 .. L - 1
 
 
 class RandomizedPositions(PositionScheme):
@@ -153,6 +166,7 @@ class RandomizedPositions(PositionScheme):
 
     caches = False
     draws_positions = True
+    batched_positions = True  # per-row position ids index the draw (module docstring)
     max_len: int
 
     def __init__(self, scheme: PositionScheme, *, max_len: int, sample: str = "positions") -> None:
@@ -177,6 +191,7 @@ class RandomizedPositions(PositionScheme):
         # What the wrapped scheme does, this one does (at drawn positions).
         self.rotates, self.adds_score = scheme.rotates, scheme.adds_score
         self.adds_value, self.reads_keys = bool(scheme.adds_value), scheme.reads_keys
+        self.reads_mask = scheme.reads_mask
         self.causal_only = scheme.causal_only
         self.last_draw: Tensor | None = None
         # The draw of the call in progress, per thread (module docstring).
@@ -199,44 +214,73 @@ class RandomizedPositions(PositionScheme):
                 f"re-running the whole sequence (models do so when a module has caches=False)"
             )
 
-    def _new(self, T: int, S: int, device: torch.device, stage: str) -> _Draw:
-        """Draw for ``T`` queries and ``S`` keys; leave it pending for this thread at ``stage``."""
-        L = max(T, S)
+    def _needed(self, ids: _Ids) -> int:
+        """How long a draw the ids read: the largest position (or distance) they reach, plus one; 0 without ids."""
+        if ids is None:
+            return 0
+        q_ids, k_ids = ids
+        if self.sample == "positions":
+            return int(torch.maximum(q_ids.max(), k_ids.max())) + 1 if q_ids.numel() and k_ids.numel() else 0
+        rel = pair_distances(q_ids, k_ids)  # [T, S] or [B, T, S]
+        return int(rel.abs().max()) + 1 if rel.numel() else 0
+
+    def _new(self, T: int, S: int, device: torch.device, stage: str, need: int) -> _Draw:
+        """Draw for ``T`` queries and ``S`` keys (at least ``need`` long); leave it pending for this thread."""
+        L = max(T, S, need)
         check_fits(L, self.max_len, type(self).__name__)
         if self.sample == "positions":
-            draw = sample_positions(L, self.max_len, device=device)  # [L]
-            # One tensor for both when T == S: Rotary then computes one cos/sin table.
-            q_pos = draw if T == L else draw[:T]  # [T]
-            k_pos = draw if S == L else draw[:S]  # [S]
-            pending = _Draw(T, S, device, q_pos, k_pos, None, stage)
+            draw = raw = sample_positions(L, self.max_len, device=device)  # [L]
         else:
             # d_1 < ... < d_{L-1} from [1, max_len): a sorted subset of [0, max_len - 1), plus 1.
             draw = (sample_positions(L - 1, self.max_len - 1, device=device) + 1 if L > 1
                     else torch.zeros(0, dtype=torch.long, device=device))  # [L - 1]
-            d = torch.cat([draw.new_zeros(1), draw])  # [L]: d_0 = 0, then d_k for offset k
-            offset = torch.arange(S, device=device)[None, :] - torch.arange(T, device=device)[:, None]  # [T, S]
-            rel = offset.sign() * d[offset.abs()]  # [T, S]: +k -> +d_k, -k -> -d_k
-            pending = _Draw(T, S, device, None, None, rel, stage)
+            raw = torch.cat([draw.new_zeros(1), draw])  # [L]: d_0 = 0, then d_k for offset k
         self.last_draw = draw
+        pending = _Draw(T, S, device, raw, stage)
         self._pending[threading.get_ident()] = pending
         return pending
 
-    def _take(self, T: int, S: int, device: torch.device, stage: str, then: str | None) -> _Draw:
+    def _take(self, T: int, S: int, device: torch.device, stage: str, then: str | None, need: int) -> _Draw:
         """The pending draw if it was left at ``stage`` for these sizes, else a new one; leave it at ``then``."""
         key = threading.get_ident()
         pending = self._pending.get(key)
-        if pending is None or pending.stage != stage or (pending.T, pending.S, pending.device) != (T, S, device):
-            pending = self._new(T, S, device, stage)
+        if (pending is None or pending.stage != stage or (pending.T, pending.S, pending.device) != (T, S, device)
+                or pending.raw.shape[0] < need):
+            pending = self._new(T, S, device, stage, need)
         if then is None:
             self._pending.pop(key, None)
         else:
-            self._pending[key] = _Draw(pending.T, pending.S, pending.device, pending.q_pos, pending.k_pos,
-                                       pending.rel, then)
+            self._pending[key] = _Draw(pending.T, pending.S, pending.device, pending.raw, then)
         return pending
+
+    def _at(self, draw: _Draw, ids: _Ids) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+        """``(q_pos, k_pos, None)`` of a positions draw, ``(None, None, rel)`` of a distances draw, at the ids."""
+        T, S, raw = draw.T, draw.S, draw.raw
+        if self.sample == "positions":
+            if ids is None:
+                # One tensor for both when T == S: Rotary then computes one cos/sin table.
+                L = raw.shape[0]
+                return (raw if T == L else raw[:T]), (raw if S == L else raw[:S]), None  # [T], [S]
+            q_ids, k_ids = ids
+            q_pos = raw[q_ids]  # [T] or [B, T]: position id p reads the draw's entry p
+            return q_pos, (q_pos if k_ids is q_ids else raw[k_ids]), None
+        if ids is None:
+            offset = torch.arange(S, device=raw.device)[None, :] - torch.arange(T, device=raw.device)[:, None]  # [T, S]
+        else:
+            offset = pair_distances(*ids)  # [T, S] or [B, T, S]
+        return None, None, offset.sign() * raw[offset.abs()]  # +k -> +d_k, -k -> -d_k
+
+    def _ids(self, batch: int, T: int, S: int, device: torch.device, position_ids: Tensor | None,
+             key_position_ids: Tensor | None) -> _Ids:
+        """The call's position ids, checked (None without them)."""
+        if position_ids is None and key_position_ids is None:
+            return None
+        return call_positions(batch, T, S, device, position_ids=position_ids, key_position_ids=key_position_ids)
 
     # -- the protocol ------------------------------------------------------------------
 
-    def rotate(self, q: Tensor, k: Tensor, *, q_offset: int = 0, k_offset: int = 0) -> tuple[Tensor, Tensor]:
+    def rotate(self, q: Tensor, k: Tensor, *, q_offset: int = 0, k_offset: int = 0,
+               position_ids: Tensor | None = None, key_position_ids: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """Draw for this call and rotate ``q [B, H, T, Dh]`` and ``k [B, H, S, Dh]`` at the drawn positions.
 
         Args:
@@ -244,6 +288,8 @@ class RandomizedPositions(PositionScheme):
             k: keys ``[B, H, S, Dh]``, on ``q``'s device.
             q_offset: must be 0 (no cache).
             k_offset: must be 0 (no cache).
+            position_ids: the queries' position ids ``[B, T]``, which index the draw (module docstring).
+            key_position_ids: the keys' ``[B, S]`` (default: ``position_ids`` when ``S == T``).
 
         Returns:
             ``(q, k)`` as the wrapped scheme's ``rotate_at`` returns them (unchanged
@@ -251,18 +297,22 @@ class RandomizedPositions(PositionScheme):
 
         Raises:
             TypeError / ValueError: for ``q``/``k`` that are not ``[B, H, L, Dh]``,
-                non-zero offsets, or ``L > max_len``.
+                non-zero offsets, bad position ids, or a draw longer than ``max_len``.
         """
         self._check_offsets(q_offset, k_offset)
         check_heads("q", q)
         check_heads("k", k)
-        draw = self._new(q.shape[2], k.shape[2], q.device, "rotated")
-        if draw.q_pos is None or draw.k_pos is None:
+        T, S = q.shape[2], k.shape[2]
+        ids = self._ids(q.shape[0], T, S, q.device, position_ids, key_position_ids)
+        draw = self._new(T, S, q.device, "rotated", self._needed(ids))
+        q_pos, k_pos, _ = self._at(draw, ids)
+        if q_pos is None or k_pos is None:
             return q, k  # distances: the scheme does not rotate (checked in __init__)
-        return self.scheme.rotate_at(q, k, q_pos=draw.q_pos, k_pos=draw.k_pos)
+        return rotate_rows(self.scheme, q, k, q_pos=q_pos, k_pos=k_pos)
 
-    def bias(self, q: Tensor, n_keys: int, *, q_offset: int = 0, k_offset: int = 0,
-             k: Tensor | None = None) -> Tensor | None:
+    def bias(self, q: Tensor, n_keys: int, *, q_offset: int = 0, k_offset: int = 0, k: Tensor | None = None,
+             position_ids: Tensor | None = None, key_position_ids: Tensor | None = None,
+             mask: Tensor | None = None) -> Tensor | None:
         """The wrapped scheme's score term at this call's draw (``rotate``'s, or a new one).
 
         Args:
@@ -271,6 +321,9 @@ class RandomizedPositions(PositionScheme):
             q_offset: must be 0 (no cache).
             k_offset: must be 0 (no cache).
             k: the keys ``[B, H, S, Dh]``, passed on to schemes that set ``reads_keys``.
+            position_ids: the queries' position ids ``[B, T]``, which index the draw (module docstring).
+            key_position_ids: the keys' ``[B, S]`` (default: ``position_ids`` when ``S == T``).
+            mask: boolean, broadcastable to ``[B, H, T, S]``, passed on to schemes that set ``reads_mask``.
 
         Returns:
             None or a tensor broadcastable to ``[B, H, T, S]``, as the scheme's
@@ -278,24 +331,30 @@ class RandomizedPositions(PositionScheme):
 
         Raises:
             TypeError / ValueError: for ``q`` that is not ``[B, H, T, Dh]``, a
-                negative ``n_keys``, non-zero offsets, or ``L > max_len``.
+                negative ``n_keys``, non-zero offsets, bad position ids, or a draw longer than ``max_len``.
         """
         self._check_offsets(q_offset, k_offset)
         check_heads("q", q)
         n_keys = check_int("n_keys", n_keys, minimum=0)
-        draw = self._take(q.shape[2], n_keys, q.device, "rotated", "biased" if self.adds_value else None)
-        if draw.rel is not None:
-            return self.scheme.bias_rel(q, rel=draw.rel, k=k)
-        assert draw.q_pos is not None and draw.k_pos is not None
-        return self.scheme.bias_at(q, q_pos=draw.q_pos, k_pos=draw.k_pos, k=k)
+        T = q.shape[2]
+        ids = self._ids(q.shape[0], T, n_keys, q.device, position_ids, key_position_ids)
+        draw = self._take(T, n_keys, q.device, "rotated", "biased" if self.adds_value else None, self._needed(ids))
+        q_pos, k_pos, rel = self._at(draw, ids)
+        if rel is not None:
+            return bias_rel_rows(self.scheme, q, rel=rel, k=k)
+        assert q_pos is not None and k_pos is not None
+        return bias_rows(self.scheme, q, q_pos=q_pos, k_pos=k_pos, k=k, mask=mask)
 
-    def value_term(self, weights: Tensor, *, q_offset: int = 0, k_offset: int = 0) -> Tensor | None:
+    def value_term(self, weights: Tensor, *, q_offset: int = 0, k_offset: int = 0,
+                   position_ids: Tensor | None = None, key_position_ids: Tensor | None = None) -> Tensor | None:
         """The wrapped scheme's output term at the draw ``bias`` used in this call (or a new one).
 
         Args:
             weights: post-softmax weights ``[B, H, T, S]``.
             q_offset: must be 0 (no cache).
             k_offset: must be 0 (no cache).
+            position_ids: the queries' position ids ``[B, T]``, which index the draw (module docstring).
+            key_position_ids: the keys' ``[B, S]`` (default: ``position_ids`` when ``S == T``).
 
         Returns:
             None or ``[B, H, T, Dh]``, as the scheme's ``value_term_at`` /
@@ -303,7 +362,7 @@ class RandomizedPositions(PositionScheme):
 
         Raises:
             TypeError / ValueError: for ``weights`` that is not a floating
-                ``[B, H, T, S]``, non-zero offsets, or ``L > max_len``.
+                ``[B, H, T, S]``, non-zero offsets, bad position ids, or a draw longer than ``max_len``.
         """
         self._check_offsets(q_offset, k_offset)
         if not isinstance(weights, Tensor) or not weights.is_floating_point():
@@ -311,11 +370,14 @@ class RandomizedPositions(PositionScheme):
                             f"{getattr(weights, 'dtype', type(weights).__name__)}")
         if weights.ndim != 4:
             raise ValueError(f"weights must be [B, H, T, S] (4 dims), got shape {list(weights.shape)}")
-        draw = self._take(weights.shape[2], weights.shape[3], weights.device, "biased", None)
-        if draw.rel is not None:
-            return self.scheme.value_term_rel(weights, rel=draw.rel)
-        assert draw.q_pos is not None and draw.k_pos is not None
-        return self.scheme.value_term_at(weights, q_pos=draw.q_pos, k_pos=draw.k_pos)
+        B, _, T, S = weights.shape
+        ids = self._ids(B, T, S, weights.device, position_ids, key_position_ids)
+        draw = self._take(T, S, weights.device, "biased", None, self._needed(ids))
+        q_pos, k_pos, rel = self._at(draw, ids)
+        if rel is not None:
+            return value_rel_rows(self.scheme, weights, rel=rel)
+        assert q_pos is not None and k_pos is not None
+        return value_rows(self.scheme, weights, q_pos=q_pos, k_pos=k_pos)
 
 
 @dataclass(frozen=True)

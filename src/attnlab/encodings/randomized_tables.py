@@ -17,6 +17,12 @@ set ``caches = False`` and refuse ``offset != 0``: a decoding step cannot be
 placed after cached steps drawn at other positions, so the model re-runs the
 whole sequence at each step.
 
+With ``position_ids [B, L]`` (left padding, Abacus indices) the rule is that of
+:mod:`attnlab.encodings.randomized`: one draw for the batch, of
+``n = max(L, p_max + 1)`` sorted positions (``p_max`` the largest id), and
+position id ``p`` gets the table's row at the draw's entry ``p``; with ids
+``0 .. L - 1`` that is the draw without them.
+
 Shape notation: ``B`` batch, ``L`` sequence length, ``D`` model dimension.
 """
 
@@ -29,17 +35,21 @@ from attnlab._validate import check_choice, check_finite_float, check_int
 from attnlab.encodings.draws import check_fits, sample_positions
 from attnlab.encodings.learned import INITS, MODEL_TABLE_STD, init_table
 from attnlab.encodings.positional import check_sequence_input
+from attnlab.encodings.positions import check_position_ids
 from attnlab.encodings.scheme import ModelSizes
 from attnlab.encodings.sinusoidal import LAYOUTS, sinusoidal
 
 __all__ = ["RandomizedLearned", "RandomizedSinusoidal"]
 
 
-def _draw(table: RandomizedSinusoidal | RandomizedLearned, h: Tensor, offset: int) -> Tensor:
-    """Check ``h [B, L, D]`` and ``offset`` for a randomized table; return a fresh draw, int64 ``[L]``.
+def _draw(table: RandomizedSinusoidal | RandomizedLearned, h: Tensor, offset: int,
+          position_ids: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """Check ``h [B, L, D]``, ``offset`` and ``position_ids``; return a fresh draw ``[n]`` and the rows to read.
 
-    A decoding step cannot be placed after cached steps drawn at other
-    positions, so any ``offset`` but 0 is refused.
+    The rows are ``[L]`` (the draw itself, ``n = L``) without ``position_ids``, and the
+    draw's entries at ``position_ids`` ``[B, L]`` with them (module docstring). A decoding
+    step cannot be placed after cached steps drawn at other positions, so any ``offset``
+    but 0 is refused.
     """
     name = type(table).__name__
     check_sequence_input(h, table.d_model, name)
@@ -49,8 +59,15 @@ def _draw(table: RandomizedSinusoidal | RandomizedLearned, h: Tensor, offset: in
             f"{name} draws new positions at every call, so it cannot encode a step after cached ones "
             f"(got offset={offset}); decode without a cache, re-running the whole sequence"
         )
-    check_fits(h.shape[1], table.max_len, name)
-    return sample_positions(h.shape[1], table.max_len, device=h.device)
+    if position_ids is None:
+        check_fits(h.shape[1], table.max_len, name)
+        draw = sample_positions(h.shape[1], table.max_len, device=h.device)  # [L]
+        return draw, draw
+    ids = check_position_ids(position_ids, batch=h.shape[0], length=h.shape[1]).to(h.device)  # [B|1, L]
+    n = max(h.shape[1], int(ids.max()) + 1 if ids.numel() else 0)
+    check_fits(n, table.max_len, name)
+    draw = sample_positions(n, table.max_len, device=h.device)  # [n]
+    return draw, draw[ids]  # [n], [B|1, L]
 
 
 
@@ -131,15 +148,17 @@ class RandomizedSinusoidal(nn.Module):
                                  dtype=self.pe.dtype, device=self.pe.device)  # [max_len, D]
         return self
 
-    def forward(self, h: Tensor, *, offset: int = 0) -> Tensor:
+    def forward(self, h: Tensor, *, offset: int = 0, position_ids: Tensor | None = None) -> Tensor:
         """Add the table's rows at a fresh draw of ``L`` positions to ``h [B, L, D]``; returns ``[B, L, D]``.
+
+        ``position_ids [B, L]`` index the draw (module docstring).
 
         Raises:
             TypeError / ValueError: for ``h`` that is not a floating ``[B, L, D]``,
-                ``offset != 0``, or ``L > max_len`` (naming both).
+                ``offset != 0``, bad ``position_ids``, or a draw longer than ``max_len`` (naming both).
         """
-        self.last_draw = _draw(self, h, offset)  # [L]
-        return h + self.pe[self.last_draw].to(h.dtype)  # [B, L, D] + [L, D]
+        self.last_draw, rows = _draw(self, h, offset, position_ids)  # [n], [L] or [B, L]
+        return h + self.pe[rows].to(h.dtype)  # [B, L, D] + [(B,) L, D]
 
     def extra_repr(self) -> str:
         """The constructor's arguments, for ``repr``."""
@@ -203,15 +222,17 @@ class RandomizedLearned(nn.Module):
         """Re-draw the table according to ``init`` (uses torch's global RNG for "normal")."""
         init_table(self.pe, init=self.init, std=self.std)
 
-    def forward(self, h: Tensor, *, offset: int = 0) -> Tensor:
+    def forward(self, h: Tensor, *, offset: int = 0, position_ids: Tensor | None = None) -> Tensor:
         """Add the table's rows at a fresh draw of ``L`` positions to ``h [B, L, D]``; returns ``[B, L, D]``.
+
+        ``position_ids [B, L]`` index the draw (module docstring).
 
         Raises:
             TypeError / ValueError: for ``h`` that is not a floating ``[B, L, D]``,
-                ``offset != 0``, or ``L > max_len`` (naming both).
+                ``offset != 0``, bad ``position_ids``, or a draw longer than ``max_len`` (naming both).
         """
-        self.last_draw = _draw(self, h, offset)  # [L]
-        return h + self.pe[0, self.last_draw].to(h.dtype)  # [B, L, D] + [L, D]
+        self.last_draw, rows = _draw(self, h, offset, position_ids)  # [n], [L] or [B, L]
+        return h + self.pe[0, rows].to(h.dtype)  # [B, L, D] + [(B,) L, D]
 
     def extra_repr(self) -> str:
         """The constructor's arguments, for ``repr``."""

@@ -214,7 +214,9 @@ def attention_position(encoding: Position, *, n_heads: int, head_dim: int, causa
 def input_position(encoding: Position, *, d_model: int, max_len: int) -> nn.Module | None:
     """The table an absolute ``encoding`` adds to the embeddings; None for a scheme inside attention.
 
-    Called as ``table(h [B, L, D], offset=0) -> [B, L, D]``.
+    Called as ``table(h [B, L, D], offset=0, position_ids=None) -> [B, L, D]`` (``position_ids [B, L]``
+    replace the offset: every built-in table takes them; a table written without them still
+    serves a model called without position ids).
 
     Raises:
         ValueError: for an unknown encoding, and what the table raises for its sizes.

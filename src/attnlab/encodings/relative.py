@@ -101,6 +101,7 @@ class ShawRelative(PositionScheme):
 
     adds_score = True
     relative = True
+    batched_positions = True
     randomize_by = "distances"  # Ruoss et al.'s randomized relative encoding draws distances
 
     @classmethod
@@ -152,13 +153,13 @@ class ShawRelative(PositionScheme):
         return self._clip(relative_positions(T, S, q_offset=q_offset, k_offset=k_offset, device=device))
 
     def _clip(self, rel: Tensor) -> Tensor:
-        """Row of ``w^K``/``w^V`` for signed distances ``rel [T, S]``: ``clip(rel, -k, k) + k``."""
+        """Row of ``w^K``/``w^V`` for signed distances ``rel [T, S]`` (or ``[B, T, S]``): ``clip(rel, -k, k) + k``."""
         k = self.max_relative_position
         return rel.clamp(-k, k) + k
 
     def _key_term(self, q: Tensor, idx: Tensor) -> Tensor:
-        """``q_i . w^K[idx_ij] / sqrt(Dh)`` for rows ``idx [T, S]`` of ``w^K``; ``[B, H, T, S]``."""
-        T, S = idx.shape
+        """``q_i . w^K[idx_ij] / sqrt(Dh)`` for rows ``idx [T, S]`` (or ``[B, T, S]``) of ``w^K``; ``[B, H, T, S]``."""
+        T, S = idx.shape[-2:]
         dtype = bias_dtype(q.dtype)
         w_k = self.rel_keys.to(device=q.device, dtype=dtype)  # [R, Dh]
         # Scores against the R distinct vectors only, instead of a [T, S, Dh] a^K.
@@ -168,10 +169,11 @@ class ShawRelative(PositionScheme):
         # an expanded (stride-0) index: advanced indexing rel_logits[:, :, rows, idx]
         # gives the same numbers ~1000x slower on CPU.
         B, H = rel_logits.shape[:2]
-        return rel_logits.gather(-1, idx.expand(B, H, T, S))  # [B, H, T, S]
+        index = idx if idx.ndim == 2 else idx[:, None]  # [T, S] or [B, 1, T, S]: the same rows for every head
+        return rel_logits.gather(-1, index.expand(B, H, T, S))  # [B, H, T, S]
 
     def _value_term(self, weights: Tensor, idx: Tensor) -> Tensor:
-        """``sum_j weights_ij w^V[idx_ij]`` for rows ``idx [T, S]`` of ``w^V``; ``[B, H, T, Dh]``."""
+        """``sum_j weights_ij w^V[idx_ij]`` for rows ``idx [T, S]`` (or ``[B, T, S]``) of ``w^V``; ``[B, H, T, Dh]``."""
         assert self.rel_values is not None
         B, H, T, S = weights.shape
         work = bias_dtype(weights.dtype)
@@ -179,11 +181,13 @@ class ShawRelative(PositionScheme):
         # Total weight each query puts on each clipped offset: all the keys beyond
         # k on one side fall into one bucket, so this is [.., R] rather than [.., S, Dh].
         buckets = weights.new_zeros(B, H, T, n_rel, dtype=work)  # [B, H, T, R]
-        buckets = buckets.scatter_add(-1, idx.expand(B, H, T, S), weights.to(work))  # [B, H, T, R]
+        index = idx if idx.ndim == 2 else idx[:, None]  # [T, S] or [B, 1, T, S]
+        buckets = buckets.scatter_add(-1, index.expand(B, H, T, S), weights.to(work))  # [B, H, T, R]
         w_v = self.rel_values.to(device=weights.device, dtype=work)  # [R, Dh]
         return (buckets @ w_v).to(weights.dtype)  # [B, H, T, R] x [R, Dh] -> [B, H, T, Dh]
 
-    def score_mod(self, q: Tensor, n_keys: int, *, q_offset: int = 0, k_offset: int = 0) -> ScoreMod | None:
+    def score_mod(self, q: Tensor, n_keys: int, *, q_offset: int = 0, k_offset: int = 0,
+                  position_ids: Tensor | None = None, key_position_ids: Tensor | None = None) -> ScoreMod | None:
         """The key term as a FlexAttention score_mod (:func:`attnlab.encodings.score_mods.shaw_score_mod`).
 
         Args:
@@ -191,21 +195,23 @@ class ShawRelative(PositionScheme):
             n_keys: number of keys ``S`` (the term is defined for any).
             q_offset: position of the first query.
             k_offset: position of the first key.
+            position_ids: per-row query positions ``[B, T]``: no score_mod (None), as the base's.
+            key_position_ids: per-row key positions ``[B, S]``: likewise.
 
         Returns:
-            The score_mod, or None with ``on_values``: the value term needs the
-            weights, so attention takes the chunked path for the whole scheme.
+            The score_mod, or None with ``on_values`` (the value term needs the
+            weights, so attention takes the chunked path for the whole scheme) or per-row positions.
         """
-        if self.rel_values is not None:
+        if self.rel_values is not None or position_ids is not None or key_position_ids is not None:
             return None
         return shaw_score_mod(self, q, q_offset=q_offset, k_offset=k_offset)
 
     def bias_rel(self, q: Tensor, *, rel: Tensor, k: Tensor | None = None) -> Tensor:
-        """The key term at signed key-minus-query distances ``rel [T, S]``, clipped at ``k``.
+        """The key term at signed key-minus-query distances ``rel [T, S]`` (or ``[B, T, S]``), clipped at ``k``.
 
         Args:
             q: queries ``[B, H, T, Dh]``.
-            rel: int64 ``[T, S]``.
+            rel: int64 ``[T, S]``, or per row ``[B, T, S]``.
             k: the keys ``[B, H, S, Dh]`` of the protocol; unused.
 
         Returns:
@@ -229,11 +235,11 @@ class ShawRelative(PositionScheme):
             raise ValueError(f"weights must be [B, H, T, S] (4 dims), got shape {list(weights.shape)}")
 
     def value_term_rel(self, weights: Tensor, *, rel: Tensor) -> Tensor | None:
-        """The value term at signed key-minus-query distances ``rel [T, S]``, clipped at ``k``.
+        """The value term at signed key-minus-query distances ``rel [T, S]`` (or ``[B, T, S]``), clipped at ``k``.
 
         Args:
             weights: post-softmax weights ``[B, H, T, S]``.
-            rel: int64 ``[T, S]``.
+            rel: int64 ``[T, S]``, or per row ``[B, T, S]``.
 
         Returns:
             ``[B, H, T, Dh]``: ``sum_j weights_ij w^V[clip(rel_ij) + k]`` (Shaw's eq. 3) in

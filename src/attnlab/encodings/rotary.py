@@ -163,6 +163,7 @@ class Rotary(PositionScheme):
     """
 
     rotates = True
+    batched_positions = True
 
     @classmethod
     def for_model(cls, sizes: ModelSizes) -> Rotary:
@@ -222,7 +223,10 @@ class Rotary(PositionScheme):
                 f"ntk_factor={self.ntk_factor:g}, angle_dtype={self.angle_dtype}{scaling}")
 
     def _cos_sin(self, positions: Tensor) -> tuple[Tensor, Tensor]:
-        """cos and sin of the angles of integer ``positions [L]``, ``[L, d/2]`` each."""
+        """cos and sin of the angles of integer ``positions [L]`` or ``[B, L]``: ``[L, d/2]`` or ``[B, 1, L, d/2]``.
+
+        Per-row positions get a heads dim, so that the tables broadcast against ``[B, H, L, Dh]``.
+        """
         inv_freq = self.inv_freq  # [d/2]
         if self._scaling is not None:
             # "dynamic", "longrope": position p turns with the speeds of length p + 1, so a
@@ -230,7 +234,9 @@ class Rotary(PositionScheme):
             inv_freq = self._scaling.at_positions(positions)  # [L, d/2]
         # int64 positions: converted to angle_dtype once, inside rotary_angles.
         angles = rotary_angles(positions, inv_freq, interpolation=self.interpolation,
-                               angle_dtype=self.angle_dtype)  # [L, d/2]
+                               angle_dtype=self.angle_dtype)  # [L, d/2] or [B, L, d/2]
+        if positions.ndim == 2:
+            angles = angles.unsqueeze(1)  # [B, L, d/2] -> [B, 1, L, d/2]: the same angles for every head
         if self.attention_factor == 1.0:
             return angles.cos(), angles.sin()
         # YaRN's and LongRoPE's attention factor, on cos and sin as transformers applies it:
@@ -243,8 +249,8 @@ class Rotary(PositionScheme):
         Args:
             q: queries ``[B, H, T, Dh]`` (any leading dims).
             k: keys ``[B, H, S, Dh]``.
-            q_pos: the queries' integer positions ``[T]``, on ``q``'s device.
-            k_pos: the keys' integer positions ``[S]``, on ``k``'s device; pass the
+            q_pos: the queries' integer positions ``[T]``, or per row ``[B, T]``, on ``q``'s device.
+            k_pos: the keys' integer positions ``[S]`` or ``[B, S]``, on ``k``'s device; pass the
                 same tensor as ``q_pos`` (self-attention) to compute one table.
 
         Returns:
@@ -253,13 +259,13 @@ class Rotary(PositionScheme):
         Raises:
             TypeError: for non-floating ``q``/``k`` or non-integer positions.
             ValueError: if ``q`` or ``k`` does not have ``head_dim`` features, or
-                the positions are not ``[T]`` / ``[S]``.
+                the positions are not ``[T]`` / ``[S]`` (or ``[B, T]`` / ``[B, S]``).
         """
         check_qk(q, k, head_dim=self.head_dim)
         check_positions("q_pos", q_pos, q.shape[-2])
         check_positions("k_pos", k_pos, k.shape[-2])
-        cos_k, sin_k = self._cos_sin(k_pos)  # [S, d/2]
-        cos_q, sin_q = (cos_k, sin_k) if q_pos is k_pos else self._cos_sin(q_pos)  # [T, d/2]
+        cos_k, sin_k = self._cos_sin(k_pos)  # [S, d/2] or [B, 1, S, d/2]
+        cos_q, sin_q = (cos_k, sin_k) if q_pos is k_pos else self._cos_sin(q_pos)  # [T, d/2] or [B, 1, T, d/2]
         return (_rotate(q, cos_q, sin_q, self.rotary_dim, self.convention),
                 _rotate(k, cos_k, sin_k, self.rotary_dim, self.convention))
 

@@ -24,6 +24,16 @@ attributes. The base derives everything else once:
 * the scheme for a model's sizes (:meth:`PositionScheme.for_model`), which is how a
   name, a class or a user's ``module:Class`` reaches attention the same way.
 
+Positions from the data. Every offset method also takes ``position_ids`` (the
+queries' positions, ``[B, T]``) and ``key_position_ids`` (``[B, S]``; by default
+the queries' own when ``S == T``, self-attention), which replace the offsets: a
+left-padded batch (:func:`attnlab.encodings.positions.positions_from_mask`), Abacus
+digit indices. The primitives then get per-row positions ``[B, T]`` / ``[B, S]``
+(distances ``[B, T, S]``) and return terms with a batch dim; a scheme that does not
+declare :attr:`~PositionScheme.batched_positions` is called once per row instead
+(:mod:`attnlab.encodings.rows`), so a scheme written for one sequence's positions
+keeps working. Without position ids every call is what it was: 1-d positions.
+
 The backends (:mod:`attnlab.attention.backends`) read the declarations and nothing
 else: nothing asks a scheme what it is by comparing its methods.
 
@@ -39,12 +49,23 @@ import torch
 from torch import Tensor, nn
 
 from attnlab._validate import check_int
+from attnlab.encodings.positions import (
+    call_positions,
+    check_positions,
+    check_rel,
+    pair_distances,
+    positions,
+    relative_positions,
+)
+from attnlab.encodings.rows import bias_rows, rotate_rows, value_rows
 
 # FlexAttention's score_mod(score, batch, head, q_idx, kv_idx) -> score, every argument a scalar tensor.
 ScoreMod = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
 
+# call_positions, check_positions, check_rel, positions, relative_positions live in .positions; importable from here.
 __all__ = ["AttentionPosition", "ModelSizes", "NoPosition", "PositionScheme", "ScoreMod", "bias_dtype",
-           "check_heads", "check_positions", "check_rel", "distance_table", "positions", "relative_positions"]
+           "call_positions", "check_heads", "check_positions", "check_rel", "check_scheme", "distance_table",
+           "positions", "relative_positions"]
 
 
 def bias_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -58,42 +79,6 @@ def bias_dtype(dtype: torch.dtype) -> torch.dtype:
         (torch.float32, torch.float64)
     """
     return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
-
-
-def positions(start: int, length: int, device: torch.device | str | None = None) -> Tensor:
-    """The integer positions ``start .. start + length - 1``, int64 ``[length]``.
-
-    Example:
-        >>> positions(3, 4)
-        tensor([3, 4, 5, 6])
-    """
-    start = check_int("start", start)
-    length = check_int("length", length, minimum=0)
-    return torch.arange(start, start + length, device=device)  # [length]
-
-
-def relative_positions(T: int, S: int, *, q_offset: int = 0, k_offset: int = 0,
-                       device: torch.device | str | None = None) -> Tensor:
-    """Key position minus query position for every (query, key) pair, int64 ``[T, S]``.
-
-    Entry ``[i, j]`` is ``(k_offset + j) - (q_offset + i)``: positive when the key comes
-    after the query (T5's ``memory_position - query_position``, Shaw et al.'s ``j - i``).
-
-    Raises:
-        TypeError: if an argument is not an integer.
-        ValueError: if ``T`` or ``S`` is negative.
-
-    Example:
-        >>> relative_positions(2, 4, q_offset=2)
-        tensor([[-2, -1,  0,  1],
-                [-3, -2, -1,  0]])
-    """
-    T = check_int("T", T, minimum=0)
-    S = check_int("S", S, minimum=0)
-    q_offset, k_offset = check_int("q_offset", q_offset), check_int("k_offset", k_offset)
-    q_pos = positions(q_offset, T, device)  # [T]
-    k_pos = positions(k_offset, S, device)  # [S]
-    return k_pos[None, :] - q_pos[:, None]  # [T, S]
 
 
 def check_heads(name: str, t: Tensor, *, head_dim: int | None = None, n_heads: int | None = None) -> None:
@@ -113,39 +98,6 @@ def check_heads(name: str, t: Tensor, *, head_dim: int | None = None, n_heads: i
         raise ValueError(f"{name} must have head_dim = {head_dim} features, got shape {list(t.shape)}")
     if n_heads is not None and t.shape[1] != n_heads:
         raise ValueError(f"{name} must have n_heads = {n_heads} heads (dim 1), got shape {list(t.shape)}")
-
-
-def check_positions(name: str, pos: Tensor, length: int | None = None) -> None:
-    """Refuse anything but a 1-D integer tensor ``pos [L]`` of ``length`` positions (metadata only: no device sync).
-
-    Raises:
-        TypeError: for a non-integer tensor.
-        ValueError: for a shape other than ``[length]``.
-
-    Example:
-        >>> check_positions("q_pos", torch.tensor([0, 3, 7]), 3)  # passes silently
-    """
-    if not isinstance(pos, Tensor):
-        raise TypeError(f"{name} must be an integer tensor [L], got {type(pos).__name__}")
-    if pos.is_floating_point() or pos.is_complex() or pos.dtype == torch.bool:
-        raise TypeError(f"{name} must be an integer tensor [L], got dtype {pos.dtype}")
-    if pos.ndim != 1 or (length is not None and pos.shape[0] != length):
-        want = "L" if length is None else length
-        raise ValueError(f"{name} must be [{want}] (one position per row), got shape {list(pos.shape)}")
-
-
-def check_rel(rel: Tensor, T: int, S: int | None = None) -> None:
-    """Refuse anything but an integer ``[T, S]`` matrix of signed key-minus-query distances.
-
-    Raises:
-        TypeError: for a non-integer tensor.
-        ValueError: for a shape other than ``[T, S]``.
-    """
-    if not isinstance(rel, Tensor) or rel.is_floating_point() or rel.is_complex() or rel.dtype == torch.bool:
-        raise TypeError(f"rel must be an integer tensor [T, S], got {getattr(rel, 'dtype', type(rel).__name__)}")
-    if rel.ndim != 2 or rel.shape[0] != T or (S is not None and rel.shape[1] != S):
-        want = f"[{T}, {S}]" if S is not None else f"[{T}, S]"
-        raise ValueError(f"rel must be [T, S] = {want} (queries x keys), got shape {list(rel.shape)}")
 
 
 @dataclass(frozen=True)
@@ -189,12 +141,18 @@ class PositionScheme(nn.Module):
         adds_value: adds a term to the output from the weights (Shaw's values); attention
             then materialises the weights.
         reads_keys: the score term reads the keys, passed as ``k=`` (CoPE).
+        reads_mask: the score term reads the attention mask (boolean, True = may attend,
+            broadcastable to ``[B, H, T, S]``, or None), passed to :meth:`bias_at` as ``mask=``
+            (CoPE counts only the keys a query may attend to).
         relative: the terms depend on positions only through ``k_pos - q_pos``; the scheme
             writes :meth:`bias_rel` / :meth:`value_term_rel`, and can be given distances.
         by_distance: the score term depends on the distance alone, not on the queries'
             values (ALiBi, T5, KERPLE): it is computed once per distance, for the chunked
             and FlexAttention paths.
         has_score_mod: :meth:`score_mod` gives the score term per score (FlexAttention).
+        batched_positions: the primitives take per-row positions ``[B, T]`` / ``[B, S]``
+            (distances ``[B, T, S]``) and return terms with a batch dim; False (a scheme
+            written for 1-d positions): the base calls them once per row.
         draws_positions: positions are drawn anew at every call (randomized schemes).
         causal_only: defined for causal attention only; refused in a bidirectional one.
         caches: cached decoding gives a full pass's numbers (False when positions are drawn).
@@ -207,9 +165,11 @@ class PositionScheme(nn.Module):
     adds_score: bool = False
     adds_value: bool = False
     reads_keys: bool = False
+    reads_mask: bool = False
     relative: bool = False
     by_distance: bool = False
     has_score_mod: bool = False
+    batched_positions: bool = False
     draws_positions: bool = False
     causal_only: bool = False
     caches: bool = True
@@ -221,64 +181,89 @@ class PositionScheme(nn.Module):
         """The scheme for one self-attention of a model of ``sizes`` (override to read them)."""
         return cls()
 
-    # -- what a model calls: offsets, derived once -----------------------------------------
+    # -- what a model calls: offsets (or position ids), derived once ---------------------------
 
-    def rotate(self, q: Tensor, k: Tensor, *, q_offset: int = 0, k_offset: int = 0) -> tuple[Tensor, Tensor]:
+    def rotate(self, q: Tensor, k: Tensor, *, q_offset: int = 0, k_offset: int = 0,
+               position_ids: Tensor | None = None, key_position_ids: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """:meth:`rotate_at` of ``q [B, H, T, Dh]`` and ``k [B, H, S, Dh]`` at the offsets' positions.
 
+        ``position_ids [B, T]`` / ``key_position_ids [B, S]`` replace the offsets (see
+        :func:`call_positions`: the keys default to the queries' positions when ``S == T``).
+
         Raises:
-            TypeError: for non-tensor ``q``/``k`` or non-integer offsets (and what :meth:`rotate_at` raises).
+            TypeError / ValueError: for non-tensor ``q``/``k``, non-integer offsets, position ids
+                of the wrong dtype or shape (and what :meth:`rotate_at` raises).
         """
         if not self.rotates:
             return q, k
         if not isinstance(q, Tensor) or not isinstance(k, Tensor):
             raise TypeError(f"q and k must be tensors [B, H, L, Dh], got {type(q).__name__} and {type(k).__name__}")
+        if position_ids is not None or key_position_ids is not None:
+            q_pos, k_pos = call_positions(q.shape[0], q.shape[-2], k.shape[-2], q.device, q_offset=q_offset,
+                                          k_offset=k_offset, position_ids=position_ids,
+                                          key_position_ids=key_position_ids)
+            return rotate_rows(self, q, k, q_pos=q_pos, k_pos=k_pos)
         q_offset, k_offset = check_int("q_offset", q_offset), check_int("k_offset", k_offset)
         k_pos = positions(k_offset, k.shape[-2], k.device)  # [S]
         same = q_offset == k_offset and q.shape[-2] == k.shape[-2] and q.device == k.device
         q_pos = k_pos if same else positions(q_offset, q.shape[-2], q.device)  # [T]: one table for self-attention
         return self.rotate_at(q, k, q_pos=q_pos, k_pos=k_pos)
 
-    def bias(self, q: Tensor, n_keys: int, *, q_offset: int = 0, k_offset: int = 0,
-             k: Tensor | None = None) -> Tensor | None:
+    def bias(self, q: Tensor, n_keys: int, *, q_offset: int = 0, k_offset: int = 0, k: Tensor | None = None,
+             position_ids: Tensor | None = None, key_position_ids: Tensor | None = None,
+             mask: Tensor | None = None) -> Tensor | None:
         """The score term of ``q [B, H, T, Dh]`` against ``n_keys`` keys, broadcastable to ``[B, H, T, S]``.
 
-        ``k`` (the keys ``[B, H, S, Dh]``, rotated) is passed on to a scheme that :attr:`reads_keys`.
-        Returns None for a scheme that adds no score term.
+        ``k`` (the keys ``[B, H, S, Dh]``, rotated) is passed on to a scheme that :attr:`reads_keys`,
+        ``mask`` (boolean, broadcastable to ``[B, H, T, S]``) to one that :attr:`reads_mask`.
+        ``position_ids [B, T]`` / ``key_position_ids [B, S]`` replace the offsets
+        (:func:`call_positions`). Returns None for a scheme that adds no score term.
+
+        Raises:
+            TypeError / ValueError: for a ``q`` that is not ``[B, H, T, Dh]``, a negative ``n_keys``,
+                non-integer offsets or bad position ids (and what :meth:`bias_at` raises).
         """
         if not self.adds_score:
             return None
         check_heads("q", q)
         n_keys = check_int("n_keys", n_keys, minimum=0)
-        q_offset, k_offset = check_int("q_offset", q_offset), check_int("k_offset", k_offset)
-        return self.bias_at(q, q_pos=positions(q_offset, q.shape[-2], q.device),
-                            k_pos=positions(k_offset, n_keys, q.device), k=k)
+        q_pos, k_pos = call_positions(q.shape[0], q.shape[-2], n_keys, q.device, q_offset=q_offset,
+                                      k_offset=k_offset, position_ids=position_ids, key_position_ids=key_position_ids)
+        return bias_rows(self, q, q_pos=q_pos, k_pos=k_pos, k=k, mask=mask)
 
-    def value_term(self, weights: Tensor, *, q_offset: int = 0, k_offset: int = 0) -> Tensor | None:
+    def value_term(self, weights: Tensor, *, q_offset: int = 0, k_offset: int = 0,
+                   position_ids: Tensor | None = None, key_position_ids: Tensor | None = None) -> Tensor | None:
         """The value term from ``weights [B, H, T, S]`` at the offsets' positions, ``[B, H, T, Dh]`` or None.
 
+        ``position_ids [B, T]`` / ``key_position_ids [B, S]`` replace the offsets (:func:`call_positions`).
+
         Raises:
-            TypeError: for non-tensor ``weights`` or non-integer offsets (and what :meth:`value_term_at` raises).
+            TypeError / ValueError: for non-tensor ``weights``, non-integer offsets or bad position ids
+                (and what :meth:`value_term_at` raises).
         """
         if not self.adds_value:
             return None
         if not isinstance(weights, Tensor):
             raise TypeError(f"weights must be a tensor [B, H, T, S], got {type(weights).__name__}")
-        q_offset, k_offset = check_int("q_offset", q_offset), check_int("k_offset", k_offset)
-        return self.value_term_at(weights, q_pos=positions(q_offset, weights.shape[-2], weights.device),
-                                  k_pos=positions(k_offset, weights.shape[-1], weights.device))
+        q_pos, k_pos = call_positions(weights.shape[0], weights.shape[-2], weights.shape[-1], weights.device,
+                                      q_offset=q_offset, k_offset=k_offset, position_ids=position_ids,
+                                      key_position_ids=key_position_ids)
+        return value_rows(self, weights, q_pos=q_pos, k_pos=k_pos)
 
     # -- primitives at positions ---------------------------------------------------------------
 
     def rotate_at(self, q: Tensor, k: Tensor, *, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
-        """Turn ``q [B, H, T, Dh]`` and ``k [B, H, S, Dh]`` by ``q_pos [T]`` and ``k_pos [S]`` (default: unchanged)."""
+        """Turn ``q [B, H, T, Dh]`` and ``k [B, H, S, Dh]`` by ``q_pos [T]`` and ``k_pos [S]`` (default: unchanged).
+
+        With :attr:`batched_positions` the positions may be per row, ``[B, T]`` and ``[B, S]``.
+        """
         return q, k
 
     def bias_at(self, q: Tensor, *, q_pos: Tensor, k_pos: Tensor, k: Tensor | None = None) -> Tensor | None:
-        """The score term for queries at ``q_pos [T]`` and keys at ``k_pos [S]``.
+        """The score term for queries at ``q_pos [T]`` and keys at ``k_pos [S]`` (or per row, ``[B, T]``, ``[B, S]``).
 
-        A :attr:`relative` scheme gets it from :meth:`bias_rel` at ``k_pos - q_pos``;
-        otherwise the default is None (no term).
+        A :attr:`relative` scheme gets it from :meth:`bias_rel` at ``k_pos - q_pos``
+        (``[T, S]``, or ``[B, T, S]`` for per-row positions); otherwise the default is None (no term).
 
         Returns:
             None, or a tensor broadcastable to ``[B, H, T, S]`` in :func:`bias_dtype` of
@@ -290,7 +275,7 @@ class PositionScheme(nn.Module):
         check_heads("q", q)
         check_positions("q_pos", q_pos, q.shape[-2])
         check_positions("k_pos", k_pos)
-        return self.bias_rel(q, rel=k_pos[None, :] - q_pos[:, None], k=k)  # rel [T, S]
+        return self.bias_rel(q, rel=pair_distances(q_pos, k_pos), k=k)  # rel [T, S] or [B, T, S]
 
     def value_term_at(self, weights: Tensor, *, q_pos: Tensor, k_pos: Tensor) -> Tensor | None:
         """The value term from ``weights [B, H, T, S]`` at ``q_pos``, ``k_pos``: ``[B, H, T, Dh]`` or None.
@@ -298,7 +283,8 @@ class PositionScheme(nn.Module):
         A :attr:`relative` scheme gets it from :meth:`value_term_rel` at ``k_pos - q_pos``.
 
         Raises:
-            TypeError / ValueError: for non-tensor ``weights`` or positions that are not ``[T]`` / ``[S]``.
+            TypeError / ValueError: for non-tensor ``weights`` or positions that are not ``[T]`` / ``[S]``
+                (or ``[B, T]`` / ``[B, S]``).
         """
         if not self.relative:
             return None
@@ -306,12 +292,14 @@ class PositionScheme(nn.Module):
             raise TypeError(f"weights must be a tensor [B, H, T, S], got {type(weights).__name__}")
         check_positions("q_pos", q_pos, weights.shape[-2])
         check_positions("k_pos", k_pos, weights.shape[-1])
-        return self.value_term_rel(weights, rel=k_pos[None, :] - q_pos[:, None])  # rel [T, S]
+        return self.value_term_rel(weights, rel=pair_distances(q_pos, k_pos))  # rel [T, S] or [B, T, S]
 
     # -- primitives at distances (relative schemes) ---------------------------------------------
 
     def bias_rel(self, q: Tensor, *, rel: Tensor, k: Tensor | None = None) -> Tensor | None:
         """The score term at signed key-minus-query distances ``rel [T, S]`` (relative schemes write this).
+
+        With :attr:`batched_positions`, ``rel`` may be per row, ``[B, T, S]``.
 
         Raises:
             NotImplementedError: for a scheme that is not :attr:`relative` (it reads
@@ -333,13 +321,18 @@ class PositionScheme(nn.Module):
 
     # -- FlexAttention -------------------------------------------------------------------------------
 
-    def score_mod(self, q: Tensor, n_keys: int, *, q_offset: int = 0, k_offset: int = 0) -> ScoreMod | None:
+    def score_mod(self, q: Tensor, n_keys: int, *, q_offset: int = 0, k_offset: int = 0,
+                  position_ids: Tensor | None = None, key_position_ids: Tensor | None = None) -> ScoreMod | None:
         """:meth:`bias` of ``q [B, H, T, Dh]`` as a FlexAttention ``score_mod(score, b, h, q_idx, kv_idx)``, or None.
 
         A :attr:`by_distance` scheme gets a lookup in :func:`distance_table`; another
-        scheme that declares :attr:`has_score_mod` overrides this.
+        scheme that declares :attr:`has_score_mod` overrides this. Per-row positions
+        (``position_ids [B, T]``, ``key_position_ids [B, S]``) have no score_mod (None):
+        their distances are not those of the indices, and a table per call of every
+        distance the rows reach would change size, so recompile, from call to call; the
+        backends take the chunked path for them (:mod:`attnlab.attention.backends.choose`).
         """
-        if not self.by_distance:
+        if not self.by_distance or position_ids is not None or key_position_ids is not None:
             return None
         table = distance_table(self, q, n_keys, q_offset=q_offset, k_offset=k_offset)  # [H, T + S - 1]
         shift = q.shape[-2] - 1
@@ -348,6 +341,17 @@ class PositionScheme(nn.Module):
             return score + table[h, kv_idx - q_idx + shift]
 
         return score_mod
+
+
+def check_scheme(name: str, position: object) -> None:
+    """Refuse anything but None or a scheme (an object with ``rotate``, ``bias`` and ``value_term``).
+
+    Raises:
+        TypeError: naming ``name`` and the type given.
+    """
+    if position is not None and not all(callable(getattr(position, m, None)) for m in ("rotate", "bias", "value_term")):
+        raise TypeError(f"{name} must be an attnlab.encodings.AttentionPosition (rotate, bias, value_term), "
+                        f"got {type(position).__name__}")
 
 
 def distance_table(scheme: PositionScheme, q: Tensor, n_keys: int, *, q_offset: int = 0,
@@ -383,6 +387,8 @@ class NoPosition(PositionScheme):
         >>> NoPosition().rotate(q, q)[0] is q, NoPosition().bias(q, 3)
         (True, None)
     """
+
+    batched_positions = True  # nothing to evaluate, at any positions
 
 
 #: the protocol's earlier name, kept for code written against it.

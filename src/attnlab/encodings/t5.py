@@ -164,6 +164,7 @@ class T5RelativeBias(PositionScheme):
     relative = True
     by_distance = True
     has_score_mod = True
+    batched_positions = True
 
     @classmethod
     def for_model(cls, sizes: ModelSizes) -> T5RelativeBias:
@@ -195,15 +196,15 @@ class T5RelativeBias(PositionScheme):
                 f"bidirectional={self.bidirectional}")
 
     def bias_rel(self, q: Tensor, *, rel: Tensor, k: Tensor | None = None) -> Tensor:
-        """The learned bias at signed key-minus-query distances ``rel [T, S]``: their buckets.
+        """The learned bias at signed key-minus-query distances ``rel [T, S]`` (or ``[B, T, S]``): their buckets.
 
         Args:
             q: queries ``[B, H, T, Dh]``; only ``T``, dtype and device are used.
-            rel: int64 ``[T, S]``.
+            rel: int64 ``[T, S]``, or per row ``[B, T, S]``.
             k: the keys ``[B, H, S, Dh]`` of the protocol; unused.
 
         Returns:
-            ``[1, H, T, S]``, float32 for half-precision ``q``, else ``q.dtype``;
+            ``[1, H, T, S]`` (``[B, H, T, S]`` for per-row ``rel``), float32 for half-precision ``q``, else ``q.dtype``;
             differentiable with respect to the table.
 
         Raises:
@@ -213,6 +214,7 @@ class T5RelativeBias(PositionScheme):
         check_heads("q", q, n_heads=self.n_heads)
         check_rel(rel, q.shape[2])
         buckets = t5_bucket(rel, bidirectional=self.bidirectional, num_buckets=self.num_buckets,
-                            max_distance=self.max_distance)  # [T, S]
-        values = self.table(buckets.to(self.table.weight.device))  # [T, S, H]
-        return values.to(device=q.device, dtype=bias_dtype(q.dtype)).permute(2, 0, 1)[None]  # [1, H, T, S]
+                            max_distance=self.max_distance)  # [*R] = [T, S] or [B, T, S]
+        values = self.table(buckets.to(self.table.weight.device))  # [*R, H]
+        term = values.to(device=q.device, dtype=bias_dtype(q.dtype)).movedim(-1, -3)  # [(B,) H, T, S]
+        return term if term.ndim == 4 else term[None]  # [B|1, H, T, S]

@@ -158,6 +158,7 @@ class XPos(PositionScheme):
     """
 
     rotates = True
+    batched_positions = True
     causal_only = True  # its scale decays with the distance one way only: defined for causal attention
 
     @classmethod
@@ -200,11 +201,14 @@ class XPos(PositionScheme):
                 f"reference_position={self.reference_position}, angle_dtype={self.angle_dtype}")
 
     def _scaled_cos_sin(self, pos: Tensor, sign: float, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
-        """``cos`` and ``sin`` of the angles at ``pos [L]``, times the xPos scale ``zeta ** (sign (p - c) / base)``.
+        """``cos`` and ``sin`` of the angles at ``pos [L]`` (or ``[B, L]``), times the xPos scale.
+
+        The scale is ``zeta ** (sign (p - c) / base)``.
 
         Scaling ``cos`` and ``sin`` by ``s`` scales the rotated pair by ``s``
         (torchscale does the same), so :func:`_rotate` applies both at once.
-        Returns two ``[L, d/2]`` tensors in ``angle_dtype``; refuses scales ``dtype`` cannot hold.
+        Returns two ``[L, d/2]`` (or ``[B, 1, L, d/2]``) tensors in ``angle_dtype``; refuses scales
+        ``dtype`` cannot hold.
         """
         c = self.reference_position
         if pos.numel():
@@ -220,12 +224,15 @@ class XPos(PositionScheme):
                     "near the positions used (scores do not depend on it)"
                 )
         work = self.angle_dtype
-        angles = rotary_angles(pos, self.inv_freq, angle_dtype=work)  # [L, d/2]
+        angles = rotary_angles(pos, self.inv_freq, angle_dtype=work)  # [*P, d/2], P = [L] or [B, L]
         # (p - c) in int64 first: exact, then one rounding to `work`.
-        exponent = (pos - c).to(work) * (sign / self.scale_base)  # [L]
+        exponent = (pos - c).to(work) * (sign / self.scale_base)  # [*P]
         log_zeta = self.log_zeta.to(device=pos.device, dtype=work)  # [d/2]
-        scale = torch.exp(exponent[:, None] * log_zeta)  # [L, 1] * [d/2] -> [L, d/2]
-        return angles.cos() * scale, angles.sin() * scale
+        scale = torch.exp(exponent[..., None] * log_zeta)  # [*P, 1] * [d/2] -> [*P, d/2]
+        cos, sin = angles.cos() * scale, angles.sin() * scale
+        if pos.ndim == 2:
+            return cos.unsqueeze(1), sin.unsqueeze(1)  # [B, 1, L, d/2]: the same for every head
+        return cos, sin
 
     def rotate_at(self, q: Tensor, k: Tensor, *, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
         """Rotate and scale queries and keys by their positions.
@@ -233,8 +240,8 @@ class XPos(PositionScheme):
         Args:
             q: queries ``[B, H, T, Dh]`` at positions ``q_pos``.
             k: keys ``[B, H, S, Dh]`` at positions ``k_pos``.
-            q_pos: int64 positions ``[T]``.
-            k_pos: int64 positions ``[S]``.
+            q_pos: int64 positions ``[T]``, or per row ``[B, T]``.
+            k_pos: int64 positions ``[S]`` or ``[B, S]``.
 
         Returns:
             ``(q, k)``, each in its own dtype and shape: query ``n`` turned by

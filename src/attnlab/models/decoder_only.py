@@ -17,6 +17,14 @@ padding boundaries, and the comparison measures that difficulty more than the
 encodings. Here a relative scheme can align output ``t`` with its source token
 directly, by offset.
 
+A batch of prompts of different lengths is padded on the **left**, so that
+every row ends at the last column and generation appends to all of them at
+once (transformers #22161): ``generate(prompt, steps, prompt_mask=...)`` masks
+the padding out of every attention and places each row's tokens where they
+would sit unpadded (``cumsum(mask) - 1``), continuing each row from its own last
+position; every scheme that caches then generates for a padded row exactly
+what it generates for the row alone.
+
 Shape notation: ``B`` batch, ``L`` sequence length, ``P`` prompt length,
 ``D`` model dim, ``V`` vocabulary, ``F`` features.
 """
@@ -28,6 +36,7 @@ from torch import Tensor, nn
 
 from attnlab._validate import check_int
 from attnlab.attention import DecodingCache
+from attnlab.encodings.positions import check_position_ids, continue_positions, positions_from_mask
 from attnlab.models.sequence_model import SequenceModel
 from attnlab.models.transformer_layers import TransformerEncoderLayer
 
@@ -44,9 +53,11 @@ class DecoderOnlyTransformer(SequenceModel):
         refuses longer sequences), ``max_relative_position``, ``pad_id``.
 
     Shapes:
-        ``forward(x [B, L] or [B, L, F]) -> logits [B, L, V] or values [B, L, F]``:
-        output ``i`` predicts element ``i + 1`` and sees elements ``0..i`` only.
-        ``generate(prompt [B, P] or [B, P, F], steps) -> [B, steps]`` or ``[B, steps, F]``.
+        ``forward(x [B, L] or [B, L, F], *, mask [B, L] = None, position_ids [B, L] = None,
+        cache = None) -> logits [B, L, V] or values [B, L, F]``: output ``i`` predicts
+        element ``i + 1`` and sees elements ``0..i`` only (the real ones, with ``mask``).
+        ``generate(prompt [B, P] or [B, P, F], steps, *, prompt_mask [B, P] = None,
+        position_ids [B, P + steps] = None) -> [B, steps]`` or ``[B, steps, F]``.
 
     Right padding needs no mask: with causal attention no real element ever sees
     the padding after it (the loss must ignore the padded outputs).
@@ -68,26 +79,62 @@ class DecoderOnlyTransformer(SequenceModel):
         self.layers = nn.ModuleList(self._layer(TransformerEncoderLayer, causal=True) for _ in range(self.n_layers))
         self.norm = nn.LayerNorm(self.d_model)
 
-    def forward(self, x: Tensor, *, cache: DecodingCache | None = None) -> Tensor:
+    def forward(self, x: Tensor, *, mask: Tensor | None = None, position_ids: Tensor | None = None,
+                cache: DecodingCache | None = None) -> Tensor:
         """Outputs for every element of ``x [B, L]`` or ``[B, L, F]``.
 
-        With a ``cache``, ``x`` holds the elements from ``cache.position`` on and
-        attends to the cached ones too (the caller advances the cache).
+        Args:
+            x: ``[B, L]`` tokens or ``[B, L, F]`` values.
+            mask: boolean ``[B, L]``, True on the real elements: padding (False) is never
+                attended to. With a ``cache``, the mask of ``x``'s elements; the cache keeps
+                the earlier ones'.
+            position_ids: the elements' positions ``[B, L]`` (non-negative integers), for the
+                absolute table and every scheme; None: the indices, or with a ``cache`` that
+                has positions from earlier calls, each row after its own last.
+            cache: ``x`` holds the elements from ``cache.position`` on and attends to the
+                cached ones too (the caller advances the cache).
+
+        Returns:
+            Logits ``[B, L, V]`` or values ``[B, L, F]``.
+
+        Raises:
+            TypeError / ValueError: naming ``x``, ``mask`` or ``position_ids`` when they are bad.
         """
         self._check("x", x)
+        B, L = x.shape[0], x.shape[1]
+        mask = self._padding("mask", mask, B, L)
+        position_ids = self._position_ids("position_ids", position_ids, x)  # [B, L] or None
+        keys_mask = mask  # [B, S]: every key's, the cached ones' too
+        if cache is not None:
+            if position_ids is None:
+                position_ids = cache.next_positions(L)  # each row after its own last (None: the indices)
+            keys_mask = cache.key_mask(mask, L)
+        attn_mask = None if keys_mask is None else keys_mask[:, None, :]  # [B, 1, S]: the same for every query
         offset = 0 if cache is None else cache.position
-        h = self._embed(x, offset)  # [B, L, D]
+        h = self._embed(x, offset, position_ids=position_ids)  # [B, L, D]
         for i, layer in enumerate(self.layers):
-            h = layer(h, is_causal=True, cache=None if cache is None else cache.layer(f"layers.{i}.self_attn"))
+            h = layer(h, attn_mask, is_causal=True, position_ids=position_ids,
+                      cache=None if cache is None else cache.layer(f"layers.{i}.self_attn"))
+        if cache is not None and position_ids is not None:
+            cache.note_positions(position_ids)
         return self.head(self.norm(h))  # [B, L, V] or [B, L, F]
 
-    def generate(self, prompt: Tensor, steps: int, *, use_cache: bool = True) -> Tensor:
+    def generate(self, prompt: Tensor, steps: int, *, prompt_mask: Tensor | None = None,
+                 position_ids: Tensor | None = None, use_cache: bool = True) -> Tensor:
         """Greedy continuation of ``prompt`` by ``steps`` elements, each fed back (no grad).
 
         Args:
             prompt: ``[B, P]`` tokens or ``[B, P, F]`` values (a seq2seq task's
                 source and separator: ``source + [BOS]``).
             steps: elements to generate.
+            prompt_mask: boolean ``[B, P]``, False on each row's left padding: the
+                padding is never attended to, and each row's positions are counted over
+                its real elements (``cumsum(mask) - 1``), continuing from its own last
+                position; the last column must be real in every row.
+            position_ids: every position up front, ``[B, P + steps]`` (non-negative
+                integers): a task whose positions come from its structure (Abacus digit
+                indices) knows them for the answer too. They win over the positions
+                ``prompt_mask`` would give (which still masks the padding).
             use_cache: run the prompt once and then one new element per step with
                 a :class:`attnlab.attention.DecodingCache`; False re-runs the whole
                 sequence every step (same outputs).
@@ -96,11 +143,30 @@ class DecoderOnlyTransformer(SequenceModel):
             Tokens ``[B, steps]`` (argmax) or values ``[B, steps, F]``.
 
         Raises:
-            ValueError / TypeError: naming ``steps`` or ``x`` (the prompt) if they are bad.
+            ValueError / TypeError: naming ``steps``, ``x`` (the prompt), ``prompt_mask`` or
+                ``position_ids`` if they are bad (a ``prompt_mask`` that is not left padding).
 
         Thread-safe: the cache belongs to the call.
         """
         steps = check_int("steps", steps, minimum=1)
         self._check("x", prompt)
+        B, P = prompt.shape[0], prompt.shape[1]
+        mask = self._padding("prompt_mask", prompt_mask, B, P)
+        ids: Tensor | None = None  # [B, P + steps]: every position (None: the indices)
+        if mask is not None:
+            bad = ~mask[:, -1]  # [B]: a row whose last prompt element is padding
+            if bool(bad.any()):
+                row = int(bad.nonzero()[0, 0])
+                raise ValueError(f"prompt_mask must mark left padding (False first, then True): the last element of "
+                                 f"every row is real, but row {row} is {mask[row].int().tolist()}")
+            prompt_ids = positions_from_mask(mask)  # [B, P]
+            ids = torch.cat([prompt_ids, continue_positions(prompt_ids[:, -1], steps)], dim=1)  # [B, P + steps]
+            mask = torch.cat([mask, mask.new_ones(B, steps)], dim=1)  # [B, P + steps]: the new elements are real
+        if position_ids is not None:
+            ids = check_position_ids(position_ids, batch=B, length=P + steps).to(prompt.device).expand(B, P + steps)
+
+        def run(x: Tensor, cache: DecodingCache | None, pos: Tensor | None, m: Tensor | None) -> Tensor:
+            return self(x, mask=m, position_ids=pos, cache=cache)
+
         with torch.no_grad():
-            return self._greedy(prompt, steps, lambda x, cache: self(x, cache=cache), use_cache)
+            return self._greedy(prompt, steps, run, use_cache, position_ids=ids, mask=mask)

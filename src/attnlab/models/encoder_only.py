@@ -40,9 +40,10 @@ class EncoderOnlyTransformer(SequenceModel):
         ``pad_id``.
 
     Shapes:
-        ``forward(x [B, L]) -> logits [B, L, V]`` (or ``[B, L, F]`` for values):
-        output ``i`` sees every non-padding element. ``predict(x [B, L]) -> [B, L]``
-        tokens (argmax), without gradients.
+        ``forward(x [B, L], *, position_ids [B, L] = None) -> logits [B, L, V]`` (or
+        ``[B, L, F]`` for values): output ``i`` sees every non-padding element.
+        ``predict(x [B, L], *, position_ids [B, L] = None) -> [B, L]`` tokens (argmax),
+        without gradients.
 
     Raises:
         TypeError / ValueError: naming the argument, as :class:`attnlab.models.Transformer`.
@@ -59,22 +60,34 @@ class EncoderOnlyTransformer(SequenceModel):
         self.layers = nn.ModuleList(self._layer(TransformerEncoderLayer, causal=False) for _ in range(self.n_layers))
         self.norm = nn.LayerNorm(self.d_model)
 
-    def forward(self, x: Tensor) -> Tensor:
-        """Outputs for every element of ``x [B, L]`` (or ``[B, L, F]``); padding is never attended to."""
-        self._check("x", x)
-        mask = (x != self.pad_id).unsqueeze(1) if self.vocab_size is not None else None  # [B, 1, L]
-        h = self._embed(x)  # [B, L, D]
-        for layer in self.layers:
-            h = layer(h, mask)  # [B, L, D]
-        return self.head(self.norm(h))  # [B, L, V] or [B, L, F]
+    def forward(self, x: Tensor, *, position_ids: Tensor | None = None) -> Tensor:
+        """Outputs for every element of ``x [B, L]`` (or ``[B, L, F]``); padding is never attended to.
 
-    def predict(self, x: Tensor) -> Tensor:
-        """The argmax token at every position of ``x [B, L]`` (no grad): ``[B, L]``.
+        ``position_ids [B, L]`` (non-negative integers) place the elements for the absolute
+        table and every scheme (None: the indices): a left-padded batch at
+        :func:`attnlab.encodings.positions.positions_from_mask`, Abacus digit indices.
 
         Raises:
-            TypeError / ValueError: naming ``x`` if it is not token ids of this vocabulary.
+            TypeError / ValueError: naming ``x`` or ``position_ids`` when they are bad.
+        """
+        self._check("x", x)
+        position_ids = self._position_ids("position_ids", position_ids, x)  # [B, L] or None
+        mask = (x != self.pad_id).unsqueeze(1) if self.vocab_size is not None else None  # [B, 1, L]
+        h = self._embed(x, position_ids=position_ids)  # [B, L, D]
+        for layer in self.layers:
+            h = layer(h, mask, position_ids=position_ids)  # [B, L, D]
+        return self.head(self.norm(h))  # [B, L, V] or [B, L, F]
+
+    def predict(self, x: Tensor, *, position_ids: Tensor | None = None) -> Tensor:
+        """The argmax token at every position of ``x [B, L]`` (no grad): ``[B, L]``.
+
+        ``position_ids [B, L]``: as :meth:`forward`.
+
+        Raises:
+            TypeError / ValueError: naming ``x`` if it is not token ids of this vocabulary, or
+                ``position_ids`` when they are bad.
         """
         if self.vocab_size is None:
             raise TypeError("predict is for token models; call the model for values")
         with torch.no_grad():
-            return self(x).argmax(-1)  # [B, L]
+            return self(x, position_ids=position_ids).argmax(-1)  # [B, L]

@@ -6,6 +6,12 @@ the input ``embed``, the output ``head``, the absolute table when the encoding i
 scheme each self-attention gets (:mod:`attnlab.encodings.registry`: a name, ``"module:Class"``,
 a class or a factory), the checks of the inputs and greedy decoding with or without a cache.
 
+Positions come from the indices by default, or from the data: ``position_ids [B, L]``
+(a left-padded batch: :func:`attnlab.encodings.positions.positions_from_mask`; a
+task whose positions come from its structure, Abacus digit indices) reach the
+absolute table and every self-attention's scheme alike, and greedy decoding
+continues each row from its own last position.
+
 Shape notation: ``B`` batch, ``L`` length, ``D`` model dim, ``V`` vocabulary, ``F`` features.
 """
 
@@ -20,6 +26,7 @@ from torch import Tensor, nn
 from attnlab._validate import check_choice, check_input_dtype, check_int, check_probability
 from attnlab.attention import DecodingCache
 from attnlab.attention.backends.choose import BACKENDS
+from attnlab.encodings.positions import check_position_ids
 from attnlab.encodings.registry import Position, attention_position, input_position, resolve, spec_name
 from attnlab.encodings.scheme import PositionScheme
 
@@ -135,22 +142,53 @@ class SequenceModel(nn.Module):
         if x.shape[1] == 0:
             raise ValueError(f"{name} is empty (length 0)")
 
-    def _embed(self, x: Tensor, offset: int = 0) -> Tensor:
-        """Tokens ``[B, L]`` or values ``[B, L, F]`` -> ``[B, L, D]``, with the absolute encoding if any."""
+    def _position_ids(self, name: str, position_ids: Any, x: Tensor) -> Tensor | None:
+        """``position_ids`` for the elements of ``x [B, L]`` (or ``[B, L, F]``): checked once, ``[B, L]`` int64."""
+        if position_ids is None:
+            return None
+        B, L = x.shape[0], x.shape[1]
+        return check_position_ids(position_ids, batch=B, length=L, name=name).to(x.device).expand(B, L)
+
+    def _padding(self, name: str, mask: Any, batch: int, length: int) -> Tensor | None:
+        """A padding mask checked once: boolean ``[B, L]``, True on the real elements (or None)."""
+        if mask is None:
+            return None
+        if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
+            raise TypeError(f"{name} must be a boolean tensor [B, L] (True = a real element, False = padding), "
+                            f"got {getattr(mask, 'dtype', type(mask).__name__)}")
+        if list(mask.shape) != [batch, length]:
+            raise ValueError(f"{name} must be [B, L] = [{batch}, {length}], got shape {list(mask.shape)}")
+        return mask
+
+    def _embed(self, x: Tensor, offset: int = 0, *, position_ids: Tensor | None = None) -> Tensor:
+        """Tokens ``[B, L]`` or values ``[B, L, F]`` -> ``[B, L, D]``, with the absolute encoding if any.
+
+        ``position_ids [B, L]`` (checked by the caller) place the elements instead of ``offset``.
+        """
         h = self.embed(x)  # [B, L, D]
         if self.input_position is not None:
-            h = self.input_position(h, offset=offset)  # [B, L, D]
+            if position_ids is None:  # a table written without position ids still serves the default
+                h = self.input_position(h, offset=offset)  # [B, L, D]
+            else:
+                h = self.input_position(h, offset=offset, position_ids=position_ids)  # [B, L, D]
         return self.input_dropout(h)
 
     def _greedy(
-        self, first: Tensor, steps: int, run: Callable[[Tensor, DecodingCache | None], Tensor], use_cache: bool
+        self, first: Tensor, steps: int,
+        run: Callable[[Tensor, DecodingCache | None, Tensor | None, Tensor | None], Tensor], use_cache: bool,
+        *, position_ids: Tensor | None = None, mask: Tensor | None = None,
     ) -> Tensor:
         """Greedy decoding: feed ``first`` (one step, or a whole prompt), then each output back, ``steps`` times.
 
-        ``run(inputs, cache)`` gives the outputs for ``inputs`` (the new steps with
-        a cache, the whole prefix without one). Returns ``[B, steps]`` tokens or
-        ``[B, steps, F]`` values.
+        ``run(inputs, cache, position_ids, mask)`` gives the outputs for ``inputs`` (the new
+        steps with a cache, the whole prefix without one), given their columns of
+        ``position_ids [B, P + steps]`` and of the padding ``mask [B, P + steps]`` (None: the
+        indices, no padding). Returns ``[B, steps]`` tokens or ``[B, steps, F]`` values.
         """
+
+        def columns(t: Tensor | None, start: int, stop: int) -> Tensor | None:
+            return None if t is None else t[:, start:stop]
+
         outputs = []
         # Randomized positions are drawn anew at every call: cached keys would hold other draws
         # than the new step's, so such a model re-runs the whole sequence at each step.
@@ -160,14 +198,16 @@ class SequenceModel(nn.Module):
             cache = DecodingCache(capacity=first.shape[1] + steps)
             step = first
             for _ in range(steps):
-                out = run(step, cache)[:, -1:]  # [B, 1, V] or [B, 1, F]
-                cache.advance(step.shape[1])
+                start, stop = cache.position, cache.position + step.shape[1]
+                out = run(step, cache, columns(position_ids, start, stop), columns(mask, start, stop))[:, -1:]
+                cache.advance(step.shape[1])  # [B, 1, V] or [B, 1, F] above
                 step = out.argmax(-1) if self.vocab_size is not None else out  # [B, 1] or [B, 1, F]
                 outputs.append(step)
         else:
             inputs = first
             for _ in range(steps):
-                out = run(inputs, None)[:, -1:]  # the newest step
+                L = inputs.shape[1]
+                out = run(inputs, None, columns(position_ids, 0, L), columns(mask, 0, L))[:, -1:]  # the newest step
                 step = out.argmax(-1) if self.vocab_size is not None else out
                 outputs.append(step)
                 inputs = torch.cat([inputs, step], dim=1)

@@ -26,6 +26,13 @@ Decoding is greedy, with a key/value cache (:class:`attnlab.attention.DecodingCa
 by default; ``use_cache=False`` re-runs the decoder on the whole prefix every
 step and gives the same result (to float rounding).
 
+Positions from the data: ``source_position_ids [B, S]`` and ``target_position_ids
+[B, T]`` place the source's and the target's elements (default: the indices). A
+source padded on the left (``pad_id`` first) with ``source_position_ids`` from
+:func:`attnlab.encodings.positions.positions_from_mask` encodes, and decodes, as
+the unpadded source does: the padding is masked and each real token sits where
+it would unpadded.
+
 Shape notation: ``B`` batch, ``S`` source length, ``T`` target length, ``D``
 model dim, ``H`` heads, ``V`` vocabulary, ``F`` features.
 """
@@ -68,10 +75,12 @@ class Transformer(SequenceModel):
             ``"dense"``, ``"flex"`` or ``"chunked"`` (:mod:`attnlab.attention.backends.choose`).
 
     Shapes:
-        ``forward(source [B, S] or [B, S, F], target_in [B, T] or [B, T, F]) ->
-        logits [B, T, V]`` or values ``[B, T, F]`` (teacher forcing: ``target_in`` is
-        the target shifted right, starting with BOS or the start vector).
-        ``generate(source, steps, start) -> [B, steps]`` tokens or ``[B, steps, F]``.
+        ``forward(source [B, S] or [B, S, F], target_in [B, T] or [B, T, F], *,
+        source_mask [B, 1, S] = None, source_position_ids [B, S] = None, target_position_ids
+        [B, T] = None) -> logits [B, T, V]`` or values ``[B, T, F]`` (teacher forcing:
+        ``target_in`` is the target shifted right, starting with BOS or the start vector).
+        ``generate(source, steps, start, *, source_position_ids [B, S] = None) -> [B, steps]``
+        tokens or ``[B, steps, F]``.
 
     Raises:
         TypeError / ValueError: naming the argument, for bad sizes, an unknown
@@ -101,38 +110,56 @@ class Transformer(SequenceModel):
             return None
         return (source != self.pad_id).unsqueeze(1)  # [B, 1, S]
 
-    def encode(self, source: Tensor, source_mask: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+    def encode(self, source: Tensor, source_mask: Tensor | None = None, *,
+               position_ids: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
         """``source [B, S]`` or ``[B, S, F]`` -> ``(memory [B, S, D], source_mask [B, 1, S] or None)``.
 
         The mask is the padding tokens' (token sources), and the given boolean
-        ``source_mask [B, 1, S]`` (True = a real step) on top of it.
+        ``source_mask [B, 1, S]`` (True = a real step) on top of it. ``position_ids [B, S]``
+        place the source's elements (None: the indices).
+
+        Raises:
+            TypeError / ValueError: naming ``source`` or ``source_position_ids`` when they are bad.
         """
         self._check("source", source)
+        position_ids = self._position_ids("source_position_ids", position_ids, source)  # [B, S] or None
         mask = self.source_mask(source)
         if source_mask is not None:
             mask = source_mask if mask is None else mask & source_mask
-        h = self._embed(source)  # [B, S, D]
+        h = self._embed(source, position_ids=position_ids)  # [B, S, D]
         for layer in self.encoder_layers:
-            h = layer(h, mask)  # [B, S, D]
+            h = layer(h, mask, position_ids=position_ids)  # [B, S, D]
         return self.encoder_norm(h), mask
 
     def decode(
         self, target_in: Tensor, memory: Tensor, source_mask: Tensor | None = None,
-        *, cache: DecodingCache | None = None,
+        *, cache: DecodingCache | None = None, position_ids: Tensor | None = None,
     ) -> Tensor:
         """Decoder outputs (logits ``[B, T, V]`` or values ``[B, T, F]``) for ``target_in``.
 
         With a ``cache``, ``target_in`` holds the steps from ``cache.position`` on.
+        ``position_ids [B, T]`` place the target's elements (None: the indices, or with a
+        cache that has positions from earlier calls, each row after its own last).
+
+        Raises:
+            TypeError / ValueError: naming ``target_position_ids`` when they are bad.
         """
+        position_ids = self._position_ids("target_position_ids", position_ids, target_in)  # [B, T] or None
+        if cache is not None and position_ids is None:
+            position_ids = cache.next_positions(target_in.shape[1])
         offset = 0 if cache is None else cache.position
-        h = self._embed(target_in, offset)  # [B, T, D]
+        h = self._embed(target_in, offset, position_ids=position_ids)  # [B, T, D]
         for i, layer in enumerate(self.decoder_layers):
-            h = layer(h, memory, source_mask, cache=cache, name=f"layers.{i}.")  # [B, T, D]
+            h = layer(h, memory, source_mask, cache=cache, name=f"layers.{i}.",
+                      position_ids=position_ids)  # [B, T, D]
+        if cache is not None and position_ids is not None:
+            cache.note_positions(position_ids)
         return self.head(self.decoder_norm(h))  # [B, T, V] or [B, T, F]
 
     # -- use ---------------------------------------------------------------------------
 
-    def forward(self, source: Tensor, target_in: Tensor, *, source_mask: Tensor | None = None) -> Tensor:
+    def forward(self, source: Tensor, target_in: Tensor, *, source_mask: Tensor | None = None,
+                source_position_ids: Tensor | None = None, target_position_ids: Tensor | None = None) -> Tensor:
         """Teacher-forced outputs for ``target_in`` (the target shifted right); see the class doc.
 
         Args:
@@ -140,17 +167,23 @@ class Transformer(SequenceModel):
             target_in: ``[B, T]`` tokens or ``[B, T, F]`` values, starting with BOS or the start vector.
             source_mask: bool ``[B, 1, S]``, True on the real source steps (padded
                 real-valued sources); token sources are masked at ``pad_id`` anyway.
+            source_position_ids: the source's positions ``[B, S]`` (non-negative integers;
+                None: the indices), e.g. a left-padded source's, counted over its real tokens.
+            target_position_ids: the target's positions ``[B, T]`` (None: the indices).
 
         Returns:
             Logits ``[B, T, V]`` or values ``[B, T, F]``.
+
+        Raises:
+            TypeError / ValueError: naming the argument that is bad.
         """
         self._check("target_in", target_in)
-        memory, mask = self.encode(source, source_mask)
-        return self.decode(target_in, memory, mask)
+        memory, mask = self.encode(source, source_mask, position_ids=source_position_ids)
+        return self.decode(target_in, memory, mask, position_ids=target_position_ids)
 
     def generate(
         self, source: Tensor, steps: int, start: int | Tensor, *, use_cache: bool = True,
-        source_mask: Tensor | None = None,
+        source_mask: Tensor | None = None, source_position_ids: Tensor | None = None,
     ) -> Tensor:
         """Greedy decoding of ``steps`` outputs, each fed back as the next input (no grad).
 
@@ -163,6 +196,8 @@ class Transformer(SequenceModel):
             use_cache: decode with a :class:`attnlab.attention.DecodingCache`;
                 False re-decodes the whole prefix each step (same outputs).
             source_mask: bool ``[B, 1, S]``, True on the real source steps (as :meth:`forward`).
+            source_position_ids: the source's positions ``[B, S]`` (as :meth:`forward`); the
+                target's are its indices, every row starting at ``start``.
 
         Returns:
             Tokens ``[B, steps]`` (argmax) or values ``[B, steps, F]``.
@@ -185,6 +220,9 @@ class Transformer(SequenceModel):
             if not isinstance(start, Tensor):
                 raise TypeError(f"start must be a tensor [B, 1, F] for a real-valued model, got {type(start).__name__}")
             first = start.reshape(B, 1, -1).to(source.dtype)  # [B, 1, F]
+        def run(x: Tensor, cache: DecodingCache | None, pos: Tensor | None, m: Tensor | None) -> Tensor:
+            return self.decode(x, memory, mask, cache=cache)  # the target has no padding and starts at 0
+
         with torch.no_grad():
-            memory, mask = self.encode(source, source_mask)
-            return self._greedy(first, steps, lambda x, cache: self.decode(x, memory, mask, cache=cache), use_cache)
+            memory, mask = self.encode(source, source_mask, position_ids=source_position_ids)
+            return self._greedy(first, steps, run, use_cache)

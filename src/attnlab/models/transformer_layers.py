@@ -34,7 +34,8 @@ class TransformerEncoderLayer(nn.Module):
         head_dim: ``Dh``, each head's width; None derives it as ``D // H``.
 
     Shapes:
-        ``forward(x [B, S, D], mask [B, 1, S] = None, *, is_causal = False, cache = None) -> [B, S, D]``.
+        ``forward(x [B, S, D], mask [B, 1, S] = None, *, is_causal = False, cache = None,
+        position_ids [B, S] = None) -> [B, S, D]``.
 
     With ``is_causal=True`` (and optionally a :class:`attnlab.attention.KVCache`)
     the same layer is a GPT-style decoder block: a decoder-only model is a stack
@@ -54,15 +55,18 @@ class TransformerEncoderLayer(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(
-        self, x: Tensor, mask: Tensor | None = None, *, is_causal: bool = False, cache: KVCache | None = None
+        self, x: Tensor, mask: Tensor | None = None, *, is_causal: bool = False, cache: KVCache | None = None,
+        position_ids: Tensor | None = None,
     ) -> Tensor:
         """Encode ``x [B, S, D]`` (``mask`` boolean ``[B, 1, S]``, True = may attend).
 
         ``is_causal``: each position sees itself and the ones before it (aligned
         bottom-right, so with a ``cache`` the new steps also see every cached one).
+        ``position_ids [B, S]``: the elements' positions for the self-attention's scheme.
         """
         h = self.norm1(x)
-        x = x + self.dropout(self.self_attn(h, mask=mask, is_causal=is_causal, cache=cache))  # [B, S, D]
+        x = x + self.dropout(self.self_attn(h, mask=mask, is_causal=is_causal, cache=cache,
+                                            position_ids=position_ids))  # [B, S, D]
         return x + self.dropout(self.ffn(self.norm2(x)))  # [B, S, D]
 
 
@@ -75,7 +79,7 @@ class TransformerDecoderLayer(nn.Module):
 
     Shapes:
         ``forward(y [B, T, D], memory [B, S, D], source_mask [B, 1, S] = None, *,
-        cache = None, name = "") -> [B, T, D]``.
+        cache = None, name = "", position_ids [B, T] = None) -> [B, T, D]``.
     """
 
     def __init__(
@@ -100,17 +104,19 @@ class TransformerDecoderLayer(nn.Module):
         *,
         cache: DecodingCache | None = None,
         name: str = "",
+        position_ids: Tensor | None = None,
     ) -> Tensor:
         """Decode ``y [B, T, D]`` against ``memory [B, S, D]``.
 
         With a ``cache``, ``y`` holds only the new step(s); this layer's keys live
         in the cache's ``f"{name}self_attn"`` and ``f"{name}cross_attn"`` entries.
+        ``position_ids [B, T]``: the steps' positions for the self-attention's scheme.
         """
         self_cache = cross_cache = None
         if cache is not None:
             self_cache, cross_cache = cache.layer(f"{name}self_attn"), cache.layer(f"{name}cross_attn")
         h = self.norm1(y)
-        y = y + self.dropout(self.self_attn(h, is_causal=True, cache=self_cache))  # [B, T, D]
+        y = y + self.dropout(self.self_attn(h, is_causal=True, cache=self_cache, position_ids=position_ids))
         h = self.norm2(y)
         y = y + self.dropout(self.cross_attn(h, memory, mask=source_mask, cache=cross_cache))  # [B, T, D]
         return y + self.dropout(self.ffn(self.norm3(y)))  # [B, T, D]

@@ -20,13 +20,21 @@ The rule of ``backend="auto"`` (:func:`choose_backend`), in order:
    draws positions per call (``draws_positions``, the randomized ones): dense;
 3. ``T * S <= DENSE_SCORES`` (``2**20``, e.g. 1024 x 1024: the term is 4 MiB per
    head in float32): dense;
-4. on CUDA, a scheme with a ``score_mod``, no dropout and no mask beyond
-   causal and key padding: flex;
+4. on CUDA, a scheme with a ``score_mod``, no dropout, no mask beyond
+   causal and key padding, and positions that are the indices: flex;
 5. otherwise chunked. On the CPU that is the rule at every length: torch 2.13
    has no FlexAttention backward there, and a compile per shape family costs
    seconds to tens of seconds for a forward pass 1.3x faster than the chunked
    one at L=16384 (``benchmarks/bench_long_context.py``); ``backend="flex"``
    asks for it anyway, for inference.
+
+Per-row positions (``position_ids [B, T]``: a left-padded batch, Abacus indices)
+never take FlexAttention, not even when ``backend="flex"`` asks for it: they take
+the chunked path instead. A score_mod reads the indices ``q_idx``/``kv_idx``; per
+row it would have to look up each row's positions and a table of every distance
+the rows reach, whose size changes from call to call (a recompile per call), for
+the one use, generation from a padded batch, where the dense and chunked paths
+already serve. The dense and chunked paths take per-row terms ``[B, H, T, S]``.
 
 Shape notation: ``B`` batch, ``H`` heads, ``T`` queries, ``S`` keys, ``Dh`` head
 dim, ``Dv`` value width.
@@ -46,7 +54,7 @@ from attnlab.attention.functional import attend_unchecked, repeat_kv_heads
 from attnlab.encodings.scheme import PositionScheme
 
 __all__ = ["BACKENDS", "DENSE_SCORES", "adds_terms", "attend_with_position", "choose_backend", "key_valid_of",
-           "position_attend"]
+           "may_attend", "position_attend"]
 
 BACKENDS = catalog.BACKENDS
 DENSE_SCORES = 2**20
@@ -88,6 +96,7 @@ def choose_backend(
     backward: bool,
     dropout_p: float,
     flex_mask_ok: bool,
+    per_row: bool = False,
 ) -> str:
     """The path a call takes: ``"dense"``, ``"flex"`` or ``"chunked"`` (the rule in the module docstring).
 
@@ -100,6 +109,7 @@ def choose_backend(
         backward: autograd records this call.
         dropout_p: dropout on the weights (FlexAttention has none).
         flex_mask_ok: the mask is at most causal plus key padding.
+        per_row: the positions are per row (``position_ids``): never flex, which falls back to chunked.
 
     Returns:
         The path's name.
@@ -116,9 +126,11 @@ def choose_backend(
     if backend == "auto":
         if need_weights or draws or T * S <= DENSE_SCORES:
             return "dense"
-        if device.type == "cuda" and position.has_score_mod and dropout_p == 0.0 and flex_mask_ok:
+        if device.type == "cuda" and position.has_score_mod and dropout_p == 0.0 and flex_mask_ok and not per_row:
             return "flex"
         return "chunked"
+    if backend == "flex" and per_row and not (need_weights or draws):
+        return "chunked"  # per-row positions have no score_mod (module docstring): the same numbers, chunked
     name = type(position).__name__
     if need_weights:
         raise ValueError(f"backend={backend!r} does not return attention weights; use backend='dense' for them")
@@ -153,6 +165,8 @@ def position_attend(
     is_causal: bool,
     scale: float | None,
     dropout_p: float,
+    position_ids: Tensor | None = None,
+    key_position_ids: Tensor | None = None,
 ) -> Tensor:
     """Attention with ``position``'s terms on the ``"flex"`` or ``"chunked"`` path; ``out [B, H, T, Dv]``.
 
@@ -166,18 +180,24 @@ def position_attend(
         is_causal: the causal mask aligned bottom-right.
         scale: multiplier of ``q @ k^T`` (default ``1 / sqrt(Dh)``).
         dropout_p: dropout on the weights (chunked path only).
+        position_ids: the queries' per-row positions ``[B, T]`` (chunked path only), replacing ``q_offset``.
+        key_position_ids: the keys' ``[B, S]`` (default: ``position_ids`` when ``S == T``).
 
     Returns:
         ``[B, H, T, Dv]``.
 
     Raises:
-        ValueError: for ``"flex"`` with a ``bias``, or a path other than the two.
+        ValueError: for ``"flex"`` with a ``bias`` or position ids, or a path other than the two.
     """
     if backend == "chunked":
         return chunked_attend(query, key, value, position=position, q_offset=q_offset, mask=mask, bias=bias,
-                              is_causal=is_causal, scale=scale, dropout_p=dropout_p)
+                              is_causal=is_causal, scale=scale, dropout_p=dropout_p, position_ids=position_ids,
+                              key_position_ids=key_position_ids)
     if backend != "flex":
         raise ValueError(f"position_attend serves backend 'flex' or 'chunked', got backend={backend!r}")
+    if position_ids is not None or key_position_ids is not None:
+        raise ValueError("backend='flex' takes the positions of the indices only; per-row position_ids need "
+                         "'chunked' (choose_backend falls back to it)")
     if bias is not None:
         raise ValueError("backend='flex' takes the scheme's score_mod only; an additive bias= needs 'chunked'")
     T = query.shape[-2]
@@ -191,6 +211,27 @@ def position_attend(
         return position.score_mod(padded, Sp, q_offset=q_offset, k_offset=0)
 
     return flex_attend(query, key, value, score_mod=score_mod, is_causal=is_causal, key_valid=valid, scale=scale)
+
+
+def may_attend(mask: Tensor | None, T: int, S: int, *, is_causal: bool, device: torch.device) -> Tensor | None:
+    """Which keys each query may attend to: ``mask`` and the bottom-right causal mask, or None for every key.
+
+    What a scheme that :attr:`~attnlab.encodings.PositionScheme.reads_mask` is given (CoPE
+    counts those keys only), as the chunked path gives it a chunk's rows.
+
+    Args:
+        mask: boolean, True = may attend, broadcastable to ``[B, H, T, S]``, or None.
+        T: queries; S: keys.
+        is_causal: add the causal mask, query ``t`` seeing keys ``<= S - T + t``.
+        device: where the causal mask is made.
+
+    Returns:
+        Boolean, broadcastable to ``[B, H, T, S]``, or None.
+    """
+    if not is_causal:
+        return mask
+    causal = torch.ones(T, S, dtype=torch.bool, device=device).tril(S - T)  # [T, S]
+    return causal if mask is None else mask.to(device) & causal
 
 
 def attend_with_position(
@@ -207,6 +248,8 @@ def attend_with_position(
     scale: float | None,
     dropout_p: float,
     need_weights: bool,
+    position_ids: Tensor | None = None,
+    key_position_ids: Tensor | None = None,
 ) -> tuple[Tensor, Tensor | None]:
     """Self-attention's core with a scheme: the path :func:`choose_backend` picks, then the scheme's terms.
 
@@ -225,6 +268,8 @@ def attend_with_position(
         scale: multiplier of ``q @ k^T`` (None: ``1 / sqrt(Dh)``).
         dropout_p: dropout on the weights (0.0 in evaluation).
         need_weights: return the weights ``[B, H, T, S]`` (the dense path).
+        position_ids: the queries' per-row positions ``[B, T]``, replacing ``q_offset`` (None: the indices).
+        key_position_ids: the keys' ``[B, S]`` (default: ``position_ids`` when ``S == T``).
 
     Returns:
         ``(out [B, H, T, Dv], weights [B, H, T, S] or None)``.
@@ -234,26 +279,30 @@ def attend_with_position(
     """
     H, T, S = q.shape[1], q.shape[2], keys.shape[2]
     backward = torch.is_grad_enabled() and any(t.requires_grad for t in (q, keys, values))
+    per_row = position_ids is not None or key_position_ids is not None
     path = choose_backend(backend, position=position, T=T, S=S, need_weights=need_weights, device=q.device,
                           backward=backward, dropout_p=dropout_p,
-                          flex_mask_ok=bias is None and key_valid_of(mask, T) is not False)
+                          flex_mask_ok=bias is None and key_valid_of(mask, T) is not False, per_row=per_row)
     if path != "dense":
         assert position is not None
         out = position_attend(q, keys, values, position=position, backend=path, q_offset=q_offset, mask=mask,
-                              bias=bias, is_causal=is_causal, scale=scale, dropout_p=dropout_p)
+                              bias=bias, is_causal=is_causal, scale=scale, dropout_p=dropout_p,
+                              position_ids=position_ids, key_position_ids=key_position_ids)
         return out, None
     value_term = False
+    ids = {"position_ids": position_ids, "key_position_ids": key_position_ids} if per_row else {}
     if position is not None:
-        # CoPE reads the keys (positions counted from q . k), one key per query head.
+        # CoPE reads the keys (positions counted from q . k), one key per query head, and the mask.
         k = repeat_kv_heads(keys, H) if position.reads_keys else None
-        term = position.bias(q, S, q_offset=q_offset, k_offset=0, k=k)  # [B|1, H|1, T, S] or None
+        extra = {"mask": may_attend(mask, T, S, is_causal=is_causal, device=q.device)} if position.reads_mask else {}
+        term = position.bias(q, S, q_offset=q_offset, k_offset=0, k=k, **ids, **extra)  # [B|1, H|1, T, S] or None
         if term is not None:
             bias = term if bias is None else term + bias.to(term.device)
         value_term = bool(position.adds_value)
     out, weights = attend_unchecked(q, keys, values, mask=mask, bias=bias, scale=scale, dropout_p=dropout_p,
                                     need_weights=need_weights or value_term, is_causal=is_causal)
     if value_term and weights is not None and position is not None:
-        extra = position.value_term(weights, q_offset=q_offset, k_offset=0)  # [B, H, T, Dv] (Shaw's values)
-        if extra is not None:
-            out = out + extra.to(out.dtype)
+        values_term = position.value_term(weights, q_offset=q_offset, k_offset=0, **ids)  # [B, H, T, Dv] (Shaw's)
+        if values_term is not None:
+            out = out + values_term.to(out.dtype)
     return out, weights

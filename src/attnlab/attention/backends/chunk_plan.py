@@ -15,7 +15,9 @@ they build are the same numbers:
   T5's buckets, KERPLE) is evaluated once per distance for the whole call, a
   table ``[H, T + S - 1]``, and each chunk's ``[H, C, S]`` rows are gathered
   from it: T5's logarithm then runs ``T + S`` times, not ``T * S``. Any other
-  scheme is asked for its rows (``q_offset`` = the chunk's first position);
+  scheme, and any scheme at per-row positions (``position_ids``: the distances
+  are not those of the indices), is asked for its rows (``q_offset`` = the
+  chunk's first position, or the chunk's rows of the position ids);
 * the user's boolean ``mask`` and additive ``bias`` rows, and the rows that can
   attend to nothing (they attend everywhere instead and their output is zeroed,
   as :func:`attnlab.attention.attend` does).
@@ -95,6 +97,8 @@ class ChunkPlan:
         is_causal: the bottom-right causal mask.
         mask: the user's boolean mask (True = may attend), broadcastable to ``[B, H, T, S]``, or None.
         bias: the user's additive term, broadcastable to ``[B, H, T, S]``, or None.
+        q_pos: the queries' per-row positions ``[B|1, T]`` (or ``[T]``), replacing ``q_offset``; None: the indices.
+        k_pos: the keys' ``[B|1, S]`` (or ``[S]``), with ``q_pos``.
     """
 
     position: PositionScheme
@@ -107,6 +111,8 @@ class ChunkPlan:
     is_causal: bool
     mask: Tensor | None
     bias: Tensor | None
+    q_pos: Tensor | None = None
+    k_pos: Tensor | None = None
 
     @property
     def adds_value(self) -> bool:
@@ -115,8 +121,11 @@ class ChunkPlan:
 
     @property
     def by_distance(self) -> bool:
-        """True when the scheme's term is gathered from a table per distance (module docstring)."""
-        return self.position.by_distance
+        """True when the scheme's term is gathered from a table per distance (module docstring).
+
+        Not at per-row positions: a row's distances are not those of the indices.
+        """
+        return self.position.by_distance and self.q_pos is None
 
     def workspace(self, batch: int, dtype: torch.dtype, device: torch.device) -> Workspace:
         """Buffers for the chunks' ``[B, H, C, n]`` tensors, each sized once for the largest chunk."""
@@ -164,9 +173,22 @@ class ChunkPlan:
             else:
                 rows = torch.index_select(table, 1, index, out=out)
             return rows.view(1, table.shape[0], C, n)  # [H, C * n] -> [1, H, C, n]
-        offset = self.q_offset + start
         keys = repeat_kv_heads(key[..., :n, :], self.n_heads) if self.position.reads_keys else None
-        return self.position.bias(q_c, n, q_offset=offset, k_offset=0, k=keys)  # [B|1, H, C, n] or None
+        mask = self.mask_rows(start, start + C, n, q_c.device) if self.position.reads_mask else None
+        if self.q_pos is not None and self.k_pos is not None:
+            return self.position.bias(q_c, n, k=keys, position_ids=self.q_pos[..., start : start + C],
+                                      key_position_ids=self.k_pos[..., :n], mask=mask)  # [B|1, H, C, n] or None
+        # Without position ids, the call a scheme written before them takes (a mask only if it reads one).
+        extra = {"mask": mask} if self.position.reads_mask else {}
+        return self.position.bias(q_c, n, q_offset=self.q_offset + start, k_offset=0, k=keys, **extra)
+
+    def value_rows(self, weights: Tensor, start: int) -> Tensor | None:
+        """The scheme's value term of a chunk's ``weights [B, H, C, n]`` (rows from ``start``): ``[B, H, C, Dv]``."""
+        if self.q_pos is not None and self.k_pos is not None:
+            C, n = weights.shape[-2], weights.shape[-1]
+            return self.position.value_term(weights, position_ids=self.q_pos[..., start : start + C],
+                                            key_position_ids=self.k_pos[..., :n])
+        return self.position.value_term(weights, q_offset=self.q_offset + start, k_offset=0)
 
     def user_rows(self, start: int, stop: int, n: int) -> Tensor | None:
         """The user's ``bias`` at the chunk: broadcastable to ``[B, H, C, n]``, or None."""

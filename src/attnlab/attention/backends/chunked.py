@@ -28,7 +28,8 @@ evaluated once per distance and gathered per chunk
 (:mod:`attnlab.attention.backends.chunk_plan`); the others are asked for their rows.
 
 What it needs from the scheme: honesty about offsets (positions not drawn per call: the
-term for rows ``c0 ..`` is the full term's rows). Randomized schemes draw new
+term for rows ``c0 ..`` is the full term's rows). Per-row positions (``position_ids
+[B, T]``) are cut into chunks too: the chunk's rows of them and the keys' it sees. Randomized schemes draw new
 positions on every call and refuse offsets, so they always take the dense
 path; they are trained on short sequences, where it fits.
 
@@ -49,7 +50,7 @@ from attnlab._validate import check_int
 from attnlab.attention.backends.chunk_plan import ChunkPlan, default_scale
 from attnlab.attention.backends.chunked_backward import ChunkedAttention, attend_chunks
 from attnlab.attention.functional import attend_unchecked
-from attnlab.encodings.scheme import PositionScheme
+from attnlab.encodings.scheme import PositionScheme, call_positions
 
 __all__ = ["CHUNK_ELEMENTS", "chunk_rows", "chunked_attend"]
 
@@ -99,6 +100,8 @@ def chunked_attend(
     scale: float | None = None,
     dropout_p: float = 0.0,
     chunk_size: int | None = None,
+    position_ids: Tensor | None = None,
+    key_position_ids: Tensor | None = None,
 ) -> Tensor:
     """``attend`` with ``position``'s score and value terms, ``C`` queries at a time.
 
@@ -121,13 +124,16 @@ def chunked_attend(
         scale: multiplier of ``q @ k^T``; ``1 / sqrt(Dh)`` by default.
         dropout_p: dropout on the weights (0.0 in evaluation).
         chunk_size: queries per chunk ``C``; :func:`chunk_rows` by default.
+        position_ids: the queries' per-row positions ``[B, T]``, replacing ``q_offset``
+            (a left-padded batch, Abacus indices).
+        key_position_ids: the keys' ``[B, S]`` (default: ``position_ids`` when ``S == T``).
 
     Returns:
         ``out [B, H, T, Dv]``.
 
     Raises:
-        ValueError: for a scheme that draws new positions per call (``caches`` False)
-            or a ``chunk_size`` below 1.
+        ValueError: for a scheme that draws new positions per call (``caches`` False),
+            a ``chunk_size`` below 1, or position ids of the wrong shape.
 
     Example:
         >>> from attnlab.encodings import ALiBi
@@ -155,8 +161,14 @@ def chunked_attend(
         rows = chunk_rows(B, H, S, budget=min(CHUNK_ELEMENTS, max(CHUNK_ELEMENTS // 4, query.numel() // 2)))
     else:
         rows = check_int("chunk_size", chunk_size, minimum=1)
+    q_pos = k_pos = None  # per-row positions, [B|1, T] and [B|1, S] (None: the indices)
+    if position_ids is not None or key_position_ids is not None:
+        q_pos, k_pos = call_positions(B, T, S, query.device, q_offset=q_offset, position_ids=position_ids,
+                                      key_position_ids=key_position_ids)
+        q_pos, k_pos = q_pos.reshape(-1, T), k_pos.reshape(-1, S)  # [B|1, T], [B|1, S]: a chunk's rows are columns
     plan = ChunkPlan(position=position, n_heads=H, n_queries=T, n_keys=S, q_offset=q_offset, rows=rows,
-                     scale=default_scale(Dh, scale), is_causal=is_causal, mask=mask, bias=bias)
+                     scale=default_scale(Dh, scale), is_causal=is_causal, mask=mask, bias=bias,
+                     q_pos=q_pos, k_pos=k_pos)
     params = list(position.parameters())
     recording = torch.is_grad_enabled() and (
         query.requires_grad or key.requires_grad or value.requires_grad
@@ -198,7 +210,7 @@ def _chunk_forward(plan: ChunkPlan, query: Tensor, key: Tensor, value: Tensor, d
         dropout_p=dropout_p, scale=plan.scale, need_weights=plan.adds_value, is_causal=False,
     )  # out [B, H, C, Dv], weights [B, H, C, n] or None
     if weights is not None:
-        extra = plan.position.value_term(weights, q_offset=plan.q_offset + start, k_offset=0)  # [B, H, C, Dv] or None
+        extra = plan.value_rows(weights, start)  # [B, H, C, Dv] or None
         if extra is not None:
             out = out + extra.to(out.dtype)
     return out

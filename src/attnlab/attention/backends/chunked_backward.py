@@ -143,7 +143,7 @@ def attend_chunks(plan: ChunkPlan, query: Tensor, key: Tensor, value: Tensor) ->
         p, lse_c = softmax_rows(scores, mask)  # the weights, in place of the scores; [B, H, C, 1]
         o = grouped_matmul(p, v_all[..., :n, :])  # [B, H, C, n] x [B, Hkv, n, Dv] -> [B, H, C, Dv]
         if plan.adds_value:
-            extra = plan.position.value_term(p, q_offset=plan.q_offset + start, k_offset=0)
+            extra = plan.value_rows(p, start)  # [B, H, C, Dv] or None
             if extra is not None:
                 o += extra.to(o.dtype)  # [B, H, C, Dv]
         if mask.empty is not None:
@@ -242,7 +242,7 @@ def _value_term_backward(plan: ChunkPlan, p: Tensor, do: Tensor, start: int, d_p
     trainable = d_params.trainable
     with torch.enable_grad():
         p_leaf = p.detach().requires_grad_(True)
-        extra = plan.position.value_term(p_leaf, q_offset=plan.q_offset + start, k_offset=0)  # [B, H, C, Dv] or None
+        extra = plan.value_rows(p_leaf, start)  # [B, H, C, Dv] or None
         if extra is None:
             return
         grads = torch.autograd.grad(extra, [p_leaf, *trainable], do.to(extra.dtype), allow_unused=True)
