@@ -35,6 +35,8 @@ SCHEMES: dict[str, str] = {
     "xpos": "attnlab.encodings.xpos:XPos",
     "cope": "attnlab.encodings.cope:CoPE",
     "rotary-quarter": "attnlab.encodings.rotary_quarter:QuarterRotary",
+    "abacus": "attnlab.encodings.abacus:AbacusEmbedding",
+    "coupling": "attnlab.encodings.coupling:CoupledPositions",
     "random-sinusoidal": "attnlab.encodings.randomized_tables:RandomizedSinusoidal",
     "random-learned": "attnlab.encodings.randomized_tables:RandomizedLearned",
 }

@@ -78,6 +78,7 @@ from attnlab._validate import check_bool, check_int
 from attnlab.data.strings import Strings
 
 __all__ = [
+    "task_positions",
     "DIGITS",
     "EQUALS",
     "OPERATORS",
@@ -276,6 +277,8 @@ class ReversedAddition:
     """
 
     name = "reversed-addition"
+    #: the position rules the task can number its tokens by (:func:`task_positions`)
+    position_rules = ("abacus", "coupling")
     input_size = len(SYMBOLS)
     output_size = 10
     shortest = 1
@@ -358,6 +361,8 @@ class ReversedMultiplication:
     """
 
     name = "reversed-multiplication"
+    #: the position rules the task can number its tokens by (:func:`task_positions`)
+    position_rules = ("abacus", "coupling")
     input_size = len(SYMBOLS)
     output_size = 10
     shortest = 1
@@ -508,3 +513,24 @@ def coupled_positions(
     index = _index_in_run(_member(sequence, counted))  # [B, L]
     is_operator = _member(sequence, _ids("operators", operators))
     return torch.where(index > 0, index + 1, is_operator.long())
+
+
+def task_positions(rule: str, sequence: Tensor, *, first_symbol: int = 0, slots: Sequence[int] = ()) -> Tensor:
+    """The position ids of a laid-out sequence ``[B, L]`` by ``rule``: ``"abacus"`` or ``"coupling"``.
+
+    Args:
+        rule: :func:`digit_positions` (Abacus) or :func:`coupled_positions` (position coupling).
+        sequence: token ids ``[B, L]``, where symbol ``s`` is id ``first_symbol + s``.
+        first_symbol: the id of symbol 0 (the length lab's ``FIRST_SYMBOL``).
+        slots: ids standing for answer digits not written yet (the encoder-only layout's empty slots).
+
+    Raises:
+        ValueError: for another rule.
+    """
+    digits = [first_symbol + d for d in DIGITS]
+    if rule == "abacus":
+        return digit_positions(sequence, digits=digits, slots=slots)
+    if rule == "coupling":
+        return coupled_positions(sequence, digits=digits, operators=[first_symbol + o for o in OPERATORS],
+                                 slots=slots)
+    raise ValueError(f"rule {rule!r}: the arithmetic tasks number their tokens by 'abacus' or 'coupling'")

@@ -161,6 +161,18 @@ class SymbolTask(TokenTask):
             return width + target
         return max(width, target + 1)
 
+    def positions(self, tokens: Tensor, rule: str, *, slots: tuple[int, ...] = ()) -> Tensor:
+        """Position ids ``[B, L]`` of laid-out ``tokens`` by the task's structure (Abacus, position coupling).
+
+        Raises:
+            ValueError: for a generator that has no such rule.
+        """
+        if rule not in getattr(self.strings, "position_rules", ()):
+            return super().positions(tokens, rule, slots=slots)
+        from attnlab.data.arithmetic import task_positions
+
+        return task_positions(rule, tokens, first_symbol=FIRST_SYMBOL, slots=slots)
+
     def target_length(self, length: int) -> int:
         """The answer's length for a source of ``length``: the generator's output length."""
         return self.output_length(length)

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab._validate import check_choice
-from attnlab.data.layouts import decoder_only_batch, encoder_only_batch
+from attnlab.data.layouts import EMPTY, decoder_only_batch, encoder_only_batch
 from attnlab.data.metrics import mean_squared_error, sequence_accuracy, token_accuracy
 from attnlab.data.square_walks import SquaresBatch, squares_task
 from attnlab.data.tasks import (
@@ -134,6 +134,15 @@ class TokenTask(Task):
         """The target's length (EOS not counted) for a source of ``length``."""
         return target_length(self.name, length)
 
+    def positions(self, tokens: Tensor, rule: str, *, slots: tuple[int, ...] = ()) -> Tensor:
+        """Position ids ``[B, L]`` of laid-out ``tokens`` by the task's structure, for an encoding that takes them.
+
+        Raises:
+            ValueError: always here: the copy-like tasks have no structure to number (an arithmetic task has).
+        """
+        raise ValueError(f"the encoding takes its positions from the task ({rule!r}: Abacus or position coupling), "
+                         f"and the {self.name} task has none; use an arithmetic task such as reversed-addition")
+
     def draw(self, n: int, length: int, *, generator: torch.Generator | int, min_len: int | None = None,
              n_symbols: int = 10) -> TaskBatch:
         """``n`` fresh sequences at ``length`` (or at lengths ``min_len .. length``), from ``generator``.
@@ -179,10 +188,11 @@ class TokenTask(Task):
         """
         if architecture == "encoder-only":
             inputs, labels = encoder_only_batch(batch)  # [B, S + M] each
-            logits = model(inputs)  # [B, S + M, V]: scored on the slots only (labels PAD elsewhere)
+            # scored on the slots only (labels PAD elsewhere)
+            logits = model(inputs, **self._position_ids(model, inputs, architecture))  # [B, S + M, V]
         elif architecture == "decoder-only":
             inputs, labels = decoder_only_batch(batch)  # [B, S + T] each
-            logits = model(inputs)  # [B, S + T, V]
+            logits = model(inputs, **self._position_ids(model, inputs, architecture))  # [B, S + T, V]
         else:
             logits, labels = model(batch.source, batch.target_in), batch.target_out  # [B, T, V], [B, T]
         mean = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=PAD)
@@ -195,14 +205,28 @@ class TokenTask(Task):
         if architecture == "encoder-only":
             inputs = encoder_only_batch(batch)[0]  # [N, S + M]
             S = batch.source.shape[1]  # every row of a test set has this length, so the slots line up
-            return cast(Tensor, model(inputs)[:, S:].argmax(-1))  # [N, M]
+            return cast(Tensor, model(inputs, **self._position_ids(model, inputs, architecture))[:, S:].argmax(-1))
         generate = cast(Any, model).generate
         if architecture == "decoder-only":
             if bool((batch.lengths != batch.source.shape[1]).any()):  # sources of several lengths (SCAN's sets)
                 return _by_source_length(self, model, batch, architecture)
-            prompt = decoder_only_batch(batch)[0][:, : batch.source.shape[1] + 1]  # source + BOS: [N, S + 1]
-            return cast(Tensor, generate(prompt, batch.target_out.shape[1]))  # the target and EOS
+            inputs = decoder_only_batch(batch)[0]  # [N, S + T]
+            prompt = inputs[:, : batch.source.shape[1] + 1]  # source + BOS: [N, S + 1]
+            steps = batch.target_out.shape[1]
+            # The answer's positions are known before it is written (the k-th digit is at k): all given up front.
+            whole = F.pad(inputs, (0, 1), value=PAD)  # [N, S + T + 1]: the prompt and every step
+            return cast(Tensor, generate(prompt, steps, **self._position_ids(model, whole, architecture)))
         return cast(Tensor, generate(batch.source, batch.target_out.shape[1], start=BOS))
+
+    def _position_ids(self, model: nn.Module, inputs: Tensor, architecture: str) -> dict[str, Tensor]:
+        """``{"position_ids": [B, L]}`` for a model whose encoding takes its positions from the task, else ``{}``."""
+        rule = getattr(model, "task_positions", None)
+        if rule is None:
+            return {}
+        if architecture == "encoder-decoder":
+            raise ValueError(f"the encoding takes its positions from the task ({rule!r}): give it a decoder-only or "
+                             "encoder-only model")
+        return {"position_ids": self.positions(inputs, rule, slots=(EMPTY,) if architecture == "encoder-only" else ())}
 
     def chance(self, metric: str, *, n_symbols: int, length: int) -> float | None:
         """Guessing each target symbol uniformly: ``1 / n_symbols`` per token, that to the target's length per sequence.

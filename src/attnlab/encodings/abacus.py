@@ -139,6 +139,10 @@ class AbacusEmbedding(nn.Module):
         True
     """
 
+    #: the rule by which a task gives this encoding its positions (``Task.positions``): the model reads it,
+    #: the length lab asks the task for ``position_ids`` by it.
+    task_positions = "abacus"
+
     @classmethod
     def for_model(cls, sizes: ModelSizes) -> AbacusEmbedding:
         """The table a model adds to its embeddings: a row per index it can read, plus the offsets.

@@ -75,6 +75,10 @@ class CoupledPositions(nn.Module):
         True
     """
 
+    #: the rule by which a task gives this encoding its positions (``Task.positions``): the model reads it,
+    #: the length lab asks the task for ``position_ids`` by it.
+    task_positions = "coupling"
+
     @classmethod
     def for_model(cls, sizes: ModelSizes) -> CoupledPositions:
         """The table a model adds to its embeddings: a row per id its longest sequence can hold.

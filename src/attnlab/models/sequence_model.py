@@ -118,6 +118,15 @@ class SequenceModel(nn.Module):
                    position=self._attention_position(causal), head_dim=self.head_dim, backend=self.backend)
 
     @property
+    def task_positions(self) -> str | None:
+        """The rule by which the task gives this model its positions (``"abacus"``, ``"coupling"``), or None.
+
+        An input encoding that numbers tokens by the task's structure (Abacus, position coupling)
+        declares it; a model with any other encoding reads positions ``0 .. L-1`` itself.
+        """
+        return getattr(self.input_position, "task_positions", None)
+
+    @property
     def encoding_name(self) -> str:
         """The encoding as a name another process can rebuild it from (``"alibi"``, ``"pkg.mod:Class"``)."""
         return spec_name(self.encoding)
