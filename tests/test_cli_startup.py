@@ -124,6 +124,20 @@ def test_catalog_tasks_presets_and_models_are_the_labs():
     assert catalog.SQUARES_MODELS == SQUARES_MODELS
 
 
+def test_catalog_string_tasks_and_protocols_are_the_labs():
+    from attnlab.data.chomsky import CHOMSKY_TASKS
+    from attnlab.data.kazemnejad import KAZEMNEJAD_TASKS
+    from attnlab.data.task_names import task_named
+    from attnlab.labs.lengths import protocols
+
+    # every generator the data modules list is a task by its own name, and nothing else is
+    arithmetic = ("reversed-addition", "reversed-multiplication")
+    assert tuple(catalog.STRING_TASKS) == (*CHOMSKY_TASKS, *KAZEMNEJAD_TASKS, *arithmetic)
+    for name in catalog.STRING_TASKS:
+        assert task_named(name).name == name
+    assert catalog.PROTOCOLS == tuple(protocols._PROTOCOLS)
+
+
 def test_catalog_table_options_are_the_encodings():
     from attnlab.encodings import LAYOUTS, RATES
 
