@@ -94,7 +94,8 @@ TASKS: tuple[str, ...] = ("copy", "reverse", "duplicate", "sort", "squares", "sc
 #: how a comparison trains and scores (:data:`attnlab.labs.lengths.protocols.PROTOCOLS`).
 PROTOCOLS: tuple[str, ...] = ("fixed", "ruoss2023", "kazemnejad2023")
 #: the papers' setups ``attnlab compare --preset`` starts from (:data:`attnlab.labs.lengths.presets.PRESETS`).
-PRESETS: tuple[str, ...] = ("ruoss2023", "ruoss2023-full", "kazemnejad2023", "kazemnejad2023-full")
+PRESETS: tuple[str, ...] = ("ruoss2023", "ruoss2023-full", "kazemnejad2023", "kazemnejad2023-full", "abacus2024",
+                             "abacus2024-full")
 #: the models ``attnlab train --model`` trains (:data:`attnlab.labs.squares.models.SQUARES_MODELS`).
 SQUARES_MODELS: tuple[str, ...] = ("selfattn-pe", "gru", "gru-attn", "transformer")
 

@@ -5,8 +5,8 @@ import torch
 
 from attnlab.data.layouts import EMPTY, decoder_only_batch, encoder_only_batch
 from attnlab.data.scan_task import ScanTask, scan_batch
-from attnlab.data.symbol_task import SymbolTask, strings_batch
 from attnlab.data.strings import Strings
+from attnlab.data.symbol_task import SymbolTask, strings_batch
 from attnlab.data.task_names import task_named
 from attnlab.data.tasks import BOS, EOS, FIRST_SYMBOL, PAD, TaskSpec
 

@@ -13,7 +13,11 @@ from cli_helpers import cli
 
 @pytest.mark.parametrize("name", sorted(PRESETS))
 @pytest.mark.parametrize("quick", [False, True])
-def test_every_preset_is_a_valid_comparison_on_each_of_its_tasks(name, quick):
+def test_every_preset_is_a_valid_comparison_on_each_of_its_tasks(name, quick, monkeypatch):
+    if name.endswith("-full"):  # meant for a cluster: checked as if this machine had a terabyte, whatever it has
+        import attnlab._limits
+
+        monkeypatch.setattr(attnlab._limits, "available_memory", lambda: 2**40)
     chosen = preset(name)
     assert chosen.tasks and chosen.cost  # a preset names its tasks and says what it costs
     for task in chosen.tasks:

@@ -1,4 +1,4 @@
-"""The protocols: Ruoss et al.'s sampling rule replayed, fresh batches, their loss weighting, Kazemnejad et al.'s rotary."""
+"""The protocols: Ruoss et al.'s sampling rule replayed, fresh batches and their loss, Kazemnejad et al.'s rotary."""
 
 import random
 

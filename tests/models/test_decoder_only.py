@@ -17,14 +17,16 @@ from attnlab.encodings import (
     T5RelativeBias,
     XPos,
 )
-from attnlab.encodings.registry import ADDED_TO_INPUT, RANDOMIZED
+from attnlab.encodings.registry import ADDED_TO_INPUT, RANDOMIZED, task_positions
 from attnlab.models import ENCODINGS, DecoderOnlyTransformer
 
 from model_helpers import perturbed
 
 # The randomized schemes draw new positions at every call: there is no single answer to cache (they decode
 # without a cache, tests/encodings/test_randomized.py).
-CACHING = [e for e in ENCODINGS if e not in RANDOMIZED]
+# Abacus and position coupling read the task's positions (tests/models/test_task_positions.py): not here.
+OWN = [e for e in ENCODINGS if task_positions(e) is None]
+CACHING = [e for e in OWN if e not in RANDOMIZED]
 
 
 @pytest.mark.parametrize("encoding", CACHING)
@@ -58,7 +60,7 @@ def test_cached_generation_equals_uncached_values(encoding):
     assert_close(cached, model.generate(prompt, 10, use_cache=False), atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("encoding", ENCODINGS)
+@pytest.mark.parametrize("encoding", OWN)
 def test_no_output_depends_on_a_later_input(encoding):
     torch.manual_seed(0)
     model = perturbed(DecoderOnlyTransformer(vocab_size=13, d_model=32, n_heads=4, encoding=encoding))
@@ -77,7 +79,7 @@ def test_no_output_depends_on_a_later_input(encoding):
 def test_every_scheme_is_causal_and_inside_the_attention():
     schemes = {"relative": ShawRelative, "t5": T5RelativeBias, "rotary": Rotary, "alibi": ALiBi, "none": NoPosition,
                "fire": FIRE, "kerple": KERPLE, "xpos": XPos, "cope": CoPE}
-    for encoding in ENCODINGS:
+    for encoding in OWN:
         model = DecoderOnlyTransformer(vocab_size=8, d_model=16, n_heads=2, n_layers=2, encoding=encoding)
         positions = [layer.self_attn.position for layer in model.layers]
         base = encoding.removeprefix("random-")

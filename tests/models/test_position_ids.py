@@ -19,11 +19,13 @@ from attnlab.attention import DecodingCache, KVCache, MultiHeadAttention
 from attnlab.attention.backends.choose import attend_with_position, choose_backend
 from attnlab.attention.backends.chunked import chunked_attend
 from attnlab.encodings.positions import positions_from_mask
-from attnlab.encodings.registry import CAUSAL_ONLY, attention_position, draws_positions, is_input_table
+from attnlab.encodings.registry import CAUSAL_ONLY, attention_position, draws_positions, is_input_table, task_positions
 from attnlab.models import DecoderOnlyTransformer, EncoderOnlyTransformer, Transformer
 
 V, D, HEADS = 11, 16, 2
-CACHING = [name for name in catalog.SCHEMES if not draws_positions(name)]
+# Abacus and position coupling take no default positions: tests/models/test_task_positions.py.
+OWN = [name for name in catalog.SCHEMES if task_positions(name) is None]
+CACHING = [name for name in OWN if not draws_positions(name)]
 # Schemes whose outputs depend on positions only through their differences (FIRE reads the query's own).
 TRANSLATION_INVARIANT = ["relative", "t5", "rotary", "alibi", "none", "kerple", "xpos", "cope"]
 INSIDE = [name for name in CACHING if not is_input_table(name)]
@@ -45,7 +47,7 @@ def tokens(B, L, seed=1):
     return torch.randint(2, V, (B, L), generator=torch.Generator().manual_seed(seed))
 
 
-@pytest.mark.parametrize("name", sorted(catalog.SCHEMES))
+@pytest.mark.parametrize("name", sorted(OWN))
 def test_positions_at_the_indices_are_the_default_forward(name):
     x = tokens(3, 7)
     ids = torch.arange(7).expand(3, 7)
@@ -68,7 +70,7 @@ def test_a_relative_scheme_is_blind_to_each_rows_shift(name):
             torch.testing.assert_close(model(x, position_ids=shifted), model(x), rtol=0, atol=2e-5)
 
 
-@pytest.mark.parametrize("name", [n for n in catalog.SCHEMES if n not in CAUSAL_ONLY])
+@pytest.mark.parametrize("name", [n for n in OWN if n not in CAUSAL_ONLY])
 def test_tokens_moved_with_their_positions_move_the_outputs(name):
     """Bidirectional: the order is in the position ids alone, so permuting tokens and ids permutes the outputs."""
     model = encoder(name)

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from attnlab.data.scan import ACTIONS, COMMANDS, length_split, scan_pairs
+from attnlab.data.square_walks import SquaresBatch
 from attnlab.data.task import TokenTask
 from attnlab.data.tasks import BOS, EOS, FIRST_SYMBOL, PAD, TaskBatch, TaskSets, TaskSpec
 
@@ -97,7 +98,7 @@ class ScanTask(TokenTask):
         g = torch.Generator().manual_seed(spec.train_seed)
         if spec.n_train < len(train):
             train = tuple(train[i] for i in sorted(torch.randperm(len(train), generator=g)[: spec.n_train].tolist()))
-        tests = {}
+        tests: dict[int, TaskBatch | SquaresBatch] = {}
         for n in sorted(spec.test_lens):
             pool = by_length[n]
             g = torch.Generator().manual_seed(spec.test_seed * 1000 + n)

@@ -27,6 +27,7 @@ import torch
 from torch import Tensor
 
 from attnlab._validate import check_int
+from attnlab.data.square_walks import SquaresBatch
 from attnlab.data.strings import StringGenerator, Strings, check_strings, input_length
 from attnlab.data.task import TokenTask, _test_generator
 from attnlab.data.tasks import BOS, EOS, FIRST_SYMBOL, PAD, TaskBatch, TaskSets, TaskSpec, _as_generator
@@ -104,6 +105,7 @@ class SymbolTask(TokenTask):
         self.strings = generator
         self.name = generator.name
         self.shortest = check_int("shortest", generator.shortest, minimum=1)
+        self.position_rules = tuple(getattr(generator, "position_rules", ()))
 
     def __repr__(self) -> str:
         return f"SymbolTask({type(self.strings).__name__}())"
@@ -143,8 +145,9 @@ class SymbolTask(TokenTask):
     def sets(self, spec: TaskSpec) -> TaskSets:
         """The training set (lengths ``min_train_len .. train_len``) and one test set per length, as TokenTask's."""
         train = self.draw(spec.n_train, spec.train_len, min_len=spec.min_train_len, generator=spec.train_seed)
-        tests = {length: self.draw(spec.n_test, length, generator=_test_generator(spec.test_seed, length))
-                 for length in sorted(spec.test_lens)}
+        tests: dict[int, TaskBatch | SquaresBatch] = {}
+        for length in sorted(spec.test_lens):
+            tests[length] = self.draw(spec.n_test, length, generator=_test_generator(spec.test_seed, length))
         return TaskSets(train, tests, spec)
 
     def model_io(self, n_symbols: int) -> dict[str, int | None]:

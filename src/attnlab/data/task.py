@@ -134,6 +134,9 @@ class TokenTask(Task):
         """The target's length (EOS not counted) for a source of ``length``."""
         return target_length(self.name, length)
 
+    #: the rules by which the task can number its tokens for an encoding that takes them (Abacus, coupling)
+    position_rules: tuple[str, ...] = ()
+
     def positions(self, tokens: Tensor, rule: str, *, slots: tuple[int, ...] = ()) -> Tensor:
         """Position ids ``[B, L]`` of laid-out ``tokens`` by the task's structure, for an encoding that takes them.
 

@@ -38,7 +38,7 @@ class TaskDataset(Dataset[TaskBatch | SquaresBatch]):
 
     def __getitem__(self, index: int | list[int] | torch.Tensor) -> TaskBatch | SquaresBatch:
         index = torch.as_tensor(index, dtype=torch.int64, device=self.batch[0].device)
-        return type(self.batch)(*(None if t is None else t[index] for t in self.batch))
+        return type(self.batch)(*(None if t is None else t[index] for t in self.batch))  # type: ignore[arg-type]
 
 
 def task_loader(

@@ -123,7 +123,7 @@ class TaskBatch(NamedTuple):
 
     def to(self, device: torch.device | str) -> TaskBatch:
         """The same batch with every tensor on ``device``."""
-        return TaskBatch(*(None if t is None else t.to(device) for t in self))
+        return TaskBatch(*(None if t is None else t.to(device) for t in self))  # type: ignore[arg-type]
 
 
 def target_length(task: str, length: int) -> int:
@@ -316,8 +316,11 @@ class TaskSpec:
 
 
 class TaskSets(NamedTuple):
-    """The sets :func:`attnlab.data.task.make_task_sets` builds: ``train`` and ``tests[length]``, and the spec."""
+    """The sets :func:`attnlab.data.task.make_task_sets` builds: ``train`` and ``tests[length]``, and the spec.
 
-    train: TaskBatch | SquaresBatch
+    ``train`` is None where a protocol draws fresh strings at every step instead of a set.
+    """
+
+    train: TaskBatch | SquaresBatch | None
     tests: dict[int, TaskBatch | SquaresBatch]
     spec: TaskSpec

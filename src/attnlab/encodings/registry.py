@@ -40,7 +40,7 @@ from attnlab.encodings.scheme import ModelSizes, PositionScheme
 
 __all__ = ["ADDED_TO_INPUT", "CAUSAL_ONLY", "DEFAULT_ENCODINGS", "ENCODINGS", "INSIDE_ATTENTION", "RANDOMIZED",
            "Position", "attention_position", "draws_positions", "import_location", "input_position", "is_input_table",
-           "register", "registered", "resolve", "spec_name"]
+           "register", "registered", "resolve", "spec_name", "task_positions"]
 
 
 class Buildable(Protocol):
@@ -260,6 +260,16 @@ def draws_positions(encoding: Position) -> bool:
     if isinstance(built, Randomized):
         return True
     return bool(getattr(built, "draws_positions", False))
+
+
+def task_positions(encoding: Position) -> str | None:
+    """The rule by which the task numbers the tokens for ``encoding`` (``"abacus"``, ``"coupling"``), or None.
+
+    Abacus embeddings and position coupling take their positions from the task's structure
+    (``position_ids [B, L]``, required), not from the tokens' order; read from the class's
+    ``task_positions`` declaration, without building anything.
+    """
+    return getattr(resolve(encoding), "task_positions", None)
 
 
 def is_input_table(encoding: Position) -> bool:

@@ -53,6 +53,7 @@ from attnlab.encodings.registry import (
     draws_positions,
     is_input_table,
     spec_name,
+    task_positions,
 )
 from attnlab.labs.lengths.protocols import Protocol, protocol_named
 from attnlab.labs.memory_bound import Cost, check_costs, parameter_bytes, transformer_parameters
@@ -177,6 +178,14 @@ class CompareConfig:
         torch's random state, so no stream moves.
         """
         check_int("max_relative_position", self.max_relative_position, minimum=1)
+        for encoding in self.encodings:
+            rule = task_positions(encoding)
+            if rule is not None and rule not in self.task_object.position_rules:
+                raise ValueError(f"encoding {encoding!r} takes its positions from the task, and the {self.task} task "
+                                 "has none (the arithmetic tasks have: reversed-addition, reversed-multiplication)")
+            if rule is not None and self.architecture == "encoder-decoder":
+                raise ValueError(f"encoding {encoding!r} takes its positions from the task: give it a decoder-only "
+                                 "or encoder-only architecture")
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
         causal = self.architecture == "decoder-only"

@@ -95,7 +95,7 @@ class Protocol:
 
         def loss(model: nn.Module, batch: Any) -> torch.Tensor:
             if per_row:
-                return task.loss(model, batch, architecture, per_row=True)  # type: ignore[call-arg]
+                return task.loss(model, batch, architecture, per_row=True)
             return task.loss(model, batch, architecture)
 
         return loss
@@ -206,7 +206,7 @@ class FreshStrings(Protocol):
         lengths = ruoss_lengths(seed, self.steps(config), shortest=config.min_train_len, longest=config.train_len)
 
         def draw(n: int, length: int, *, generator: torch.Generator) -> Any:
-            return task.draw(n, length, generator=generator, n_symbols=config.n_symbols)  # type: ignore[attr-defined]
+            return task.draw(n, length, generator=generator, n_symbols=config.n_symbols)
 
         # The strings' stream is seeded apart from the lengths' and from the weights' (torch.manual_seed(seed)).
         return FreshBatches(draw, lengths, config.batch_size, seed=10_000 + seed), 1

@@ -62,7 +62,7 @@ TASKS: tuple[str, ...] = CHOMSKY_TASKS + KAZEMNEJAD_TASKS + ARITHMETIC_TASKS
 #: "relative", not Shaw et al.'s clipped vectors, attnlab's "relative") and its randomized version, McLeish et al.'s
 #: Abacus embeddings (a digit's place inside its number) and Cho et al.'s position coupling (one position ID
 #: shared by the digits of the same significance).
-EXTRA_ENCODINGS: tuple[str, ...] = ("transformer-xl", "random-transformer-xl", "abacus", "coupling")
+EXTRA_ENCODINGS: tuple[str, ...] = ("transformer-xl", "random-transformer-xl")
 
 #: token_accuracy: the fraction of output tokens right; exact_match: the fraction of answers right in full.
 METRICS: tuple[str, ...] = ("token_accuracy", "exact_match")
