@@ -78,7 +78,7 @@ def test_no_output_depends_on_a_later_input(encoding):
 
 def test_every_scheme_is_causal_and_inside_the_attention():
     schemes = {"relative": ShawRelative, "t5": T5RelativeBias, "rotary": Rotary, "alibi": ALiBi, "none": NoPosition,
-               "fire": FIRE, "kerple": KERPLE, "xpos": XPos, "cope": CoPE}
+               "fire": FIRE, "kerple": KERPLE, "xpos": XPos, "cope": CoPE, "rotary-quarter": Rotary}
     for encoding in OWN:
         model = DecoderOnlyTransformer(vocab_size=8, d_model=16, n_heads=2, n_layers=2, encoding=encoding)
         positions = [layer.self_attn.position for layer in model.layers]

@@ -63,6 +63,8 @@ class Task(ABC):
     architectures: tuple[str, ...] = ARCHITECTURES
     shortest: int = 1
     variable_lengths: bool = True
+    #: the rules by which the task can number its tokens for an encoding that takes them (Abacus, coupling)
+    position_rules: tuple[str, ...] = ()
 
     def describe(self, architecture: str) -> str:
         """The task as a table's header names it: ``"reverse, decoder-only"``."""
@@ -133,9 +135,6 @@ class TokenTask(Task):
     def target_length(self, length: int) -> int:
         """The target's length (EOS not counted) for a source of ``length``."""
         return target_length(self.name, length)
-
-    #: the rules by which the task can number its tokens for an encoding that takes them (Abacus, coupling)
-    position_rules: tuple[str, ...] = ()
 
     def positions(self, tokens: Tensor, rule: str, *, slots: tuple[int, ...] = ()) -> Tensor:
         """Position ids ``[B, L]`` of laid-out ``tokens`` by the task's structure, for an encoding that takes them.
