@@ -64,3 +64,5 @@ def test_a_preset_of_several_tasks_runs_each_in_its_own_folder(capsys, tmp_path)
     scan = json.loads((out_dir / "tasks" / "scan" / "results.json").read_text())
     assert scan["config"]["train_len"] == 25 and scan["config"]["protocol"] == "kazemnejad2023"  # SCAN's own split
     assert (out_dir / "suite.txt").read_text().startswith("preset kazemnejad2023")
+    page = (out_dir / "report.html").read_text()
+    assert "tasks/scan/report.html" in page and "copy-random" in page

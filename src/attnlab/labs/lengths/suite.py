@@ -27,6 +27,7 @@ from typing import Any
 from attnlab._io import atomic_write
 from attnlab.labs.lengths.config import CompareConfig, CompareResult
 from attnlab.labs.lengths.presets import Preset
+from attnlab.labs.report import Report, write_report
 from attnlab.labs.run_folder import claim
 
 __all__ = ["SuiteRow", "format_suite", "run_suite", "suite_rows"]
@@ -108,7 +109,8 @@ def _aggregate_words(preset: Preset) -> str:
 
 def run_suite(configs: list[CompareConfig], folder: str | os.PathLike[str], preset: Preset, *, resume: bool,
               run_one: Callable[[CompareConfig, Path, bool], CompareResult]) -> tuple[list[CompareResult], Path]:
-    """Run one comparison per config in ``folder/tasks/TASK/``, then write ``suite.json`` and ``suite.txt``.
+    """Run one comparison per config in ``folder/tasks/TASK/``, then write ``suite.json``, ``suite.txt`` and
+    ``report.html`` (the table, and a link to each task's report).
 
     Args:
         configs: a comparison per task (the preset's settings with each task).
@@ -138,4 +140,11 @@ def run_suite(configs: list[CompareConfig], folder: str | os.PathLike[str], pres
             "seconds": seconds, "tasks": [c.task for c in configs], "rows": rows})
         text = format_suite(rows, preset, seconds=seconds) + "\n"
         atomic_write(run.path / "suite.txt", lambda tmp: tmp.write_text(text))
+        links = ", ".join(f"tasks/{c.task}/report.html" for c in configs)
+        write_report(run.path / "report.html", Report(
+            title=f"Preset {preset.name}: which positional encoding generalises, task by task",
+            paragraphs=[f"{preset.paper}. Scaled to run here: {preset.scaled}.",
+                        f"Each task is a comparison of its own, with its figures and report: {links}.",
+                        f"The paper's numbers: {preset.published_source or 'none could be traced here'}."],
+            preformatted=text, settings={"preset": preset.name, "tasks": [c.task for c in configs]}))
         return results, run.path
