@@ -22,7 +22,7 @@ def test_every_preset_is_a_valid_comparison_on_each_of_its_tasks(name, quick, mo
     assert chosen.tasks and chosen.cost  # a preset names its tasks and says what it costs
     for task in chosen.tasks:
         settings = {**chosen.settings, **(chosen.quick if quick else {}), **chosen.per_task.get(task, {}),
-                    "task": task, "preset": name}
+                    **(chosen.quick_per_task.get(task, {}) if quick else {}), "task": task, "preset": name}
         config = CompareConfig(**settings)
         assert config.preset == name and config.task == task
         assert max(config.test_lens) > config.train_len  # the claims are about longer sequences

@@ -136,6 +136,8 @@ def _given(args: argparse.Namespace, *, task: str | None = None) -> dict[str, An
         if args.quick:
             given.update(chosen.quick)
         given.update(chosen.per_task.get(task or args.task, {}))  # one task's own settings (SCAN's lengths)
+        if args.quick:
+            given.update(chosen.quick_per_task.get(task or args.task, {}))
     elif args.quick:
         given.update(QUICK)
     given.update({k: v for k, v in flags.items() if v is not None})
@@ -209,8 +211,8 @@ def _run_suite(args: argparse.Namespace, given: dict[str, Any], device: Any) -> 
     check_claim(folder, kind="suite", resume=args.resume)
     _check_workers(args)
     n_models = sum(len(c.runs()) for c in configs)
-    print(f"preset {chosen.name}: {len(configs)} tasks ({', '.join(chosen.tasks)}), {n_models} models -> {folder}",
-          flush=True)
+    tasks = f"{len(configs)} task{'s' if len(configs) > 1 else ''} ({', '.join(chosen.tasks)})"
+    print(f"preset {chosen.name}: {tasks}, {n_models} models -> {folder}", flush=True)
 
     def run_one(config: CompareConfig, where: Path, resume: bool) -> Any:
         result = run_compare(config, where, resume=resume, progress=None if args.progress else False,
