@@ -224,7 +224,7 @@ RUOSS2023 = Preset(
     published_metric=_RUOSS_TABLE.metric,
     tasks=("even-pairs", "reverse-string", "duplicate-string", "missing-duplicate"),
     aggregate="best",
-    cost="about 30 minutes on 2 CPU cores (180 models); --quick about 5 (28 models)",
+    cost="about 26 minutes on 2 CPU cores (180 models); --quick about 1 (28 models)",
 )
 
 RUOSS2023_FULL = replace(
@@ -316,7 +316,7 @@ KAZEMNEJAD2023 = Preset(
         "d_model": 64, "n_heads": 4, "n_layers": 2, "ff_units": 256, "lr": 3e-3,
         "batch_size": 64, "n_train": 8192, "epochs": 16, "n_test": 128,
     },
-    quick={"n_seeds": 1, "train_len": 10, "test_lens": (10, 15, 20), "n_train": 4096, "epochs": 8, "n_test": 64},
+    quick={"n_seeds": 1, "train_len": 10, "test_lens": (10, 15, 20), "n_train": 4096, "epochs": 16, "n_test": 128},
     paper_setup={"train lengths": "up to 20 (SCAN: up to 22 actions)", "test lengths": "21-40 (SCAN: 24-48)",
                  "model": "decoder-only, T5-base sizes, ~110M parameters", "training": "40,000 steps of 64, AdamW 3e-5",
                  "vocabulary": "100 random tokens (copy, reverse)", "rotary": "a quarter of each head's features",
@@ -342,7 +342,7 @@ KAZEMNEJAD2023 = Preset(
     per_task={"scan": {"train_len": 25, "test_lens": (25, 26, 28, 30, 32, 36, 40, 48), "n_train": 17_774,
                        "epochs": 4}},
     quick_per_task={"scan": {"n_train": 4096, "test_lens": (25, 26, 28, 32, 40)}},
-    cost="about 35 minutes on 2 CPU cores (45 models); --quick about 5 (15 models)",
+    cost="about 35 minutes on 2 CPU cores (45 models); --quick about 3 (15 models)",
 )
 
 KAZEMNEJAD2023_FULL = replace(
@@ -405,7 +405,7 @@ ABACUS2024 = Preset(
     published_source=f"{_MCLEISH.source}; {_CHO.source}",
     published_metric=_MCLEISH.metric,
     tasks=("reversed-addition",),
-    cost="about 16 minutes on 2 CPU cores (21 models); --quick about 3 (4 models)",
+    cost="about 12 minutes on 2 CPU cores (21 models); --quick about 2 (4 models)",
 )
 
 ABACUS2024_FULL = replace(
