@@ -20,12 +20,11 @@ from attnlab.data.arithmetic import (
     ReversedAddition,
     ReversedMultiplication,
     addition_strings,
-    coupled_positions,
     decode,
-    digit_positions,
     encode,
     multiplication_strings,
 )
+from attnlab.data.arithmetic_positions import coupled_positions, digit_positions
 from attnlab.data.strings import StringGenerator, Strings
 
 

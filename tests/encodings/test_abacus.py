@@ -10,7 +10,8 @@ import copy
 import pytest
 import torch
 
-from attnlab.data.arithmetic import digit_positions, encode
+from attnlab.data.arithmetic import encode
+from attnlab.data.arithmetic_positions import digit_positions
 from attnlab.encodings.abacus import AbacusEmbedding
 from attnlab.encodings.scheme import ModelSizes
 

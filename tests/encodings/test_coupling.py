@@ -9,7 +9,8 @@ largest id inside the table, and none past it; draws are recovered by re-seeding
 import pytest
 import torch
 
-from attnlab.data.arithmetic import ReversedAddition, coupled_positions, encode
+from attnlab.data.arithmetic import ReversedAddition, encode
+from attnlab.data.arithmetic_positions import coupled_positions
 from attnlab.encodings.coupling import CoupledPositions
 from attnlab.encodings.scheme import ModelSizes
 

@@ -172,7 +172,7 @@ class SymbolTask(TokenTask):
         """
         if rule not in getattr(self.strings, "position_rules", ()):
             return super().positions(tokens, rule, slots=slots)
-        from attnlab.data.arithmetic import task_positions
+        from attnlab.data.arithmetic_positions import task_positions
 
         return task_positions(rule, tokens, first_symbol=FIRST_SYMBOL, slots=slots)
 

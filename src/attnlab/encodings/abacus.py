@@ -7,7 +7,7 @@ which those are. The Abacus embedding numbers each digit from the start of its o
 number: with numbers written least significant digit first, the ``i``-th digit of
 every number (operands and answer) gets the same learned vector. Those indices are
 the data's, not the sequence's: the task computes them
-(:func:`attnlab.data.arithmetic.digit_positions`: ``1, 2, ...`` along a number, 0 for
+(:func:`attnlab.data.arithmetic_positions.digit_positions`: ``1, 2, ...`` along a number, 0 for
 every other token) and the model passes them as ``position_ids``.
 
 Training shifts every digit's index by a random offset ``k``, so that the rows past
@@ -60,7 +60,7 @@ def check_position_ids(h: Tensor, position_ids: object, owner: str) -> Tensor:
         raise ValueError(
             f"{owner} needs position_ids [B, L]: its positions are the task's (each digit's place in its "
             f"number), not the tokens' order; compute them from the symbols "
-            f"(attnlab.data.arithmetic.digit_positions / coupled_positions) and pass position_ids="
+            f"(attnlab.data.arithmetic_positions.digit_positions / coupled_positions) and pass position_ids="
         )
     if not isinstance(position_ids, Tensor) or position_ids.is_floating_point() or position_ids.is_complex() \
             or position_ids.dtype == torch.bool:
@@ -128,7 +128,8 @@ class AbacusEmbedding(nn.Module):
         TypeError / ValueError: for a bad size, ``std``, ``per_row`` or ``generator``.
 
     Example:
-        >>> from attnlab.data.arithmetic import digit_positions, encode
+        >>> from attnlab.data.arithmetic import encode
+        >>> from attnlab.data.arithmetic_positions import digit_positions
         >>> seq = encode("75+86=521")[None]  # 57 + 68 = 125, reversed
         >>> p = digit_positions(seq)
         >>> p
@@ -206,7 +207,7 @@ class AbacusEmbedding(nn.Module):
             offset: where ``h`` starts in the sequence (a decoding step after cached ones);
                 not used: ``position_ids`` already say where each token is.
             position_ids: the task's digit indices, int ``[B, L]``
-                (:func:`attnlab.data.arithmetic.digit_positions`), 0 for a token that is no digit.
+                (:func:`attnlab.data.arithmetic_positions.digit_positions`), 0 for a token that is no digit.
 
         Returns:
             ``[B, L, D]``, in ``h``'s dtype.

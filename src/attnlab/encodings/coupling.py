@@ -4,7 +4,7 @@ Cho et al. 2024, "Position Coupling: Improving Length Generalization of Arithmet
 Transformers Using Task Structure" (NeurIPS, arXiv:2405.20671). Instead of one
 position per token, the tokens that the task relates share a position id: in
 addition, the digits of equal significance in both operands and in the answer. The
-ids are the data's (:func:`attnlab.data.arithmetic.coupled_positions`: an operator
+ids are the data's (:func:`attnlab.data.arithmetic_positions.coupled_positions`: an operator
 1, the digit of significance ``i`` ``i + 2``, BOS/EOS/padding 0) and the model passes
 them as ``position_ids``; this module is the learned absolute table they index.
 
@@ -65,7 +65,8 @@ class CoupledPositions(nn.Module):
         TypeError / ValueError: for a bad size, ``std`` or ``generator``.
 
     Example:
-        >>> from attnlab.data.arithmetic import coupled_positions, encode
+        >>> from attnlab.data.arithmetic import encode
+        >>> from attnlab.data.arithmetic_positions import coupled_positions
         >>> p = coupled_positions(encode("75+86=521")[None])  # 57 + 68 = 125, reversed
         >>> p
         tensor([[2, 3, 1, 2, 3, 1, 2, 3, 4]])
@@ -142,7 +143,7 @@ class CoupledPositions(nn.Module):
             offset: where ``h`` starts in the sequence (a decoding step after cached ones);
                 not used: ``position_ids`` already say where each token is.
             position_ids: the task's coupled ids, int ``[B, L]``
-                (:func:`attnlab.data.arithmetic.coupled_positions`).
+                (:func:`attnlab.data.arithmetic_positions.coupled_positions`).
 
         Returns:
             ``[B, L, D]``, in ``h``'s dtype.

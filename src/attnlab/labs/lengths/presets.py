@@ -1,141 +1,44 @@
 """Published setups of the length-generalisation literature, scaled to this lab, and their claims checked.
 
 ``attnlab compare --preset NAME`` starts from one of :data:`PRESETS`: the paper's
-task, architecture, encodings and metric, with its sizes and training scaled down
-to run on two CPU cores in the time the preset states (every setting can still be
-overridden on the command line, and ``--quick`` scales it further). The report
-then prints the paper's published claims beside the lab's numbers and says, claim
-by claim, whether this run reproduced it (:func:`check_claims`).
+tasks (one comparison each: :mod:`attnlab.labs.lengths.suite`), protocol
+(:mod:`attnlab.labs.lengths.protocols`), architecture, encodings, metric and aggregate,
+with its sizes and training scaled down to run on two CPU cores in the time the preset
+states (every setting can still be overridden on the command line, and ``--quick``
+scales it further). The report prints the paper's numbers cell by cell beside the lab's
+and says, claim by claim, whether this run reproduced it (:func:`check_claims`). Each
+has a ``-full`` version at the paper's size, meant for a cluster (``--ray``).
 
 * ``ruoss2023``: Ruoss et al. 2023, "Randomized Positional Encodings Boost Length
   Generalization of Transformers" (ACL, arXiv:2305.16843; code:
-  google-deepmind/randomized_positional_encodings). An encoder-only Transformer
-  writes the answer into empty slots; binary strings; each scheme against its
-  randomized version; masked per-token accuracy beyond the training length.
+  google-deepmind/randomized_positional_encodings). Chomsky-hierarchy tasks; an
+  encoder-only Transformer writes the answer into empty slots; fresh strings of one
+  length per step; each scheme against its randomized version; masked token accuracy
+  beyond the training length, the best seed (the paper's aggregate) and the mean.
 * ``kazemnejad2023``: Kazemnejad et al. 2023, "The Impact of Positional Encoding on
   Length Generalization in Transformers" (NeurIPS, arXiv:2305.19466; code:
-  McGill-NLP/length-generalization). A decoder-only Transformer, NoPE against T5's
-  bias, ALiBi, rotary and absolute sinusoids (their "APE": ``pe_abs_sin``); exact
-  match of the whole answer beyond the training length.
+  McGill-NLP/length-generalization). Copy, reverse and SCAN; a decoder-only
+  Transformer, NoPE against T5's bias, ALiBi, their quarter rotary and absolute
+  sinusoids (their "APE"); exact match of the whole answer, the mean of 3 seeds.
+* ``abacus2024``: McLeish et al. 2024 (Abacus) and Cho et al. 2024 (position
+  coupling): reversed-digit addition, digits numbered by significance beside the
+  schemes that number tokens by order.
 
-Published numbers: the claims below are the papers' own words (abstract and
-results sections). Their per-task tables are not reproduced cell by cell: the
-papers' tables could not be consulted where this lab was written, and a number
-typed from memory would be worse than none; :attr:`Preset.published` holds the
-numbers that are known (with their source) and the report prints them where a
-cell has one.
+Published numbers (:mod:`attnlab.labs.lengths.published`, each traced to a table, a
+figure caption or the authors' released logs) sit in :attr:`Preset.published`; a cell
+no source could be found for is absent, never typed from memory.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from attnlab._validate import check_choice
+from attnlab.labs.lengths.claims import MARGIN, Claim, Preset, Verdict, beyond_training, gap, pct
 from attnlab.labs.lengths.published import TABLES
 
 __all__ = ["PRESETS", "Claim", "Preset", "Verdict", "beyond_training", "check_claims", "preset"]
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """What one run says about one published claim.
-
-    Attributes:
-        claim: the claim, in the paper's terms.
-        outcome: ``"reproduced"``, ``"not reproduced"`` (no clear difference),
-            ``"contradicted"`` (the opposite, clearly) or ``"not tested"`` (this run
-            lacks an encoding the claim needs).
-        detail: the lab's numbers behind the outcome, in words.
-    """
-
-    claim: str
-    outcome: str
-    detail: str
-
-
-@dataclass(frozen=True)
-class Claim:
-    """A published claim and the test of it on a run's records.
-
-    Attributes:
-        text: the claim, as the paper states it.
-        source: where the paper states it.
-        test: ``(records, config) -> (outcome, detail)`` (see :class:`Verdict`).
-    """
-
-    text: str
-    source: str
-    test: Callable[[list[dict[str, Any]], Any], tuple[str, str]]
-
-
-@dataclass(frozen=True)
-class Preset:
-    """A paper's setup, as ``attnlab compare`` settings, with what was scaled and the claims to check.
-
-    Attributes:
-        name: the ``--preset`` name.
-        paper: the citation.
-        settings: :class:`~attnlab.labs.lengths.config.CompareConfig` fields (each overridable).
-        quick: further overrides for ``--quick`` (under 5 minutes on 2 cores).
-        paper_setup: the paper's own values of what was scaled, ``{what: value}``.
-        scaled: what was scaled and by how much, in words.
-        metric: the record field the paper's claims are about.
-        claims: the claims :func:`check_claims` tests.
-        published: the paper's numbers, ``{(task, encoding): value}`` (fractions), from
-            :data:`attnlab.labs.lengths.published.TABLES` (may be empty where none could be traced).
-        published_source: where those numbers come from (a table, or the authors' released logs).
-        published_metric: the metric the paper's numbers are in.
-        tasks: the tasks a run of the whole preset compares, one comparison each
-            (:mod:`attnlab.labs.lengths.suite`); ``--task`` runs one of them.
-        aggregate: the paper's aggregate over seeds of the mean beyond training: ``"mean"``, or
-            ``"best"`` (the best seed: Ruoss et al.'s, with their learning rates as well).
-        cost: what a run of the whole preset costs here, in words (the full-size ones are meant for ``--ray``).
-        per_task: settings of one task that differ from the others' (SCAN's lengths), over the preset's
-            and ``--quick``'s, under the command line's.
-        quick_per_task: with ``--quick``, a task's own further overrides, over ``per_task``.
-    """
-
-    name: str
-    paper: str
-    settings: dict[str, Any]
-    quick: dict[str, Any]
-    paper_setup: dict[str, str]
-    scaled: str
-    metric: str
-    claims: tuple[Claim, ...]
-    published: dict[tuple[str, str], float] = field(default_factory=dict)
-    published_source: str = ""
-    published_metric: str = ""
-    tasks: tuple[str, ...] = ()
-    aggregate: str = "mean"
-    cost: str = ""
-    per_task: dict[str, dict[str, Any]] = field(default_factory=dict)
-    quick_per_task: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-
-#: a difference in accuracy (0-1) below this is "no clear difference": about what separates seeds here
-MARGIN = 0.02
-
-
-def beyond_training(records: list[dict[str, Any]], config: Any, metric: str) -> dict[str, float]:
-    """``{encoding: mean of metric}`` over the seeds and every test length above ``config.train_len``.
-
-    Raises:
-        ValueError: if no test length exceeds the training length (no claim about generalisation can be checked).
-    """
-    longer = [r for r in records if r["length"] > config.train_len]
-    if not longer:
-        raise ValueError(f"no test length exceeds train_len {config.train_len}: the claims are about longer sequences")
-    sums: dict[str, list[float]] = {}
-    for r in longer:
-        sums.setdefault(r["encoding"], []).append(float(r[metric]))
-    return {enc: sum(v) / len(v) for enc, v in sums.items()}
-
-
-def _pct(x: float) -> str:
-    return f"{100 * x:.1f}%"
 
 
 # -- Ruoss et al. 2023 -----------------------------------------------------------------
@@ -153,7 +56,7 @@ def _ruoss_pairs(records: list[dict[str, Any]], config: Any) -> tuple[str, str]:
         gain = scores[rand] - scores[base]
         wins += gain > MARGIN
         losses += gain < -MARGIN
-        parts.append(f"{rand} {_pct(scores[rand])} vs {base} {_pct(scores[base])} ({100 * gain:+.1f} points)")
+        parts.append(f"{rand} {pct(scores[rand])} vs {base} {pct(scores[base])} ({100 * gain:+.1f} points)")
     if wins == len(pairs):
         outcome = "reproduced"
     elif losses > wins:
@@ -255,7 +158,7 @@ def _kazemnejad_scores(records: list[dict[str, Any]], config: Any) -> dict[str, 
 
 
 def _describe(scores: dict[str, tuple[float, float]], names: tuple[str, ...]) -> str:
-    return ", ".join(f"{n} {_pct(scores[n][0])} exact / {_pct(scores[n][1])} tokens" for n in names if n in scores)
+    return ", ".join(f"{n} {pct(scores[n][0])} exact / {pct(scores[n][1])} tokens" for n in names if n in scores)
 
 
 def _nope_best(records: list[dict[str, Any]], config: Any) -> tuple[str, str]:
@@ -264,18 +167,10 @@ def _nope_best(records: list[dict[str, Any]], config: Any) -> tuple[str, str]:
     if "none" not in scores or not others:
         return "not tested", "needs none and at least one explicit encoding"
     detail = _describe(scores, ("none", *others))
-    margins = [_gap(scores["none"], scores[n]) for n in others]
+    margins = [gap(scores["none"], scores[n]) for n in others]
     if all(m > 0 for m in margins):
         return "reproduced", detail
     return ("contradicted" if all(m < 0 for m in margins) else "not reproduced"), detail
-
-
-def _gap(a: tuple[float, float], b: tuple[float, float]) -> int:
-    """+1 if ``a`` clearly beats ``b`` (exact match, then tokens), -1 if clearly worse, 0 if within the margin."""
-    for x, y in zip(a, b, strict=True):
-        if abs(x - y) > MARGIN:
-            return 1 if x > y else -1
-    return 0
 
 
 def _t5_best_explicit(records: list[dict[str, Any]], config: Any) -> tuple[str, str]:
@@ -284,7 +179,7 @@ def _t5_best_explicit(records: list[dict[str, Any]], config: Any) -> tuple[str, 
     if "t5" not in scores or not others:
         return "not tested", "needs t5 and another explicit encoding"
     detail = _describe(scores, ("t5", *others))
-    margins = [_gap(scores["t5"], scores[n]) for n in others]
+    margins = [gap(scores["t5"], scores[n]) for n in others]
     if all(m > 0 for m in margins):
         return "reproduced", detail
     return ("contradicted" if all(m < 0 for m in margins) else "not reproduced"), detail
@@ -297,7 +192,7 @@ def _common_worst(records: list[dict[str, Any]], config: Any) -> tuple[str, str]
     if not common or not better:
         return "not tested", "needs none or t5 beside alibi, rotary or sinusoidal"
     detail = _describe(scores, (*better, *common))
-    margins = [_gap(scores[b], scores[c]) for b in better for c in common]
+    margins = [gap(scores[b], scores[c]) for b in better for c in common]
     if all(m > 0 for m in margins):
         return "reproduced", detail
     return ("contradicted" if all(m < 0 for m in margins) else "not reproduced"), detail
@@ -369,8 +264,8 @@ def _structure_best(records: list[dict[str, Any]], config: Any) -> tuple[str, st
         return "not tested", "needs abacus or coupling beside a scheme that numbers the tokens by their order"
     best = max(own, key=lambda n: (exact[n], tokens[n]))
     rival = max(others, key=lambda n: (exact[n], tokens[n]))
-    detail = ", ".join(f"{n} {_pct(exact[n])} exact / {_pct(tokens[n])} tokens" for n in (*own, *others))
-    margin = _gap((exact[best], tokens[best]), (exact[rival], tokens[rival]))
+    detail = ", ".join(f"{n} {pct(exact[n])} exact / {pct(tokens[n])} tokens" for n in (*own, *others))
+    margin = gap((exact[best], tokens[best]), (exact[rival], tokens[rival]))
     return {1: "reproduced", 0: "not reproduced", -1: "contradicted"}[margin], detail
 
 
