@@ -110,10 +110,13 @@ def test_kazemnejad_protocol_runs_their_quarter_rotary_and_scores_exact_match():
 
 @pytest.mark.bad_input("numbers")
 def test_fresh_strings_refuse_a_fixed_dataset_and_unknown_protocols():
-    config = CompareConfig(task="scan", protocol="ruoss2023", encodings=("none",), train_len=22,
-                           test_lens=(22, 24), n_train=64, n_test=4, d_model=8, n_heads=2, n_layers=1)
+    with pytest.raises(ValueError, match="protocol 'ruoss2023' draws fresh strings at every step, and the scan task "
+                                         "is a fixed set"):
+        CompareConfig(task="scan", protocol="ruoss2023", encodings=("none",), train_len=22, test_lens=(22, 24))
+    with pytest.raises(ValueError, match="the squares task is a fixed set"):
+        CompareConfig(task="squares", protocol="ruoss2023", encodings=("none",), train_len=4, test_lens=(4, 6))
     with pytest.raises(ValueError, match="the scan task is a fixed set of commands"):
-        list(config.protocol_object.batches(config, config.task_sets(), seed=0)[0])
+        task_named("scan").draw(2, 24, generator=0)
     with pytest.raises(ValueError, match="unknown protocol 'vaswani'"):
         CompareConfig(protocol="vaswani")
 

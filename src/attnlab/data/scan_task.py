@@ -75,6 +75,7 @@ class ScanTask(TokenTask):
     """
 
     name = "scan"
+    draws_fresh = False  # a fixed set of commands
     variable_lengths = False  # the training set is the split's, every command up to train_len actions
 
     def __init__(self) -> None:  # one task, no name to choose

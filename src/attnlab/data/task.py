@@ -65,6 +65,8 @@ class Task(ABC):
     variable_lengths: bool = True
     #: the rules by which the task can number its tokens for an encoding that takes them (Abacus, coupling)
     position_rules: tuple[str, ...] = ()
+    #: the task draws new data at any length (``draw``): what a protocol of fresh strings needs
+    draws_fresh: bool = False
 
     def describe(self, architecture: str) -> str:
         """The task as a table's header names it: ``"reverse, decoder-only"``."""
@@ -128,6 +130,7 @@ class TokenTask(Task):
     """
 
     metrics = ("sequence_accuracy", "token_accuracy")
+    draws_fresh = True
 
     def __init__(self, name: str) -> None:
         self.name = check_choice("task", name, TOKEN_TASKS)

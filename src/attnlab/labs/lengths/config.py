@@ -121,6 +121,9 @@ class CompareConfig:
         check_choice("task", self.task, TASKS)
         self.task_object.check_architecture(self.architecture)
         check_choice("protocol", self.protocol, PROTOCOLS)
+        if not self.protocol_object.builds_training_set and not self.task_object.draws_fresh:
+            raise ValueError(f"protocol {self.protocol!r} draws fresh strings at every step, and the {self.task} task "
+                             "is a fixed set (use --protocol fixed or kazemnejad2023)")
         if self.preset is not None:
             from attnlab.labs.lengths.presets import preset
 

@@ -90,7 +90,7 @@ class Protocol:
     def loss(self, config: CompareConfig) -> Callable[[nn.Module, Any], torch.Tensor]:
         """The batch loss :func:`attnlab.training.fit` calls: the task's, weighted as the protocol says."""
         task, architecture, per_row = config.task_object, config.architecture, self.per_row_loss
-        if per_row and not hasattr(task, "draw"):  # the squares: a mean squared error, one per corner
+        if per_row and not task.draws_fresh:  # the squares, SCAN: no per-string sum to take
             per_row = False
 
         def loss(model: nn.Module, batch: Any) -> torch.Tensor:
@@ -200,7 +200,7 @@ class FreshStrings(Protocol):
             ValueError: for a task that cannot draw fresh strings (the squares).
         """
         task = config.task_object
-        if not hasattr(task, "draw"):
+        if not task.draws_fresh:
             raise ValueError(f"protocol {self.name!r} draws fresh strings, and the {task.name} task does not "
                              "(use --protocol fixed)")
         lengths = ruoss_lengths(seed, self.steps(config), shortest=config.min_train_len, longest=config.train_len)
