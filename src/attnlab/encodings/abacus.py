@@ -36,72 +36,16 @@ Shape notation: ``B`` batch, ``L`` sequence length, ``D`` model dimension.
 from __future__ import annotations
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
-from attnlab._validate import check_bool, check_finite_float, check_int
-from attnlab.encodings.positional import check_sequence_input
+from attnlab._validate import check_bool, check_int
 from attnlab.encodings.scheme import ModelSizes
+from attnlab.encodings.shifted_table import DEFAULT_MAX_POSITION, ShiftedPositionTable, check_rows
 
-__all__ = ["AbacusEmbedding", "check_generator", "check_position_ids", "check_rows"]
-
-#: the authors' table rows (``max_seq_length``), for a model that does not say how long it reads.
-DEFAULT_MAX_POSITION = 1024
+__all__ = ["AbacusEmbedding"]
 
 
-def check_position_ids(h: Tensor, position_ids: object, owner: str) -> Tensor:
-    """``position_ids`` as int64 ``[B, L]`` if they fit ``h [B, L, D]`` and are not negative.
-
-    Raises:
-        ValueError: for missing ids (``None``: the task's positions are needed), a shape
-            other than ``h``'s ``[B, L]``, or a negative id.
-        TypeError: for ids that are not an integer tensor.
-    """
-    if position_ids is None:
-        raise ValueError(
-            f"{owner} needs position_ids [B, L]: its positions are the task's (each digit's place in its "
-            f"number), not the tokens' order; compute them from the symbols "
-            f"(attnlab.data.arithmetic_positions.digit_positions / coupled_positions) and pass position_ids="
-        )
-    if not isinstance(position_ids, Tensor) or position_ids.is_floating_point() or position_ids.is_complex() \
-            or position_ids.dtype == torch.bool:
-        what = position_ids.dtype if isinstance(position_ids, Tensor) else type(position_ids).__name__
-        raise TypeError(f"{owner} needs integer position_ids [B, L], got {what}")
-    if tuple(position_ids.shape) != tuple(h.shape[:2]):
-        raise ValueError(f"{owner} needs position_ids of shape [B, L] = {list(h.shape[:2])} (the input's), "
-                         f"got {list(position_ids.shape)}")
-    if position_ids.numel() and int(position_ids.min()) < 0:
-        raise ValueError(f"{owner}: position_ids must be >= 0, got {int(position_ids.min())}")
-    return position_ids.to(device=h.device, dtype=torch.int64)
-
-
-def check_rows(ids: Tensor, max_position: int, owner: str, why: str) -> None:
-    """Refuse ids (int, any shape) past the table of ``max_position`` rows.
-
-    Raises:
-        ValueError: naming ``max_position`` and the largest id when ``ids`` reach past it.
-    """
-    if ids.numel() and int(ids.max()) >= max_position:
-        raise ValueError(f"{owner}(max_position={max_position}) has no row for position {int(ids.max())}{why}; "
-                         f"build it with max_position above the largest position it will see")
-
-
-def check_generator(generator: object) -> torch.Generator | None:
-    """``generator`` if it is None or a CPU ``torch.Generator`` (training offsets are drawn on the CPU).
-
-    Raises:
-        TypeError: for anything else; ValueError: for a generator on another device.
-    """
-    if generator is None:
-        return None
-    if not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
-    if generator.device.type != "cpu":
-        raise ValueError(f"generator must be a CPU generator (offsets are drawn on the CPU), got one on "
-                         f"{generator.device}")
-    return generator
-
-
-class AbacusEmbedding(nn.Module):
+class AbacusEmbedding(ShiftedPositionTable):
     """Add a learned row per digit index, ``table[position_ids + k]``, with a random ``k`` in training.
 
     ``forward(h, position_ids=p)[b, l] = h[b, l] + pe[p[b, l] + k_b]`` where ``p[b, l] > 0``
@@ -165,26 +109,9 @@ class AbacusEmbedding(nn.Module):
         std: float = 1.0,
         generator: torch.Generator | None = None,
     ) -> None:
-        super().__init__()
-        self.d_model = check_int("d_model", d_model, minimum=1)
-        self.max_position = check_int("max_position", max_position, minimum=2)
+        super().__init__(d_model=d_model, max_position=max_position, std=std, generator=generator)
         self.max_offset = check_int("max_offset", max_offset, minimum=0, maximum=self.max_position - 2)
         self.per_row = check_bool("per_row", per_row)
-        self.std = check_finite_float("std", std, positive=True)
-        self.generator = check_generator(generator)
-        self.pe = nn.Parameter(torch.empty(self.max_position, self.d_model))  # [max_position, D]
-        self.last_offsets: Tensor | None = None
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        """Re-draw the table from N(0, ``std``) (torch's global generator, as every weight)."""
-        with torch.no_grad():
-            nn.init.normal_(self.pe, mean=0.0, std=self.std)
-
-    @property
-    def caches(self) -> bool:
-        """Whether decoding may continue from a cache: in evaluation only (a training call draws new offsets)."""
-        return not self.training
 
     def draw_offsets(self, batch: int) -> Tensor:
         """The offsets of one training call, int64 ``[B]``: uniform over ``0 .. max_offset``.
@@ -199,37 +126,18 @@ class AbacusEmbedding(nn.Module):
         draws = torch.randint(0, self.max_offset + 1, (batch if self.per_row else 1,), generator=self.generator)
         return draws if self.per_row else draws.expand(batch).clone()  # [B]
 
-    def forward(self, h: Tensor, *, offset: int = 0, position_ids: Tensor | None = None) -> Tensor:
-        """Add the rows at ``position_ids`` (shifted by this call's offsets in training) to ``h [B, L, D]``.
-
-        Args:
-            h: token embeddings ``[B, L, D]``.
-            offset: where ``h`` starts in the sequence (a decoding step after cached ones);
-                not used: ``position_ids`` already say where each token is.
-            position_ids: the task's digit indices, int ``[B, L]``
-                (:func:`attnlab.data.arithmetic_positions.digit_positions`), 0 for a token that is no digit.
-
-        Returns:
-            ``[B, L, D]``, in ``h``'s dtype.
+    def shift(self, ids: Tensor) -> Tensor:
+        """Every digit's index in ``ids [B, L]`` (ids > 0) moved by the row's offset, checked against the table.
 
         Raises:
-            TypeError / ValueError: for ``h`` that is not floating ``[B, L, D]``, a negative
-                ``offset``, ``position_ids`` missing, of another shape or negative, or an
-                index (plus offset) past ``max_position``.
+            ValueError: if an index plus its offset is past ``max_position``.
         """
-        name = type(self).__name__
-        check_sequence_input(h, self.d_model, name)
-        check_int("offset", offset, minimum=0)
-        ids = check_position_ids(h, position_ids, name)  # [B, L]
-        why = ""
-        self.last_offsets = None
-        if self.training:
-            k = self.draw_offsets(h.shape[0])  # [B], on the CPU
-            self.last_offsets = k
-            ids = torch.where(ids > 0, ids + k.to(ids.device)[:, None], ids)  # [B, L]: digits move, others stay
-            why = f" (index plus a training offset up to {self.max_offset})"
-        check_rows(ids, self.max_position, name, why)
-        return h + self.pe[ids].to(h.dtype)  # [B, L, D] + [B, L, D]
+        k = self.draw_offsets(ids.shape[0])  # [B], on the CPU
+        self.last_offsets = k
+        ids = torch.where(ids > 0, ids + k.to(ids.device)[:, None], ids)  # [B, L]: digits move, others stay
+        check_rows(ids, self.max_position, type(self).__name__,
+                   f" (index plus a training offset up to {self.max_offset})")
+        return ids
 
     def extra_repr(self) -> str:
         """The constructor's arguments, for ``repr``."""

@@ -30,17 +30,15 @@ Shape notation: ``B`` batch, ``L`` sequence length, ``D`` model dimension.
 from __future__ import annotations
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
-from attnlab._validate import check_finite_float, check_int
-from attnlab.encodings.abacus import DEFAULT_MAX_POSITION, check_generator, check_position_ids, check_rows
-from attnlab.encodings.positional import check_sequence_input
 from attnlab.encodings.scheme import ModelSizes
+from attnlab.encodings.shifted_table import DEFAULT_MAX_POSITION, ShiftedPositionTable, check_rows
 
 __all__ = ["CoupledPositions"]
 
 
-class CoupledPositions(nn.Module):
+class CoupledPositions(ShiftedPositionTable):
     """Add ``table[position_ids + k]``: coupled ids, started at a random place per row in training.
 
     ``forward(h, position_ids=p)[b, l] = h[b, l] + pe[p[b, l] + k_b]`` where ``p[b, l] > 0``
@@ -99,24 +97,7 @@ class CoupledPositions(nn.Module):
         std: float = 1.0,
         generator: torch.Generator | None = None,
     ) -> None:
-        super().__init__()
-        self.d_model = check_int("d_model", d_model, minimum=1)
-        self.max_position = check_int("max_position", max_position, minimum=2)
-        self.std = check_finite_float("std", std, positive=True)
-        self.generator = check_generator(generator)
-        self.pe = nn.Parameter(torch.empty(self.max_position, self.d_model))  # [max_position, D]
-        self.last_offsets: Tensor | None = None
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        """Re-draw the table from N(0, ``std``) (torch's global generator, as every weight)."""
-        with torch.no_grad():
-            nn.init.normal_(self.pe, mean=0.0, std=self.std)
-
-    @property
-    def caches(self) -> bool:
-        """Whether decoding may continue from a cache: in evaluation only (a training call draws new starts)."""
-        return not self.training
+        super().__init__(d_model=d_model, max_position=max_position, std=std, generator=generator)
 
     def draw_offsets(self, largest: Tensor) -> Tensor:
         """One start per row, int64 ``[B]``: uniform over ``0 .. max_position - 1 - largest[b]``.
@@ -135,36 +116,17 @@ class CoupledPositions(nn.Module):
         u = torch.rand(largest.shape, generator=self.generator, dtype=torch.float64)  # [B]
         return torch.minimum((u * choices).long(), choices - 1)  # [B]
 
-    def forward(self, h: Tensor, *, offset: int = 0, position_ids: Tensor | None = None) -> Tensor:
-        """Add the rows at ``position_ids`` (from this call's starts in training) to ``h [B, L, D]``.
-
-        Args:
-            h: token embeddings ``[B, L, D]``.
-            offset: where ``h`` starts in the sequence (a decoding step after cached ones);
-                not used: ``position_ids`` already say where each token is.
-            position_ids: the task's coupled ids, int ``[B, L]``
-                (:func:`attnlab.data.arithmetic_positions.coupled_positions`).
-
-        Returns:
-            ``[B, L, D]``, in ``h``'s dtype.
+    def shift(self, ids: Tensor) -> Tensor:
+        """Every id > 0 of a row of ``ids [B, L]`` moved by that row's start; the tokenizer's tokens stay at 0.
 
         Raises:
-            TypeError / ValueError: for ``h`` that is not floating ``[B, L, D]``, a negative
-                ``offset``, ``position_ids`` missing, of another shape or negative, or an id
-                past ``max_position``.
+            ValueError: if an id is past ``max_position`` before any shift.
         """
-        name = type(self).__name__
-        check_sequence_input(h, self.d_model, name)
-        check_int("offset", offset, minimum=0)
-        ids = check_position_ids(h, position_ids, name)  # [B, L]
-        check_rows(ids, self.max_position, name, "")
-        self.last_offsets = None
-        if self.training:
-            largest = ids.amax(dim=1) if ids.shape[1] else ids.new_zeros(ids.shape[0])  # [B]
-            k = self.draw_offsets(largest)  # [B], on the CPU
-            self.last_offsets = k
-            ids = torch.where(ids > 0, ids + k.to(ids.device)[:, None], ids)  # [B, L]: tokenizer's tokens stay at 0
-        return h + self.pe[ids].to(h.dtype)  # [B, L, D] + [B, L, D]
+        check_rows(ids, self.max_position, type(self).__name__, "")
+        largest = ids.amax(dim=1) if ids.shape[1] else ids.new_zeros(ids.shape[0])  # [B]
+        k = self.draw_offsets(largest)  # [B], on the CPU
+        self.last_offsets = k
+        return torch.where(ids > 0, ids + k.to(ids.device)[:, None], ids)  # [B, L]
 
     def extra_repr(self) -> str:
         """The constructor's arguments, for ``repr``."""
