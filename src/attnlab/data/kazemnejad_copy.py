@@ -46,7 +46,7 @@ import torch
 from torch import Tensor
 
 from attnlab._validate import check_int
-from attnlab.data.strings import Strings
+from attnlab.data.strings import DrawnStrings
 
 __all__ = [
     "CopyRandom",
@@ -61,7 +61,7 @@ __all__ = [
 ]
 
 
-class KazemnejadTask:
+class KazemnejadTask(DrawnStrings):
     """A task of Kazemnejad et al. 2023 as a :class:`~attnlab.data.strings.StringGenerator`.
 
     A subclass says how to draw ``n`` inputs of one length (``_draw``), what the
@@ -98,56 +98,6 @@ class KazemnejadTask:
         """``M``, the output length for inputs of ``length`` symbols."""
         return self._output_length(check_int("length", length, minimum=self.shortest))
 
-    def sample(self, n: int, length: int, *, generator: torch.Generator) -> Strings:
-        """``n`` inputs of ``length`` symbols drawn from ``generator``, and their answers.
-
-        Args:
-            n: how many strings.
-            length: ``L``, the input length, at least :attr:`shortest`.
-            generator: the only source of randomness (a CPU ``torch.Generator``).
-
-        Returns:
-            :class:`~attnlab.data.strings.Strings`: inputs int64 ``[N, L]``, outputs int64
-            ``[N, M]`` (``M = output_length(L)``), scored bool ``[N, M]`` or None.
-
-        Raises:
-            TypeError: if ``generator`` is not a ``torch.Generator`` or ``n``/``length`` not integers.
-            ValueError: if ``n < 1`` or ``length < shortest``.
-        """
-        n = check_int("n", n, minimum=1)
-        length = check_int("length", length, minimum=self.shortest)
-        _check_generator(generator)
-        inputs = self._draw(n, length, generator)
-        outputs = self._answer(inputs)
-        return Strings(inputs, outputs, self.scored(outputs))
-
-    def answer(self, inputs: Tensor) -> Tensor:
-        """The outputs int64 ``[N, M]`` for the inputs int64 ``[N, L]`` (what :meth:`sample` pairs them with).
-
-        Raises:
-            TypeError: if ``inputs`` is not an int64 tensor.
-            ValueError: if ``inputs`` is not ``[N, L]`` with ``L >= shortest``, has a symbol
-                outside ``0 .. input_size - 1``, or is not a string of the task.
-        """
-        if not isinstance(inputs, Tensor) or inputs.dtype != torch.int64:
-            raise TypeError(f"inputs must be an int64 tensor, got {getattr(inputs, 'dtype', type(inputs).__name__)}")
-        if inputs.dim() != 2 or inputs.shape[0] < 1 or inputs.shape[1] < self.shortest:
-            raise ValueError(f"inputs must be [N, L] with N >= 1 and L >= {self.shortest}, got {tuple(inputs.shape)}")
-        if int(inputs.min()) < 0 or int(inputs.max()) >= self.input_size:
-            raise ValueError(f"inputs must hold symbols 0..{self.input_size - 1} for {self.name!r}")
-        return self._answer(inputs.cpu())
-
-    def scored(self, outputs: Tensor) -> Tensor | None:
-        """Which answer positions count: bool ``[N, M]`` for outputs int64 ``[N, M]`` (answers to inputs ``[N, L]``).
-
-        True up to and including the first :attr:`terminator`; None when the task has none
-        (every position counts).
-        """
-        if self.terminator is None:
-            return None
-        first = (outputs == self.terminator).to(torch.uint8).argmax(dim=1, keepdim=True)  # [N, 1]
-        return torch.arange(outputs.shape[1]) <= first  # [N, M]
-
     def chance(self, *, length: int | None = None) -> float:
         """The token accuracy of the best guess that ignores the input.
 
@@ -163,21 +113,8 @@ class KazemnejadTask:
     def _output_length(self, length: int) -> int:
         raise NotImplementedError
 
-    def _draw(self, n: int, length: int, generator: torch.Generator) -> Tensor:
-        """``n`` inputs int64 ``[N, L]`` of ``length`` symbols, as the paper's builder draws them."""
-        raise NotImplementedError
-
-    def _answer(self, inputs: Tensor) -> Tensor:
-        """The outputs int64 ``[N, M]`` for checked inputs ``[N, L]``."""
-        raise NotImplementedError
-
     def _chance_at(self, length: int) -> float:
         raise NotImplementedError
-
-
-def _check_generator(generator: object) -> None:
-    if not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
 
 
 # -- copy and reverse ------------------------------------------------------------------

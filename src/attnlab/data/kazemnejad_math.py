@@ -39,8 +39,8 @@ import torch
 from torch import Tensor
 
 from attnlab._validate import check_int
-from attnlab.data.kazemnejad_copy import KazemnejadTask, _check_generator
-from attnlab.data.strings import Strings
+from attnlab.data.kazemnejad_copy import KazemnejadTask
+from attnlab.data.strings import Strings, check_generator
 
 __all__ = ["Addition", "SortTokens", "Summation"]
 
@@ -86,7 +86,7 @@ class Addition(KazemnejadTask):
         n = check_int("n", n, minimum=1)
         a_digits = check_int("a_digits", a_digits, minimum=1)
         b_digits = check_int("b_digits", b_digits, minimum=1)
-        _check_generator(generator)
+        check_generator(generator)
         inputs = self._operands(torch.full((n, 1), a_digits), a_digits + b_digits + 1, generator)
         outputs = self._answer(inputs)
         return Strings(inputs, outputs, self.scored(outputs))

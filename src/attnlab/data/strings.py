@@ -26,7 +26,9 @@ from typing import NamedTuple, Protocol, runtime_checkable
 import torch
 from torch import Tensor
 
-__all__ = ["StringGenerator", "Strings", "check_strings", "input_length"]
+from attnlab._validate import check_int
+
+__all__ = ["DrawnStrings", "StringGenerator", "Strings", "check_generator", "check_strings", "input_length"]
 
 
 class Strings(NamedTuple):
@@ -77,6 +79,97 @@ class StringGenerator(Protocol):
     def chance(self) -> float:
         """The token accuracy of the best guess that ignores the input (what a model that learnt nothing scores)."""
         ...
+
+
+def check_generator(generator: object) -> torch.Generator:
+    """``generator`` if it is a ``torch.Generator`` (a string task draws from nothing else).
+
+    Raises:
+        TypeError: for anything else.
+    """
+    if not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+    return generator
+
+
+class DrawnStrings:
+    """A :class:`StringGenerator` written as "draw the inputs, then answer them": :meth:`sample`.
+
+    A subclass says how to draw ``n`` inputs of one length (``_draw``) and what the
+    answer to an input is (``_answer``); the outputs are then a function of the inputs,
+    and :meth:`answer` takes inputs written by hand. A task whose variable-length
+    answers end in a :attr:`terminator` and are padded after it scores only the
+    positions up to it (the reference's ``accuracy_mask``).
+
+    Attributes:
+        terminator: the output symbol that ends an answer, or None where every position is scored.
+    """
+
+    # Plain annotations, not ClassVar: the StringGenerator protocol asks for these attributes.
+    name: str
+    input_size: int
+    shortest: int = 1
+    terminator: int | None = None
+
+    def sample(self, n: int, length: int, *, generator: torch.Generator) -> Strings:
+        """``n`` inputs of ``length`` symbols drawn from ``generator``, and their answers.
+
+        Args:
+            n: how many strings.
+            length: ``L``, the input length, at least :attr:`shortest`.
+            generator: the only source of randomness.
+
+        Returns:
+            :class:`Strings`: inputs int64 ``[N, L]``, outputs int64 ``[N, M]``
+            (``M = output_length(L)``), scored bool ``[N, M]`` or None.
+
+        Raises:
+            TypeError: if ``generator`` is not a ``torch.Generator`` or ``n``/``length`` not integers.
+            ValueError: if ``n < 1`` or ``length < shortest``.
+        """
+        n = check_int("n", n, minimum=1)
+        length = check_int("length", length, minimum=self.shortest)
+        inputs = self._draw(n, length, check_generator(generator))
+        outputs = self._answer(inputs)
+        return Strings(inputs, outputs, self.scored(outputs))
+
+    def answer(self, inputs: Tensor) -> Tensor:
+        """The outputs int64 ``[N, M]`` for the inputs int64 ``[N, L]`` (what :meth:`sample` pairs them with).
+
+        Raises:
+            TypeError: if ``inputs`` is not an int64 tensor.
+            ValueError: if ``inputs`` is not ``[N, L]`` with ``L >= shortest``, has a symbol outside
+                ``0 .. input_size - 1``, or is not a string of the task (a malformed expression).
+        """
+        if not isinstance(inputs, Tensor) or inputs.dtype != torch.int64:
+            raise TypeError(f"inputs must be an int64 tensor, got {getattr(inputs, 'dtype', type(inputs).__name__)}")
+        if inputs.dim() != 2 or inputs.shape[0] < 1 or inputs.shape[1] < self.shortest:
+            raise ValueError(f"inputs must be [N, L] with N >= 1 and L >= {self.shortest}, got {tuple(inputs.shape)}")
+        if int(inputs.min()) < 0 or int(inputs.max()) >= self.input_size:
+            raise ValueError(f"inputs must hold symbols 0..{self.input_size - 1} for {self.name!r}")
+        return self._answer(inputs.cpu())
+
+    def scored(self, outputs: Tensor) -> Tensor | None:
+        """Bool ``[N, M]`` for outputs ``[N, M]`` (the answers to inputs ``[N, L]``): True up to and including
+        the first :attr:`terminator`; None when the task has none.
+
+        The reference's ``accuracy_mask`` (tasks/cs/binary_addition.py and others):
+        ``arange(M) <= argmax(target)``, the first position of the largest output
+        symbol, which is the terminator.
+        """
+        if self.terminator is None:
+            return None
+        first = (outputs == self.terminator).to(torch.uint8).argmax(dim=1, keepdim=True)  # [N, 1]
+        return torch.arange(outputs.shape[1]) <= first  # [N, M]
+
+    # What a subclass writes.
+    def _draw(self, n: int, length: int, generator: torch.Generator) -> Tensor:
+        """``n`` inputs int64 ``[N, L]`` of ``length`` symbols, as the reference draws them."""
+        raise NotImplementedError
+
+    def _answer(self, inputs: Tensor) -> Tensor:
+        """The outputs int64 ``[N, M]`` for checked inputs ``[N, L]``."""
+        raise NotImplementedError
 
 
 def input_length(task: StringGenerator, length: int) -> int:

@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 from attnlab._validate import check_int
-from attnlab.data.strings import Strings
+from attnlab.data.strings import DrawnStrings
 
 __all__ = ["ChomskyTask", "decode", "encode"]
 
@@ -58,7 +58,7 @@ def decode(symbols: Tensor, alphabet: str) -> list[str]:
     return [text[i * width : (i + 1) * width] for i in range(symbols.shape[0])]
 
 
-class ChomskyTask:
+class ChomskyTask(DrawnStrings):
     """A task of the Chomsky-hierarchy benchmark: alphabets, output length, draw and answer.
 
     Attributes:
@@ -71,12 +71,12 @@ class ChomskyTask:
             occurrence are scored), or None where every output position is scored.
     """
 
-    name: ClassVar[str]
+    name: str
     level: ClassVar[str]
-    input_size: ClassVar[int]
-    output_size: ClassVar[int]
-    shortest: ClassVar[int] = 1
-    terminator: ClassVar[int | None] = None
+    input_size: int
+    output_size: int
+    shortest: int = 1
+    terminator: int | None = None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
@@ -92,66 +92,4 @@ class ChomskyTask:
         Raises:
             NotImplementedError: here; every task gives its own.
         """
-        raise NotImplementedError
-
-    def sample(self, n: int, length: int, *, generator: torch.Generator) -> Strings:
-        """``n`` inputs of ``length`` symbols drawn from ``generator``, and their answers.
-
-        Args:
-            n: how many strings.
-            length: ``L``, the input length, at least :attr:`shortest`.
-            generator: the only source of randomness.
-
-        Returns:
-            :class:`~attnlab.data.strings.Strings`: inputs int64 ``[N, L]``, outputs int64
-            ``[N, M]`` (``M = output_length(L)``), scored bool ``[N, M]`` or None.
-
-        Raises:
-            TypeError: if ``generator`` is not a ``torch.Generator`` or ``n``/``length`` not integers.
-            ValueError: if ``n < 1`` or ``length < shortest``.
-        """
-        n = check_int("n", n, minimum=1)
-        length = check_int("length", length, minimum=self.shortest)
-        if not isinstance(generator, torch.Generator):
-            raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
-        inputs = self._draw(n, length, generator)
-        outputs = self._answer(inputs)
-        return Strings(inputs, outputs, self.scored(outputs))
-
-    def answer(self, inputs: Tensor) -> Tensor:
-        """The outputs int64 ``[N, M]`` for the inputs int64 ``[N, L]`` (what :meth:`sample` pairs them with).
-
-        Raises:
-            TypeError: if ``inputs`` is not an int64 tensor.
-            ValueError: if ``inputs`` is not ``[N, L]`` with ``L >= shortest``, has a symbol outside
-                ``0 .. input_size - 1``, or is not a string of the task (a malformed expression).
-        """
-        if not isinstance(inputs, Tensor) or inputs.dtype != torch.int64:
-            raise TypeError(f"inputs must be an int64 tensor, got {getattr(inputs, 'dtype', type(inputs).__name__)}")
-        if inputs.dim() != 2 or inputs.shape[0] < 1 or inputs.shape[1] < self.shortest:
-            raise ValueError(f"inputs must be [N, L] with N >= 1 and L >= {self.shortest}, got {tuple(inputs.shape)}")
-        if int(inputs.min()) < 0 or int(inputs.max()) >= self.input_size:
-            raise ValueError(f"inputs must hold symbols 0..{self.input_size - 1} for {self.name!r}")
-        return self._answer(inputs.cpu())
-
-    def scored(self, outputs: Tensor) -> Tensor | None:
-        """Bool ``[N, M]`` for outputs ``[N, M]`` (the answers to inputs ``[N, L]``): True up to and including
-        the first :attr:`terminator`; None when the task has none.
-
-        The reference's ``accuracy_mask`` (tasks/cs/binary_addition.py and others):
-        ``arange(M) <= argmax(target)``, the first position of the largest output
-        symbol, which is the terminator.
-        """
-        if self.terminator is None:
-            return None
-        first = (outputs == self.terminator).to(torch.uint8).argmax(dim=1, keepdim=True)  # [N, 1]
-        return torch.arange(outputs.shape[1]) <= first  # [N, M]
-
-    # What a subclass writes.
-    def _draw(self, n: int, length: int, generator: torch.Generator) -> Tensor:
-        """``n`` inputs int64 ``[N, L]`` of ``length`` symbols, as the reference draws them."""
-        raise NotImplementedError
-
-    def _answer(self, inputs: Tensor) -> Tensor:
-        """The outputs int64 ``[N, M]`` for checked inputs ``[N, L]``."""
         raise NotImplementedError
