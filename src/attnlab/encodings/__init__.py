@@ -34,9 +34,9 @@ from attnlab.encodings.kerple import KERPLE
 from attnlab.encodings.learned import LearnedPositionalEncoding
 from attnlab.encodings.positional import PositionalEncoding
 from attnlab.encodings.positions import check_position_ids, positions_from_mask
-from attnlab.encodings.randomized import Randomized, RandomizedPositions
+from attnlab.encodings.randomized import RandomizedPositions
 from attnlab.encodings.randomized_tables import RandomizedLearned, RandomizedSinusoidal
-from attnlab.encodings.registry import ENCODINGS, attention_position, register, resolve, spec_name
+from attnlab.encodings.registry import ENCODINGS, Randomized, attention_position, register, resolve, spec_name
 from attnlab.encodings.relative import ShawRelative
 from attnlab.encodings.rope_scaling import ROPE_TYPES, rope_frequencies
 from attnlab.encodings.rotary import CONVENTIONS as ROTARY_CONVENTIONS

@@ -91,9 +91,9 @@ from attnlab._validate import check_choice, check_int
 from attnlab.encodings.draws import check_fits, sample_positions
 from attnlab.encodings.positions import call_positions, pair_distances
 from attnlab.encodings.rows import bias_rel_rows, bias_rows, rotate_rows, value_rel_rows, value_rows
-from attnlab.encodings.scheme import ModelSizes, PositionScheme, check_heads
+from attnlab.encodings.scheme import PositionScheme, check_heads
 
-__all__ = ["SAMPLES", "Randomized", "RandomizedPositions"]
+__all__ = ["SAMPLES", "RandomizedPositions"]
 
 #: what :class:`RandomizedPositions` draws: positions, or distances (relative schemes).
 SAMPLES = ("positions", "distances")
@@ -378,37 +378,3 @@ class RandomizedPositions(PositionScheme):
             return value_rel_rows(self.scheme, weights, rel=rel)
         assert q_pos is not None and k_pos is not None
         return value_rows(self.scheme, weights, q_pos=q_pos, k_pos=k_pos)
-
-
-@dataclass(frozen=True)
-class Randomized:
-    """Ruoss et al.'s randomized version of a scheme class, built like a class (``for_model``).
-
-    What ``"random-alibi"`` (or ``"random-mypkg.schemes:Sandwich"``) names: the scheme built for
-    the model's sizes, wrapped in :class:`RandomizedPositions` with the model's ``max_len`` and
-    the draw the class declares (:attr:`~attnlab.encodings.PositionScheme.randomize_by`).
-
-    Attributes:
-        scheme: the class to randomize.
-
-    Example:
-        >>> from attnlab.encodings import ALiBi, ModelSizes
-        >>> Randomized(ALiBi).for_model(ModelSizes(n_heads=2, head_dim=4, d_model=8, causal=False, max_len=64))
-        RandomizedPositions(
-          max_len=64, sample='distances'
-          (scheme): ALiBi(n_heads=2, causal=False, left_offset=0.5)
-        )
-    """
-
-    scheme: type[PositionScheme]
-
-    def for_model(self, sizes: ModelSizes) -> RandomizedPositions:
-        """The wrapped scheme for ``sizes``, drawing from ``[0, sizes.max_len)``.
-
-        Raises:
-            ValueError: without ``sizes.max_len``, or what the scheme or the wrapper raise.
-        """
-        if sizes.max_len is None:
-            raise ValueError(f"a randomized {self.scheme.__name__} draws positions from [0, max_len): give max_len")
-        return RandomizedPositions(self.scheme.for_model(sizes), max_len=sizes.max_len,
-                                   sample=self.scheme.randomize_by)

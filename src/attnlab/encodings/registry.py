@@ -35,18 +35,52 @@ from typing import Any, Protocol, cast
 from torch import nn
 
 from attnlab import catalog
-from attnlab.encodings.randomized import Randomized
+from attnlab.encodings.randomized import RandomizedPositions
 from attnlab.encodings.scheme import ModelSizes, PositionScheme
 
 __all__ = ["ADDED_TO_INPUT", "CAUSAL_ONLY", "DEFAULT_ENCODINGS", "ENCODINGS", "INSIDE_ATTENTION", "RANDOMIZED",
-           "Position", "attention_position", "draws_positions", "import_location", "input_position", "is_input_table",
-           "register", "registered", "resolve", "spec_name", "task_positions"]
+           "Position", "Randomized", "attention_position", "draws_positions", "import_location", "input_position",
+           "is_input_table", "register", "registered", "resolve", "spec_name", "task_positions"]
 
 
 class Buildable(Protocol):
     """What :func:`resolve` returns: something that builds a module for a model's sizes."""
 
     def for_model(self, sizes: ModelSizes) -> nn.Module: ...
+
+
+@dataclass(frozen=True)
+class Randomized:
+    """Ruoss et al.'s randomized version of a scheme class, built like a class (``for_model``).
+
+    What ``"random-alibi"`` (or ``"random-mypkg.schemes:Sandwich"``) names: the scheme built for
+    the model's sizes, wrapped in :class:`RandomizedPositions` with the model's ``max_len`` and
+    the draw the class declares (:attr:`~attnlab.encodings.PositionScheme.randomize_by`).
+
+    Attributes:
+        scheme: the class to randomize.
+
+    Example:
+        >>> from attnlab.encodings import ALiBi, ModelSizes
+        >>> Randomized(ALiBi).for_model(ModelSizes(n_heads=2, head_dim=4, d_model=8, causal=False, max_len=64))
+        RandomizedPositions(
+          max_len=64, sample='distances'
+          (scheme): ALiBi(n_heads=2, causal=False, left_offset=0.5)
+        )
+    """
+
+    scheme: type[PositionScheme]
+
+    def for_model(self, sizes: ModelSizes) -> RandomizedPositions:
+        """The wrapped scheme for ``sizes``, drawing from ``[0, sizes.max_len)``.
+
+        Raises:
+            ValueError: without ``sizes.max_len``, or what the scheme or the wrapper raise.
+        """
+        if sizes.max_len is None:
+            raise ValueError(f"a randomized {self.scheme.__name__} draws positions from [0, max_len): give max_len")
+        return RandomizedPositions(self.scheme.for_model(sizes), max_len=sizes.max_len,
+                                   sample=self.scheme.randomize_by)
 
 
 #: what ``position=`` takes: a name or ``"module:Class"``, a class, a ``Randomized`` spec, or a factory.
