@@ -14,7 +14,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["atomic_write", "check_folder", "check_regular_file", "check_writable", "read_text"]
+__all__ = ["atomic_write", "check_below", "check_folder", "check_regular_file", "check_writable", "read_text",
+           "subfolder"]
 
 
 def check_writable(path: str | os.PathLike[str], *, name: str = "--out") -> Path:
@@ -181,3 +182,64 @@ def read_text(path: str | os.PathLike[str], *, what: str, max_bytes: int = 64 * 
         line = data[: err.start].count(b"\n") + 1
         raise ValueError(f"{what} {str(path)!r} is not UTF-8 text (byte {err.start}, line {line}: "
                          f"{data[err.start:err.start + 1]!r}); was it written by attnlab?") from None
+
+
+# -- staying inside a folder -------------------------------------------------------------------
+
+
+def _refuse_link(root: Path, path: Path) -> None:
+    target = os.readlink(path)
+    raise ValueError(f"{str(path.relative_to(root))!r} in {str(root)!r} is a symbolic link (to {target!r}); "
+                     "attnlab writes only inside the run folder and never through a link: remove the link")
+
+
+def check_below(root: str | os.PathLike[str], path: str | os.PathLike[str]) -> Path:
+    """Check that writing ``path`` stays inside ``root``: every folder between them is a real folder, not a link.
+
+    ``root`` itself may be reached through a link (the user chose it); below it
+    nothing is followed. The file itself may be a link: :func:`atomic_write`
+    replaces a link with the new file, it never writes through one.
+
+    Returns:
+        ``path`` as a Path.
+
+    Raises:
+        ValueError: if ``path`` is not below ``root``, or a folder on the way is a
+            symbolic link (named, with where it points) or not a folder.
+    """
+    root, dest = Path(root), Path(path)
+    try:
+        parts = dest.relative_to(root).parts
+    except ValueError:
+        raise ValueError(f"{str(dest)!r} is not inside the run folder {str(root)!r}") from None
+    current = root
+    for part in parts[:-1]:
+        current = current / part
+        try:
+            mode = os.lstat(current).st_mode
+        except FileNotFoundError:
+            break  # nothing further down exists yet: nothing to follow
+        if stat.S_ISLNK(mode):
+            _refuse_link(root, current)
+        if not stat.S_ISDIR(mode):
+            raise ValueError(f"{str(current.relative_to(root))!r} in {str(root)!r} is not a folder")
+    return dest
+
+
+def subfolder(root: str | os.PathLike[str], *parts: str) -> Path:
+    """The folder ``root/parts...``, created where missing, without following a link below ``root``.
+
+    Raises:
+        ValueError: if a component is a symbolic link or a file (see :func:`check_below`).
+        OSError: if a folder cannot be created.
+    """
+    root = Path(root)
+    current = root
+    for part in parts:
+        current = current / part
+        check_below(root, current / "_")
+        try:
+            os.mkdir(current)
+        except FileExistsError:
+            check_below(root, current / "_")  # made by someone else since: judged again
+    return current

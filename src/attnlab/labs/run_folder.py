@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from attnlab import __version__
-from attnlab._io import atomic_write, check_folder, read_text
+from attnlab._io import atomic_write, check_folder, read_text, subfolder
 
 try:  # POSIX; elsewhere the lock is an exclusively created file (see _Lock)
     import fcntl
@@ -225,9 +225,25 @@ class RunFolder:
     kind: str
     resumed: bool
 
+    def folder(self, *parts: str) -> Path:
+        """The sub-folder ``parts`` of the run folder, created where missing; a link on the way is refused.
+
+        Raises:
+            ValueError: naming the link (or file) found where a folder should be.
+        """
+        return subfolder(self.path, *parts)
+
+    def file(self, *parts: str) -> Path:
+        """Where to write the file ``parts`` (its folders created, none of them a link).
+
+        Write it with :func:`attnlab._io.atomic_write`, which replaces a link standing
+        at the file's own name instead of writing through it.
+        """
+        return self.folder(*parts[:-1]) / parts[-1]
+
     def write_json(self, name: str, obj: Any) -> Path:
         """Write ``obj`` as indented JSON to ``name`` in the folder, atomically."""
-        return atomic_write(self.path / name, lambda tmp: tmp.write_text(json.dumps(obj, indent=2) + "\n"))
+        return atomic_write(self.file(name), lambda tmp: tmp.write_text(json.dumps(obj, indent=2) + "\n"))
 
 
 def _remove_temporaries(folder: Path) -> None:
