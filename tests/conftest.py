@@ -35,7 +35,10 @@ def one_thread():
 # with a table: per kind, how many were tried and how many were handled well (passed).
 
 BAD_INPUT_KINDS = ("memory safety", "decompression bombs", "threads", "resource limits", "numbers",
-                   "config files", "messages and streams", "catalogue")
+                   "config files", "messages and streams", "catalogue",
+                   # the reliability issue's kinds (tests/reliability/): each example it lists, and more of each
+                   "data loss", "writes outside the run folder", "processes", "bounded before work",
+                   "silent wrong results", "tracebacks and messages", "machine independence")
 _outcome: dict[str, tuple[str, bool]] = {}  # nodeid -> (kind, handled well so far)
 
 

@@ -8,14 +8,16 @@ new one is whole.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-__all__ = ["atomic_write", "check_below", "check_folder", "check_regular_file", "check_writable", "read_text",
-           "subfolder"]
+__all__ = ["atomic_write", "check_below", "check_folder", "check_regular_file", "check_writable", "read_json",
+           "read_text", "subfolder"]
 
 
 def check_writable(path: str | os.PathLike[str], *, name: str = "--out") -> Path:
@@ -182,6 +184,25 @@ def read_text(path: str | os.PathLike[str], *, what: str, max_bytes: int = 64 * 
         line = data[: err.start].count(b"\n") + 1
         raise ValueError(f"{what} {str(path)!r} is not UTF-8 text (byte {err.start}, line {line}: "
                          f"{data[err.start:err.start + 1]!r}); was it written by attnlab?") from None
+
+
+
+def read_json(path: str | os.PathLike[str], *, what: str, max_bytes: int = 64 * 2**20) -> Any:
+    """The JSON value of one of attnlab's own files (:func:`read_text`'s checks first).
+
+    Raises:
+        FileNotFoundError: if it does not exist.
+        ValueError: naming ``what`` and the path, for what :func:`read_text` refuses, text that
+            is not JSON (with the line), or JSON nested too deeply to read (attnlab writes
+            no more than a few levels; Python's parser would raise RecursionError).
+    """
+    text = read_text(path, what=what, max_bytes=max_bytes)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{what} {str(path)!r} is not valid JSON (line {err.lineno}: {err.msg})") from None
+    except RecursionError:
+        raise ValueError(f"{what} {str(path)!r} is nested too deeply to be one attnlab wrote; refused") from None
 
 
 # -- staying inside a folder -------------------------------------------------------------------
