@@ -234,7 +234,7 @@ def test_compare_runs_it_by_module_and_class_in_workers_and_after_resume(sandwic
 
 
 def test_resume_never_imports_a_scheme_from_inside_the_run_folder(tmp_path, monkeypatch):
-    from attnlab.labs.lengths.compare import _check_imports
+    from attnlab.labs.lengths.saved import _check_imports  # (where a comparison folder is read)
 
     folder = tmp_path / "run"
     folder.mkdir()

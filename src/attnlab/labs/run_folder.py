@@ -25,22 +25,23 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+import stat
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from attnlab import __version__
-from attnlab._io import atomic_write, check_folder, read_text, subfolder
+from attnlab._io import atomic_write, check_below, check_folder, read_json, subfolder
 
 try:  # POSIX; elsewhere the lock is an exclusively created file (see _Lock)
     import fcntl
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["KINDS", "LOCK", "MARKER", "FolderBusy", "FolderState", "RunFolder", "check_claim", "claim",
-           "inspect_folder", "run_kind"]
+__all__ = ["KINDS", "LOCK", "MARKER", "FolderBusy", "FolderState", "RunFolder", "check_claim", "check_files", "claim",
+           "inspect_folder", "is_temporary", "run_kind"]
 
 #: the kinds of run folder: ``train`` (the squares lab), ``compare`` (the length-generalisation lab) and
 #: ``suite`` (a preset over several tasks: a ``compare`` folder per task, :mod:`attnlab.labs.lengths.suite`).
@@ -75,8 +76,8 @@ class FolderState:
     files: tuple[str, ...]
 
 
-def _is_temporary(name: str) -> bool:
-    # atomic_write's temporaries: mkstemp(prefix=".NAME.", suffix=".tmp" + suffix)
+def is_temporary(name: str) -> bool:
+    """Whether ``name`` is one of :func:`attnlab._io.atomic_write`'s temporary files (``.NAME.XXXX.tmp*``)."""
     return name.startswith(".") and ".tmp" in name
 
 
@@ -84,12 +85,9 @@ def run_kind(path: Path) -> str | None:
     """The kind of run ``path`` holds (its marker, or the files an older attnlab wrote), or None."""
     marker = path / MARKER
     if os.path.lexists(marker):
-        # A FIFO, a device or bytes that are not UTF-8 are named, never read blindly.
-        text = read_text(marker, what=MARKER, max_bytes=2**16)
-        try:
-            kind = json.loads(text).get("kind")
-        except (ValueError, AttributeError):
-            return None
+        # A FIFO, a device, bytes that are not UTF-8 or JSON, or JSON nested too deeply are named (ValueError).
+        doc = read_json(marker, what=MARKER, max_bytes=2**16)
+        kind = doc.get("kind") if isinstance(doc, dict) else None
         return kind if kind in KINDS else None
     for kind, names in _LEGACY.items():
         if all((path / name).is_file() for name in names):
@@ -101,7 +99,7 @@ def inspect_folder(path: Path) -> FolderState:
     """What ``path`` holds (see :class:`FolderState`); ``path`` should be resolved."""
     if not path.exists():
         return FolderState(False, None, False, ())
-    files = tuple(sorted(p.name for p in path.iterdir() if p.name != LOCK and not _is_temporary(p.name)))
+    files = tuple(sorted(p.name for p in path.iterdir() if p.name != LOCK and not is_temporary(p.name)))
     kind = run_kind(path)
     started = kind is not None and any((path / name).exists() for name in _PROGRESS[kind])
     return FolderState(True, kind, started, files)
@@ -167,9 +165,38 @@ def check_claim(
     if not resume and state.kind == kind and state.started:
         raise ValueError(f"{name} {shown} already holds a {kind} run; add --resume to continue it, "
                          "or choose another folder")
+    _check_lock_file(resolved)
     if not held and (resolved / LOCK).is_file():
         _Lock(resolved, f"{name} {shown}", probe=True).release()  # refused now, before anything is printed
     return resolved
+
+
+def _check_lock_file(folder: Path) -> None:
+    """The lock file is ours: absent, or a regular file. A link would have the lock truncate its target."""
+    path = folder / LOCK
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(mode):
+        raise ValueError(f"'{LOCK}' in {str(folder)!r} is a symbolic link (to {os.readlink(path)!r}); attnlab "
+                         "writes only inside the run folder and never through a link: remove the link")
+    if not stat.S_ISREG(mode):
+        raise ValueError(f"'{LOCK}' in {str(folder)!r} is not a regular file; attnlab keeps its lock there: remove it")
+
+
+def check_files(root: Path, files: Iterable[Sequence[str]]) -> None:
+    """Check, writing nothing, that each file (its ``parts`` below ``root``) can be written as :meth:`RunFolder.file`
+    writes it: no link nor file where a folder on the way should be, and no folder at the file's own name.
+
+    Raises:
+        ValueError: naming the path below ``root``.
+    """
+    for parts in files:
+        path = check_below(root, root.joinpath(*parts))
+        if os.path.isdir(path) and not os.path.islink(path):
+            raise ValueError(f"{'/'.join(parts)!r} in {str(root)!r} is a folder, where attnlab writes a file; "
+                             "remove it")
 
 
 class _Lock:
@@ -182,7 +209,10 @@ class _Lock:
     def __init__(self, folder: Path, what: str, *, probe: bool = False) -> None:
         self.path = folder / LOCK
         self.probe = probe
-        self.fd = os.open(self.path, os.O_RDONLY if probe else os.O_RDWR | os.O_CREAT, 0o644)
+        # Never through a link (check_claim refuses one; O_NOFOLLOW closes the gap since): truncating the
+        # lock file must not truncate a file outside the folder.
+        nofollow = getattr(os, "O_NOFOLLOW", 0)
+        self.fd = os.open(self.path, (os.O_RDONLY if probe else os.O_RDWR | os.O_CREAT) | nofollow, 0o644)
         try:
             if fcntl is not None:
                 fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -242,13 +272,15 @@ class RunFolder:
         return self.folder(*parts[:-1]) / parts[-1]
 
     def write_json(self, name: str, obj: Any) -> Path:
-        """Write ``obj`` as indented JSON to ``name`` in the folder, atomically."""
-        return atomic_write(self.file(name), lambda tmp: tmp.write_text(json.dumps(obj, indent=2) + "\n"))
+        """Write ``obj`` as indented JSON to ``name`` (``/``-separated below the folder: ``models/M/record.json``),
+        atomically, through :meth:`file`."""
+        return atomic_write(self.file(*PurePosixPath(name).parts),
+                            lambda tmp: tmp.write_text(json.dumps(obj, indent=2) + "\n"))
 
 
 def _remove_temporaries(folder: Path) -> None:
     for path in folder.rglob(".*"):
-        if path.is_file() and _is_temporary(path.name):
+        if path.is_file() and is_temporary(path.name):
             path.unlink(missing_ok=True)
 
 

@@ -21,7 +21,6 @@ bit-identical to an unbroken one's.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -31,83 +30,38 @@ from typing import Any
 
 import torch
 
-from attnlab._io import atomic_write, read_text
 from attnlab._validate import check_int
-from attnlab.encodings.registry import import_location
 from attnlab.labs import sweep
 from attnlab.labs.lengths.config import CompareConfig, CompareResult
-from attnlab.labs.lengths.report import write_outputs
+from attnlab.labs.lengths.report import output_names, write_outputs
+from attnlab.labs.lengths.saved import MODELS, check_model_record, model_name, read_config, saved_models
 from attnlab.labs.lengths.train import ModelResult
-from attnlab.labs.run_folder import RunFolder, check_claim, claim
+from attnlab.labs.run_folder import RunFolder, check_claim, check_files, claim
 from attnlab.labs.sweep import connect_ray
+from attnlab.training.checkpoint import write_checkpoint
 
-__all__ = ["CompareResult", "check_compare_folder", "resume_config", "run_compare"]
+__all__ = ["CompareResult", "check_compare", "check_compare_folder", "resume_config", "run_compare"]
 
 
 # -- the run folder ----------------------------------------------------------------------
 
 
-def _model_folder(folder: Path, encoding: str, seed: int) -> Path:
-    return folder / "models" / f"{encoding}-seed{seed}"
+def _save_model(run: RunFolder | None, config: CompareConfig, result: ModelResult) -> dict[str, Any]:
+    """Check a trained model's record, then save it: weights first, then the record (a model folder with a
+    record.json is a finished model). Returns the record.
 
-
-def _save_model(folder: Path, result: ModelResult) -> None:
-    """Weights first, then the record: a model folder with a record.json is a finished model."""
-    path = _model_folder(folder, result.encoding, result.seed)
-    path.mkdir(parents=True, exist_ok=True)
-    atomic_write(path / "weights.pt", lambda tmp: torch.save(result.state_dict, tmp))
+    It is checked by the validator a resume reads it with, so what is saved can always be resumed.
+    """
     doc = {"encoding": result.encoding, "seed": result.seed, "seconds": result.seconds,
            "n_parameters": result.n_parameters, "records": result.records}
-    atomic_write(path / "record.json", lambda tmp: tmp.write_text(json.dumps(doc, indent=2) + "\n"))
-
-
-def _saved_model(folder: Path, encoding: str, seed: int) -> dict[str, Any] | None:
-    path = _model_folder(folder, encoding, seed) / "record.json"
-    if not os.path.lexists(path):
-        return None
-    text = read_text(path, what="record.json")
-    try:
-        doc = json.loads(text)
-        if not isinstance(doc, dict) or not isinstance(doc.get("records"), list):
-            raise ValueError("no records")
-    except ValueError as err:
-        raise ValueError(f"--resume: {str(path)!r} is unreadable ({err}); delete it to train that model again") \
-            from None
+    name = model_name(result.encoding, result.seed)
+    check_model_record(doc, config=config, encoding=result.encoding, seed=result.seed, what=f"the record of {name}")
+    if run is not None:
+        # Through a file object, as train's checkpoints: a full disk is an OSError (one line), where
+        # torch.save to a path raises a RuntimeError from C++.
+        write_checkpoint(run.file(MODELS, name, "weights.pt"), result.state_dict)
+        run.write_json(f"{MODELS}/{name}/record.json", doc)
     return doc
-
-
-def _read_config(folder: Path) -> CompareConfig | None:
-    """The folder's settings: ``config.json`` (or, in a folder an older attnlab wrote, ``results.json``'s)."""
-    path = folder / "config.json"
-    legacy = not os.path.lexists(path)
-    if legacy:
-        path = folder / "results.json"
-        if not os.path.lexists(path):
-            return None
-    text = read_text(path, what=path.name)  # a FIFO or a device is refused unopened, bad UTF-8 named
-    try:
-        doc = json.loads(text)
-        if legacy:  # an older attnlab called n_seeds "seeds"
-            doc = {("n_seeds" if k == "seeds" else k): v for k, v in doc["config"].items()}
-        _check_imports(folder, doc)
-        return CompareConfig.from_dict(doc)
-    except (ValueError, TypeError, KeyError) as err:
-        raise ValueError(f"--resume {str(folder)!r}: {path.name} is unreadable: {err}") from None
-
-
-def _check_imports(folder: Path, doc: Any) -> None:
-    """Refuse a saved ``"module:Class"`` encoding whose module would be imported from inside the run folder.
-
-    Resuming imports the modules a config names (their code runs): from the environment
-    only, never from a folder that came with the results.
-    """
-    encodings = doc.get("encodings") if isinstance(doc, dict) else None
-    for encoding in encodings if isinstance(encodings, list) else []:
-        where = import_location(encoding) if isinstance(encoding, str) else None
-        if where is not None and where.resolve().is_relative_to(folder.resolve()):
-            raise ValueError(f"--resume {str(folder)!r}: encoding {encoding!r} would be imported from {str(where)!r}, "
-                             "inside the run folder; attnlab imports a scheme's module from the environment only "
-                             "(install it, or put it on PYTHONPATH outside the folder)")
 
 
 def check_compare_folder(folder: str | os.PathLike[str], *, resume: bool = False) -> Path:
@@ -127,7 +81,12 @@ def resume_config(folder: str | os.PathLike[str], given: dict[str, Any]) -> Comp
         ValueError: naming the settings that differ, for an unreadable config, or a
             folder that holds no comparison.
     """
-    saved = _read_config(check_compare_folder(folder, resume=True))
+    return _resumed(check_compare_folder(folder, resume=True), given, shown=folder)
+
+
+def _resumed(path: Path, given: dict[str, Any], *, shown: str | os.PathLike[str]) -> CompareConfig:
+    """:func:`resume_config` of the resolved folder ``path`` (``shown``: as the user named it)."""
+    saved = read_config(path)
     given = {k: v for k, v in given.items() if v is not None}
     if saved is None:  # killed before its config was written
         return CompareConfig(**given)
@@ -135,7 +94,7 @@ def resume_config(folder: str | os.PathLike[str], given: dict[str, Any]) -> Comp
     if config != saved:
         diff = ", ".join(f"{k}: saved {v!r}, given {getattr(config, k)!r}"
                          for k, v in saved.to_dict().items() if config.to_dict()[k] != v)
-        raise ValueError(f"--resume: the comparison in {str(folder)!r} was made with other settings ({diff})")
+        raise ValueError(f"--resume: the comparison in {str(shown)!r} was made with other settings ({diff})")
     return config
 
 
@@ -197,23 +156,43 @@ def run_compare(
     place = partial(_executor, jobs=jobs, ray_address=ray_address, device=where)
     if folder is None:
         return _compare(config, None, progress, announce, {}, place, where)
-    done: dict[tuple[str, int], dict[str, Any]] = {}
-    if resume:
-        resume_config(folder, config.to_dict())  # refuses other settings, naming the differences
-        path = check_compare_folder(folder, resume=True)
-        # Every saved model is read before the folder is touched: an unreadable one is named
-        # while the folder is still as it was.
-        for encoding, seed in config.runs():
-            saved = _saved_model(path, encoding, seed)
-            if saved is not None:
-                done[encoding, seed] = saved
-    else:
-        check_compare_folder(folder)
+    check_compare(config, folder, resume=resume)  # all of it, before anything in the folder is written
     if ray_address is not None:
         connect_ray(ray_address)  # an unreachable cluster is named before the folder is touched
     with claim(folder, kind="compare", resume=resume) as run:
+        done = _checked(config, run.path, resume=resume, shown=folder)  # again, under the lock: another
+        # writer may have been there in between
         run.write_json("config.json", config.to_dict())
         return _compare(config, run, progress, announce, done, place, where)
+
+
+def check_compare(config: CompareConfig, folder: str | os.PathLike[str], *,
+                  resume: bool) -> dict[tuple[str, int], dict[str, Any]]:
+    """Check, writing nothing, everything :func:`run_compare` of ``config`` in ``folder`` reads and writes.
+
+    The folder (:func:`check_compare_folder`), the saved settings (``resume``: those of
+    ``config``), every finished model (:func:`attnlab.labs.lengths.saved.saved_models`), and
+    every path the comparison writes: no link below the folder, no folder where a file goes.
+
+    Returns:
+        The finished models, ``{(encoding, seed): record}``: what a resume does not train.
+
+    Raises:
+        ValueError: naming the first problem, and the path.
+    """
+    return _checked(config, check_compare_folder(folder, resume=resume), resume=resume, shown=folder)
+
+
+def _checked(config: CompareConfig, path: Path, *, resume: bool,
+             shown: str | os.PathLike[str]) -> dict[tuple[str, int], dict[str, Any]]:
+    """:func:`check_compare` on the resolved folder ``path`` (its lock not probed: the caller may hold it)."""
+    if resume:
+        _resumed(path, config.to_dict(), shown=shown)  # refuses other settings, naming the differences
+    done = saved_models(config, path)  # a fresh run reuses only a folder without models: refuses links there
+    todo = [model_name(e, s) for e, s in config.runs() if (e, s) not in done]
+    check_files(path, [("config.json",), *((name,) for name in output_names(config)),
+                       *((MODELS, name, file) for name in todo for file in ("weights.pt", "record.json"))])
+    return done
 
 
 def _executor(config: CompareConfig, todo: list[tuple[str, int]], bar: Any, *, jobs: int,
@@ -242,11 +221,7 @@ def _compare(config: CompareConfig, run: RunFolder | None, progress: bool | None
     with tqdm(total=config.steps_per_model() * len(todo), desc=f"compare {config.task}", unit="step",
               disable=not progress_enabled(progress), dynamic_ncols=True, leave=True) as bar:
         for result in place(config, todo, bar):
-            encoding, seed = result.encoding, result.seed
-            if run is not None:
-                _save_model(run.path, result)
-            done[encoding, seed] = {"records": result.records, "seconds": result.seconds,
-                                    "n_parameters": result.n_parameters}
+            done[result.encoding, result.seed] = _save_model(run, config, result)
     records = [r for key in config.runs() for r in done[key]["records"]]
     timings = {f"{encoding}/{seed}": float(done[encoding, seed]["seconds"]) for encoding, seed in config.runs()}
     sizes = {f"{encoding}/{seed}": int(done[encoding, seed].get("n_parameters", 0)) for encoding, seed in config.runs()}

@@ -31,7 +31,8 @@ from attnlab.labs.run_folder import RunFolder
 if TYPE_CHECKING:  # matplotlib is imported only when the figures are drawn
     from matplotlib.figure import Figure
 
-__all__ = ["FIGURE_NAMES", "chance_level", "claim_verdicts", "format_table", "summarise", "write_outputs"]
+__all__ = ["FIGURE_NAMES", "chance_level", "claim_verdicts", "format_table", "output_names", "summarise",
+           "write_outputs"]
 
 #: the file each metric's figure is written to.
 FIGURE_NAMES = {"sequence_accuracy": "accuracy.png", "token_accuracy": "tokens.png", "mean_squared_error": "mse.png"}
@@ -49,6 +50,11 @@ def _png_writer(fig: Figure) -> Callable[[Path], None]:
 def _metrics(config: CompareConfig) -> list[str]:
     """The metrics a comparison records, a figure each."""
     return list(config.task_object.metrics)
+
+
+def output_names(config: CompareConfig) -> list[str]:
+    """The files :func:`write_outputs` writes into the run folder: ``results.json``, the figures, ``report.html``."""
+    return ["results.json", *(FIGURE_NAMES[metric] for metric in _metrics(config)), "report.html"]
 
 
 def _what_ran(result: CompareResult) -> str:
@@ -120,21 +126,21 @@ def write_outputs(run: RunFolder, result: CompareResult) -> list[Path]:
                                for enc, by_len in summarise(result.records, metric).items()} for metric in metrics}}
     if config.preset is not None:
         doc["claims"] = [dataclasses.asdict(v) for v in verdicts]
+    # Drawn first: the figures check every record (a finite metric, an accuracy in [0, 1], no repeats),
+    # so results.json is replaced only by records that pass.
+    drawn = {metric: plot_length_generalisation(result.records, metric=metric, train_len=config.train_len,
+                                                chance=chance[metric]) for metric in metrics}
     run.write_json("results.json", doc)
     figures = []
-    for metric in metrics:
-        fig = plot_length_generalisation(result.records, metric=metric, train_len=config.train_len,
-                                         chance=chance[metric])
-        path = run.path / FIGURE_NAMES[metric]
-        atomic_write(path, _png_writer(fig))
-        figures.append(path)
+    for metric, fig in drawn.items():
+        figures.append(atomic_write(run.file(FIGURE_NAMES[metric]), _png_writer(fig)))
     paragraphs = [_what_ran(result)]
     if config.preset is None:
         preformatted, sections = format_table(result), []
     else:  # the paper and its claims as prose and a list, before the table
         paragraphs.append(_preset_paragraph(config))
         preformatted, sections = None, [_claims_section(verdicts, format_table(result, claims=False))]
-    write_report(run.path / "report.html", Report(
+    write_report(run.file("report.html"), Report(
         title=f"Which positional encoding generalises to longer sequences? ({config.task})",
         paragraphs=paragraphs, preformatted=preformatted, sections=sections, figures=figures,
         settings=config.to_dict()))

@@ -24,11 +24,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from attnlab._io import atomic_write
+from attnlab._io import atomic_write, check_below
+from attnlab.labs.lengths.compare import check_compare
 from attnlab.labs.lengths.config import CompareConfig, CompareResult
 from attnlab.labs.lengths.presets import Preset
 from attnlab.labs.report import Report, write_report
-from attnlab.labs.run_folder import claim
+from attnlab.labs.run_folder import MARKER, check_claim, check_files, claim
 
 __all__ = ["SuiteRow", "format_suite", "run_suite", "suite_rows"]
 
@@ -124,13 +125,16 @@ def run_suite(configs: list[CompareConfig], folder: str | os.PathLike[str], pres
         The results, in the order of ``configs``, and the suite folder.
 
     Raises:
-        ValueError: for a folder the run-folder contract refuses; and what ``run_one`` raises.
+        ValueError: for a folder the run-folder contract refuses, a task's comparison that
+            :func:`~attnlab.labs.lengths.compare.check_compare` refuses (every task is checked
+            before anything is written), and what ``run_one`` raises.
     """
     results = []
     began = time.perf_counter()
+    _check_suite(configs, check_claim(folder, kind="suite", resume=resume), resume=resume)
     with claim(folder, kind="suite", resume=resume) as run:
         for config in configs:
-            where = run.path / "tasks" / config.task
+            where = _task_folder(run.path, config)
             results.append(run_one(config, where, resume and where.exists()))
         rows = suite_rows(results, preset)
         seconds = time.perf_counter() - began
@@ -139,12 +143,29 @@ def run_suite(configs: list[CompareConfig], folder: str | os.PathLike[str], pres
             "published_source": preset.published_source, "published_metric": preset.published_metric,
             "seconds": seconds, "tasks": [c.task for c in configs], "rows": rows})
         text = format_suite(rows, preset, seconds=seconds) + "\n"
-        atomic_write(run.path / "suite.txt", lambda tmp: tmp.write_text(text))
+        atomic_write(run.file("suite.txt"), lambda tmp: tmp.write_text(text))
         links = ", ".join(f"tasks/{c.task}/report.html" for c in configs)
-        write_report(run.path / "report.html", Report(
+        write_report(run.file("report.html"), Report(
             title=f"Preset {preset.name}: which positional encoding generalises, task by task",
             paragraphs=[f"{preset.paper}. Scaled to run here: {preset.scaled}.",
                         f"Each task is a comparison of its own, with its figures and report: {links}.",
                         f"The paper's numbers: {preset.published_source or 'none could be traced here'}."],
             preformatted=text, settings={"preset": preset.name, "tasks": [c.task for c in configs]}))
         return results, run.path
+
+
+#: what a suite writes at its root (each task's comparison writes its own folder, tasks/TASK)
+_OUTPUTS = ("suite.json", "suite.txt", "report.html")
+
+
+def _task_folder(root: Path, config: CompareConfig) -> Path:
+    """``root/tasks/TASK``: neither ``tasks`` nor ``tasks/TASK`` a link (the comparison would be written through it)."""
+    return check_below(root, root / "tasks" / config.task / MARKER).parent
+
+
+def _check_suite(configs: list[CompareConfig], root: Path, *, resume: bool) -> None:
+    """Check, writing nothing, every task's comparison (resumed where its folder exists) and the suite's outputs."""
+    check_files(root, [(name,) for name in _OUTPUTS])
+    for config in configs:
+        where = _task_folder(root, config)
+        check_compare(config, where, resume=resume and where.exists())
