@@ -13,9 +13,7 @@ import hashlib
 import json
 import os
 import re
-import resource
 import shutil
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -203,6 +201,17 @@ def test_a_record_of_another_seed_is_refused(done, capsys):
 
 
 @pytest.mark.bad_input("silent wrong results")
+def test_a_negative_squared_error_is_refused(tmp_path, capsys):
+    # the figures check only that accuracies lie in [0, 1]: an error below 0 went into results.json
+    folder = tmp_path / "squares"
+    flags = [*TINY_FLAGS, "--task", "squares", "--encodings", "rotary", "--train-len", "3", "--test-lens", "3,5"]
+    code, _, err = cli(capsys, "compare", *flags, "--out", str(folder))
+    assert code == 0, err
+    edit_record(folder, lambda doc: doc["records"][1].update(mean_squared_error=-1.0))
+    refused(capsys, folder, r"rotary-seed0.*mean_squared_error -1.0 is an error, at least 0")
+
+
+@pytest.mark.bad_input("silent wrong results")
 def test_a_model_folder_of_a_seed_not_asked_is_refused(done, capsys):
     shutil.copytree(done / "models" / "rotary-seed0", done / "models" / "rotary-seed1")
     edit_record(done, lambda doc: [doc.update(seed=1)] + [r.update(seed=1) for r in doc["records"]],
@@ -265,11 +274,23 @@ def test_models_that_is_a_file_is_refused_before_training(killed, capsys):
     refused(capsys, killed, r"'models'.*not a folder")
 
 
-def _limit_file_size(limit: int):
-    def limit_it():  # in the child: a write past `limit` bytes fails (EFBIG) instead of killing it
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-    return limit_it
+@pytest.mark.bad_input("tracebacks and messages")
+def test_an_output_that_is_a_folder_is_refused_before_training(killed, capsys):
+    (killed / "results.json").mkdir()
+    refused(capsys, killed, r"'results.json'.*is a folder")
+
+
+@pytest.mark.bad_input("tracebacks and messages")
+def test_a_lock_that_is_a_fifo_is_refused(done, capsys):
+    (done / ".lock").unlink()
+    os.mkfifo(done / ".lock")
+    refused(capsys, done, r"'\.lock'.*not a regular file")
+
+
+# In a child: writes past LIMIT bytes fail (EFBIG, SIGXFSZ ignored) as on a full disk, then attnlab runs.
+LIMITED = ("import os, resource, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
+           "limit = int(sys.argv[1]); resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)); "
+           "os.execv(sys.executable, [sys.executable, '-m', 'attnlab', *sys.argv[2:]])")
 
 
 @pytest.mark.bad_input("tracebacks and messages")
@@ -278,8 +299,8 @@ def test_a_disk_that_takes_no_more_bytes_is_one_line(tmp_path):
     # RuntimeError from C++), where train prints one line. The kernel's file-size limit makes every
     # write past 4 kB fail as on a full disk: weights.pt (20 kB) is the first to meet it.
     env = dict(os.environ, MPLBACKEND="Agg", OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(sys.path))
-    proc = subprocess.run([sys.executable, "-m", "attnlab", "compare", *TINY_FLAGS, "--out", str(tmp_path / "c")],
-                          env=env, capture_output=True, text=True, timeout=300, preexec_fn=_limit_file_size(4096))
+    proc = subprocess.run([sys.executable, "-c", LIMITED, "4096", "compare", *TINY_FLAGS, "--out", str(tmp_path / "c")],
+                          env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert re.search(rf"error: .*(Errno {errno.EFBIG}|File too large)", proc.stderr), proc.stderr

@@ -9,6 +9,10 @@
   of the same kind. Anything else (another kind of run, a user's files, ``.``, a
   folder owned by another user) is refused before anything is written. A
   symlink is resolved and judged like the folder it points to.
+* **Nothing below the root is followed.** :meth:`RunFolder.folder` and
+  :meth:`RunFolder.file` refuse a link (or a file) where a folder should be,
+  :func:`check_files` checks the same before any work, and the lock is never opened
+  through a link; a link at a file's own name is replaced by the new file.
 * **Every state is resumable.** The kind is recorded first (``attnlab-run.json``),
   so a run killed at any moment, before its first checkpoint included, is
   recognised: ``--resume`` continues it and a fresh run may reuse it if it had

@@ -16,6 +16,12 @@ A comparison killed at any moment keeps every finished model; ``resume`` trains
 only the missing ones. Each model depends only on the settings, its encoding and
 its seed (its weights, its batches), so the records of a resumed comparison are
 bit-identical to an unbroken one's.
+
+A resume is all-or-nothing: everything it reads (the settings, every saved model,
+:mod:`attnlab.labs.lengths.saved`) and every path it writes (no link below the folder,
+no folder where a file goes) is checked before anything in the folder is written, so a
+refused resume leaves the folder, ``results.json`` included, as it was. Every write goes
+through :meth:`~attnlab.labs.run_folder.RunFolder.file`.
 """
 
 from __future__ import annotations
@@ -135,8 +141,9 @@ def run_compare(
         The :class:`CompareResult`.
 
     Raises:
-        ValueError: for a folder the contract refuses (checked before any training),
-            a comparison of other settings (``resume``), a saved model that is unreadable,
+        ValueError: for a folder the contract refuses, a comparison of other settings
+            (``resume``), a saved model that is unreadable or invalid, a link below the
+            folder (all checked before anything is written: :func:`check_compare`),
             ``jobs`` below 1, or both ``jobs > 1`` and ``ray_address``.
         TypeError: if ``progress`` is not None, True or False.
         ModuleNotFoundError: for ``ray_address`` without Ray installed (naming the extra).
