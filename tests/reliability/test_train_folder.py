@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+import attnlab
 from attnlab.cli import main
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -34,7 +35,8 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 DATA_LOSS, OUTSIDE, MESSAGES = "data loss", "writes outside the run folder", "tracebacks and messages"
 RESUME = ["train", "--resume", "--epochs", "3", "--no-progress", "--out"]
 PREDICT = ["predict", "--points", "1,1 1,-1", "--run"]
-ENV = dict(os.environ, MPLBACKEND="Agg", OMP_NUM_THREADS="1", PYTHONPATH=str(Path(__file__).parents[2] / "src"))
+# The subprocesses import the attnlab this test imports (its src folder, whatever PYTHONPATH chose).
+ENV = dict(os.environ, MPLBACKEND="Agg", OMP_NUM_THREADS="1", PYTHONPATH=str(Path(attnlab.__file__).parents[1]))
 
 
 @pytest.fixture(scope="module")
@@ -129,6 +131,20 @@ def test_resume_refuses_a_checkpoint_that_is_a_folder(run, capsys):
     (run / "checkpoint.pt").unlink()
     (run / "checkpoint.pt").mkdir()
     refused(capsys, [*RESUME, run], r"checkpoint .* is a folder", unchanged=run)
+
+
+@pytest.mark.bad_input(DATA_LOSS)
+def test_resume_refuses_a_checkpoint_whose_losses_are_not_one_per_epoch(run, capsys):
+    # A history shorter than its epoch count: merged with metrics.jsonl it would lose (or invent) epochs.
+    import torch
+
+    from attnlab.training.checkpoint import write_checkpoint
+
+    state = torch.load(run / "checkpoint.pt", weights_only=True)
+    state["loss"] = state["loss"][:1]
+    write_checkpoint(run / "checkpoint.pt", state)
+    for argv in (RESUME, PREDICT):
+        refused(capsys, [*argv, run], r"checkpoint .* holds 2 epochs but 1 losses", unchanged=run)
 
 
 # -- data loss: metrics.jsonl agrees with the checkpoint, or the resume is refused -----------------
@@ -231,6 +247,26 @@ def test_a_linked_figures_folder_is_refused_on_a_fresh_run_too(trained, tmp_path
 
 
 @pytest.mark.bad_input(OUTSIDE)
+@pytest.mark.parametrize("name", ["report.html", "summary.json", "figures/losses.png", "figures/predictions.png"])
+def test_a_folder_where_the_run_writes_a_file_is_refused_before_training(run, capsys, name):
+    # It would have failed after training, with the checkpoint and metrics already moved on.
+    (run / name).unlink()
+    (run / name).mkdir()
+    (run / name / "keep.txt").write_text("a user's file")
+    refused(capsys, [*RESUME, run], rf"'{re.escape(name)}' in .* is a folder where the run writes a file",
+            unchanged=run)
+
+
+@pytest.mark.bad_input(OUTSIDE)
+def test_a_users_own_folder_in_figures_is_left_alone(run, capsys):
+    (run / "figures" / "old").mkdir()
+    (run / "figures" / "old" / "keep.png").write_bytes(b"a user's figure")
+    code, _, err = cli(capsys, *RESUME, run)
+    assert code == 0, err
+    assert (run / "figures" / "old" / "keep.png").read_bytes() == b"a user's figure"
+
+
+@pytest.mark.bad_input(OUTSIDE)
 @pytest.mark.parametrize("name", ["report.html", "summary.json", "config.json", "metrics.jsonl", "checkpoint.pt",
                                   "figures/losses.png"])
 def test_a_link_at_a_files_name_is_replaced_never_written_through(run, tmp_path, capsys, name):
@@ -298,6 +334,29 @@ def test_predict_names_a_dangling_config_link(run, tmp_path, capsys):
 
 
 @pytest.mark.bad_input(MESSAGES)
+def test_resume_names_a_dangling_config_link(run, tmp_path, capsys):
+    (run / "config.json").unlink()
+    (run / "config.json").symlink_to(tmp_path / "gone.json")
+    refused(capsys, [*RESUME, run], r"config\.json .* symbolic link to .*gone\.json.*which does not exist",
+            unchanged=run)
+
+
+@pytest.mark.bad_input(MESSAGES)
+def test_plot_predictions_names_a_config_nested_too_deeply(run, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (run / "config.json").write_text("{\"a\": " * 50_000 + "1" + "}" * 50_000)
+    refused(capsys, ["plot", "predictions", "--out", "p.png", "--run", run], r"config\.json.* nested too deeply",
+            unchanged=run)
+    assert not (tmp_path / "p.png").exists()
+
+
+@pytest.mark.bad_input(MESSAGES)
+def test_resume_with_a_negative_train_seed_names_the_flag(run, capsys):
+    line = refused(capsys, [*RESUME, run, "--train-seed", "-1"], r"--train-seed: saved 42, given -1", unchanged=run)
+    assert "shuffle_seed" not in line
+
+
+@pytest.mark.bad_input(MESSAGES)
 @pytest.mark.parametrize("seed", ["-1", str(-(2**63))])
 def test_a_negative_train_seed_is_named_and_leaves_no_folder(tmp_path, capsys, monkeypatch, seed):
     monkeypatch.chdir(tmp_path)
@@ -319,20 +378,23 @@ def test_a_train_seed_the_loaders_refuse_leaves_no_folder_from_python(tmp_path):
 
 @pytest.mark.bad_input(MESSAGES)
 @pytest.mark.parametrize(("given", "match"), [
-    (["--model", "gru"], r"--model selfattn-pe, not gru"),
-    (["--model", "transformer", "--n-layers", "2"], r"--model selfattn-pe, not transformer"),
-    (["--model", "gru", "--d-model", "4"], r"--model selfattn-pe, not gru"),
+    (["--model", "gru"], r"--model: saved 'selfattn-pe', given 'gru'"),
+    (["--model", "transformer", "--n-layers", "2"], r"--model: saved 'selfattn-pe', given 'transformer'"),
+    (["--model", "gru", "--d-model", "4"], r"--model: saved 'selfattn-pe', given 'gru'"),
 ])
 def test_resume_with_another_model_names_the_model(run, capsys, given, match):
-    line = refused(capsys, [*RESUME, run, *given], rf"was made with {match}", unchanged=run)
+    line = refused(capsys, [*RESUME, run, *given], rf"was made with other settings \({match}", unchanged=run)
     assert "--n-heads" not in line
 
 
 # -- Ctrl-C at any moment of `attnlab train` ------------------------------------------------------------
 
-# How long after the command line's own modules are imported the signal is sent: over torch's import
-# (pybind11 aborted when interrupted there), the model's building and the first epochs.
-MOMENTS = [0.0, 0.05, 0.2, 0.5, 1.0, 2.0]
+# When the signal is sent: as an import ends (-X importtime prints a line then: a readiness condition,
+# whatever the machine's load), then after a delay. The command line's modules; numpy, imported from
+# inside torch's C++ initialisation (where pybind11 aborted on an interrupt); torch; and moments over
+# the model's building and the first epochs.
+MOMENTS = [("attnlab.cli", 0.0), ("torch._opaque_base", 0.0), ("torch", 0.0), ("attnlab.cli", 0.05),
+           ("attnlab.cli", 0.2), ("attnlab.cli", 0.5), ("attnlab.cli", 1.0), ("attnlab.cli", 2.0)]
 
 
 def _start_train(folder: Path, *, importtime: bool) -> subprocess.Popen:
@@ -368,12 +430,12 @@ def _check_interrupted(proc: subprocess.Popen, early: list[str], folder: Path) -
 
 
 @pytest.mark.bad_input(MESSAGES)
-@pytest.mark.parametrize("delay", MOMENTS)
-def test_ctrl_c_early_in_train_is_one_line_and_status_130(tmp_path, delay):
+@pytest.mark.parametrize(("imported", "delay"), MOMENTS)
+def test_ctrl_c_early_in_train_is_one_line_and_status_130(tmp_path, imported, delay):
     folder = tmp_path / "r"
     proc = _start_train(folder, importtime=True)
     try:
-        early = _wait_for_line(proc.stderr, r"\| attnlab\.cli$")
+        early = _wait_for_line(proc.stderr, rf"\| +{re.escape(imported)}$")
         time.sleep(delay)
         proc.send_signal(signal.SIGINT)
         _check_interrupted(proc, early, folder)

@@ -74,15 +74,8 @@ def resume_config(folder: str | os.PathLike[str], given: dict[str, Any], *,
         if not diff:
             raise err from None
     if diff:
-        def name(key: str) -> str:
-            return (names or {}).get(key, key)
-
-        def shown(value: Any) -> str:
-            return value if isinstance(value, str) else repr(value)
-
-        made = "; ".join(f"{name(k)} {shown(a)}, not {shown(b)}" for k, (a, b) in diff.items())
-        raise ValueError(f"--resume: the run in {str(folder)!r} was made with {made} (only {name('epochs')} and "
-                         f"{name('device')} may differ from its saved settings)")
+        shown = ", ".join(f"{(names or {}).get(k, k)}: saved {a!r}, given {b!r}" for k, (a, b) in diff.items())
+        raise ValueError(f"--resume: the run in {str(folder)!r} was made with other settings ({shown})")
     return config
 
 
@@ -110,13 +103,16 @@ def check_outputs(folder: Path) -> None:
     """Refuse, before anything is written, what the run could write only through a link, or not at all.
 
     A link at a file's own name is no danger: :func:`attnlab._io.atomic_write` replaces it. A folder
-    there, or a link or a file in place of ``figures/``, would fail (or write elsewhere) after training.
+    there (at the top, or a ``.png`` in ``figures/``: the run writes its figures there), or a link or a file in place of
+    ``figures/``, would fail (or write elsewhere) after training.
 
     Raises:
         ValueError: naming the entry and the folder.
     """
-    check_below(folder, folder / "figures" / "losses.png")
-    for name in _RUN_FILES:
+    figures = check_below(folder, folder / "figures" / "losses.png").parent
+    pngs = [name for name in (os.listdir(figures) if figures.is_dir() else ()) if name.endswith(".png")]
+    names = [*_RUN_FILES, *(f"figures/{name}" for name in pngs)]
+    for name in names:
         try:
             mode = os.lstat(folder / name).st_mode
         except FileNotFoundError:
