@@ -144,4 +144,4 @@ def test_teacher_forcing_and_the_test_loaders_draws_are_recorded_in_the_run(caps
     assert config["teacher_forcing_prob"] == 0.0 and config["test_draws_global"] is False
     assert config["seed"] == 43 and config["train_seed"] == 42  # gru: no lab trains it; the book's set_seed(42)
     code, _, err = cli(capsys, "train", "--out", str(tmp_path / "r"), "--resume", "--teacher-forcing", "0.5")
-    assert code == 2 and "teacher_forcing_prob: saved 0.0, given 0.5" in err
+    assert code == 2 and "--teacher-forcing: saved 0.0, given 0.5" in err

@@ -158,8 +158,13 @@ def test_existing_run_is_never_overwritten_and_bad_checkpoints_are_refused(defau
     assert code == 2 and "checkpoint" in err.lower()
     code, _, err = cli(capsys, "train", "--out", str(broken), "--epochs", "120", "--resume", "--no-progress")
     assert code == 2 and len(err.strip().splitlines()) == 1
-    # Without a checkpoint (a run killed before its first one), --resume starts it from epoch 0.
+    # Without a checkpoint, a history of many epochs is not thrown away (issue 27): refused ...
     (broken / "checkpoint.pt").unlink()
+    code, _, err = cli(capsys, "train", "--out", str(broken), "--resume", "--epochs", "2", "--no-progress")
+    assert code == 2 and "records 100 epochs, but there is no checkpoint.pt" in err
+    # ... but a run killed before its first checkpoint (one line at most) is started again from epoch 0.
+    first = (broken / "metrics.jsonl").read_text().splitlines()[0]
+    (broken / "metrics.jsonl").write_text(first + "\n")
     code, out, err = cli(capsys, "train", "--out", str(broken), "--resume", "--epochs", "2", "--no-progress")
     assert code == 0, err
     assert [json.loads(ln)["epoch"] for ln in (broken / "metrics.jsonl").read_text().splitlines()] == [1, 2]

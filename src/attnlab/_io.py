@@ -8,6 +8,7 @@ new one is whole.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -146,12 +147,21 @@ def check_regular_file(path: str | os.PathLike[str], *, what: str) -> os.stat_re
 
     Raises:
         FileNotFoundError: naming ``what`` and the path, if it does not exist.
-        ValueError: naming them, if it is a folder, a FIFO, a device or a socket.
+        ValueError: naming them, if it is a folder, a FIFO, a device or a socket, or a
+            symbolic link that leads nowhere (to nothing, or round in a loop).
     """
     try:
         info = os.stat(path)
     except FileNotFoundError:
+        if os.path.islink(path):  # a dangling link is a file someone made, not a missing one
+            raise ValueError(f"{what} {str(path)!r} is a symbolic link to {os.readlink(path)!r}, which does not "
+                             "exist; refused") from None
         raise FileNotFoundError(f"{what} {str(path)!r} does not exist") from None
+    except OSError as err:
+        if err.errno == errno.ELOOP:  # the OS's words, "Too many levels of symbolic links", say it obscurely
+            raise ValueError(f"{what} {str(path)!r} is a symbolic link loop (it leads back to itself); "
+                             "refused") from None
+        raise
     if not stat.S_ISREG(info.st_mode):
         kind = ("a folder" if stat.S_ISDIR(info.st_mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(info.st_mode)
                 else "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode)

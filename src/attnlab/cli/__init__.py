@@ -32,6 +32,7 @@ import sys
 from collections.abc import Sequence
 
 import attnlab
+from attnlab._interrupt import quiet_start, started
 from attnlab.cli import audit, compare, encode, plot, predict, train
 from attnlab.cli._common import Parser, UsageError
 from attnlab.cli.plot import FIGURE_NAMES, RUN_FIGURES
@@ -70,13 +71,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Never raises for bad input, argparse's own errors included (argparse exits
     by itself; here its status is returned, so ``main`` is callable from Python).
+
+    Run as the program (``argv`` None, in the main thread), Ctrl-C while it starts
+    exits at once with one line and status 130 (see :mod:`attnlab._interrupt`).
     """
+    if argv is None:
+        quiet_start()
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exit_:  # --help (0) or a usage error (2): argparse has printed its message
         return exit_.code if isinstance(exit_.code, int) else 2
     try:
+        started()  # torch imported while Ctrl-C still exits quietly; from here on it is KeyboardInterrupt
         return int(args.func(args))
     except (UsageError, ValueError, TypeError, OSError, FloatingPointError, MemoryError, RuntimeError) as err:
         if isinstance(err, RuntimeError) and not _out_of_memory(err):

@@ -9,6 +9,7 @@ the folder and prints.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -112,8 +113,12 @@ def run(args: argparse.Namespace) -> int:
         def announce() -> None:  # called once the run is known to start: nothing on stdout before that
             print(f"training {config.model} for {config.epochs} epochs -> {folder}", flush=True)
 
+        def note(message: str) -> None:  # what the user should know (a history rebuilt): on stderr, one line
+            print(f"attnlab train: {message}", file=sys.stderr, flush=True)
+
         result = train_run(config, folder, resume=args.resume, progress=None if args.progress else False,
-                           announce=announce if distributed.is_main else None, distributed=distributed)
+                           announce=announce if distributed.is_main else None, distributed=distributed,
+                           note=note if distributed.is_main else None)
     if distributed.is_main:
         print(f"final train MSE {result.train_mse:.4f} | test MSE {result.test_mse:.4f} "
               f"({result.epochs} epochs, {config.n_test} test squares)")
@@ -134,7 +139,9 @@ def _plan(args: argparse.Namespace, device: torch.device) -> tuple[SquaresConfig
     if args.resume:
         if args.out is None:
             raise UsageError("--resume needs --out RUN_FOLDER, the run to continue")
-        config = resume_config(args.out, given)
+        # The settings named as the flags that set them (--teacher-forcing sets teacher_forcing_prob).
+        flags = {name: "--" + name.replace("_", "-") for name in given} | {"teacher_forcing_prob": "--teacher-forcing"}
+        config = resume_config(args.out, given, names=flags)
     else:
         _check_size_flags(args, args.model or "selfattn-pe")
         if args.teacher_forcing is not None and (args.model or "selfattn-pe") not in TEACHER_FORCED:

@@ -368,5 +368,10 @@ def check_format(state: Mapping[str, Any], where: str) -> None:
         raise ValueError(f"checkpoint {where!r} lacks {', '.join(map(repr, missing))}")
     if not _histories_ok(state):
         raise ValueError(f"checkpoint {where!r}: the epoch count or loss histories are malformed")
+    # One loss and one validation loss per epoch, as training appends them: a resumed run's history
+    # (and its metrics.jsonl, checked against it) must not be shorter or longer than its epochs.
+    if not len(state["loss"]) == len(state["val_loss"]) == state["epoch"]:
+        raise ValueError(f"checkpoint {where!r} holds {state['epoch']} epochs but {len(state['loss'])} losses and "
+                         f"{len(state['val_loss'])} validation losses; it is damaged")
     _check_clipping(state["clipping"], where)
     check_rng_state(state["rng"], f"checkpoint {where!r}")

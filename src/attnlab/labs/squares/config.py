@@ -124,6 +124,8 @@ class SquaresConfig:
         check_bool("test_draws_global", self.test_draws_global)
         check_bool("variable_len", self.variable_len)
         check_seed("train_seed", self.train_seed)
+        if self.train_seed < 0:  # it also seeds the training loader's generator, which takes no negative seed
+            raise ValueError(f"train_seed must be >= 0 (it seeds the loaders' shuffling), got {self.train_seed}")
         check_float32("lr", self.lr, positive=True)  # the parameters it updates are float32
         check_int("batch_size", self.batch_size, minimum=1)
         check_int("eval_batch_size", self.eval_batch_size, minimum=1)

@@ -28,19 +28,22 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor, nn
 
 from attnlab._io import atomic_write, read_text
 from attnlab.labs.report import Report, write_report
-from attnlab.labs.run_folder import RunFolder, check_claim, claim
+from attnlab.labs.run_folder import RunFolder, claim, run_kind
 from attnlab.labs.squares.config import DEFAULT_WEIGHT_SEED, LAB_WEIGHT_SEEDS, UNSEEDED_LOADER_SEED, SquaresConfig
 from attnlab.labs.squares.figures import SquaresTestSet, write_figures
+from attnlab.labs.squares.folder import CHECKPOINT, check_outputs, check_train_folder, read_config, resume_config
+from attnlab.labs.squares.history import resumed_lines
 from attnlab.training import Checkpoint, MetricsFile, Trainer
 from attnlab.training.distributed import DistributedContext
 from attnlab.training.rng import preserved_rng
@@ -49,7 +52,7 @@ __all__ = ["CHECKPOINT", "DEFAULT_WEIGHT_SEED", "LAB_WEIGHT_SEEDS", "UNSEEDED_LO
            "SquaresConfig", "SquaresTestSet", "build_model", "check_train_folder", "load_run", "make_optimizer",
            "predict_corners", "resume_config", "test_squares", "train_run"]
 
-CHECKPOINT = "checkpoint.pt"
+_RUN_FIGURES = ("attention", "predictions", "losses")  # attnlab plot's figures of a run (they call load_run)
 
 @dataclass
 class RunResult:
@@ -108,92 +111,6 @@ def _test_mse(model: nn.Module, squares: SquaresTestSet) -> float:
     return float(torch.nn.functional.mse_loss(predicted, squares.target))
 
 
-def _read_config(folder: Path, flag: str) -> SquaresConfig | None:
-    """The run's ``config.json`` (None if the run was killed before writing it).
-
-    Raises:
-        ValueError: naming ``flag`` and the folder, if it is unreadable.
-    """
-    path = folder / "config.json"
-    if not os.path.lexists(path):
-        return None
-    text = read_text(path, what="config.json")  # a FIFO or a device is refused unopened, bad UTF-8 named
-    try:
-        return SquaresConfig.from_dict(json.loads(text))
-    except (ValueError, TypeError, AttributeError) as err:  # JSONDecodeError is a ValueError
-        raise ValueError(f"{flag} {str(folder)!r}: config.json is unreadable: {err}") from None
-
-
-def resume_config(folder: str | os.PathLike[str], given: dict[str, Any]) -> SquaresConfig:
-    """The config to resume the run in ``folder`` with: its saved settings, ``given`` ones on top.
-
-    Only ``epochs`` (train until that many) and ``device`` (where this session trains)
-    may differ from the saved settings.
-
-    Args:
-        folder: the run folder.
-        given: settings given on the command line, ``{name: value}`` (None values ignored).
-
-    Raises:
-        ValueError: naming them, for given settings that differ from the saved run's,
-            an unreadable ``config.json``, or a folder that holds no squares run.
-    """
-    given = {k: v for k, v in given.items() if v is not None}
-    saved = _read_config(check_claim(folder, kind="train", resume=True), "--resume")
-    if saved is None:  # killed before its config was written: the given settings are the run's
-        return SquaresConfig(**given)
-    config = dataclasses.replace(saved, **given)
-    diff = {k: (v, getattr(config, k)) for k, v in saved.to_dict().items()
-            if k not in ("epochs", "device") and getattr(config, k) != v}
-    if diff:
-        shown = ", ".join(f"{k}: saved {a!r}, given {b!r}" for k, (a, b) in diff.items())
-        raise ValueError(f"--resume: the run in {str(folder)!r} was made with other settings ({shown})")
-    return config
-
-
-def check_train_folder(config: SquaresConfig, folder: str | os.PathLike[str], *, resume: bool = False) -> Path:
-    """Check, writing nothing, that ``folder`` can take this run (see :mod:`attnlab.labs.run_folder`).
-
-    Returns:
-        The folder, resolved.
-
-    Raises:
-        ValueError: naming ``--out`` / ``--resume`` and the folder, for a folder the
-            contract refuses, and (resume) a run of other settings.
-    """
-    path = check_claim(folder, kind="train", resume=resume)
-    if resume:
-        resume_config(path, config.to_dict())  # refuses other settings (but epochs), naming the differences
-    return path
-
-
-def _metric_lines(path: Path, epochs: int) -> list[str]:
-    """The lines of ``metrics.jsonl`` for epochs 1 to ``epochs``, the ones the checkpoint knows of.
-
-    A kill after the last checkpoint may have left later lines, and a kill while a
-    line was written half a last line: both are dropped.
-
-    Raises:
-        ValueError: naming the file and the line, for any other line that is not a record.
-    """
-    lines = read_text(path, what="metrics.jsonl").splitlines() if os.path.lexists(path) else []
-    kept = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            epoch = json.loads(line)["epoch"]
-            if not isinstance(epoch, int):
-                raise TypeError
-        except (ValueError, KeyError, TypeError):
-            if number == len(lines):
-                break  # half a line: the process died while writing it
-            raise ValueError(f"--resume: {str(path)!r} line {number} is not an epoch record: {line[:60]!r}") from None
-        if epoch <= epochs:
-            kept.append(line)
-    return kept
-
-
 def train_run(
     config: SquaresConfig,
     folder: str | os.PathLike[str],
@@ -202,6 +119,7 @@ def train_run(
     progress: bool | None = None,
     announce: Callable[[], None] | None = None,
     distributed: DistributedContext | None = None,
+    note: Callable[[str], None] | None = None,
 ) -> RunResult:
     """Train ``config``'s model and write (or, with ``resume``, continue) the run folder.
 
@@ -209,6 +127,10 @@ def train_run(
     config and folder: each trains its share of every batch (``config.batch_size``
     is the global batch), and only rank 0 checks, locks and writes the folder; the
     other ranks write nothing and only read the checkpoint to resume.
+
+    All or nothing: the data, the model and the trainer are built before the folder
+    is made, and everything read from the folder (the checkpoint, ``metrics.jsonl``,
+    the folders to write into) is checked before anything in it is written.
 
     The run seeds and draws from torch's and Python's global random streams (as
     the labs' code does), on a copy of them: the caller's streams are as they
@@ -221,11 +143,14 @@ def train_run(
         resume: continue from ``folder/checkpoint.pt`` until ``config.epochs`` in
             total; the losses continue exactly as if the run had never stopped. A
             run killed before its first checkpoint starts again from epoch 0.
+            Its ``metrics.jsonl`` must agree with the checkpoint (see
+            :mod:`attnlab.labs.squares.history`); a missing one is rebuilt from it.
         progress: show a progress bar (None: only on a terminal).
         announce: called once everything is checked (the folder, the checkpoint, the
             metrics), just before training; the command line says what it is doing there.
         distributed: this process's :class:`~attnlab.training.distributed.DistributedContext`
             under torchrun; None: one process on ``config.device``.
+        note: called with a message for the user (a history rebuilt); None: a ``RuntimeWarning``.
 
     Returns:
         A :class:`RunResult` (on ranks other than 0: the losses only, ``test_mse`` NaN, no files).
@@ -233,9 +158,11 @@ def train_run(
     Raises:
         ValueError: for a folder the contract refuses (naming it; another process
             writing it: naming its pid), a run of other settings, a checkpoint
-            already past ``config.epochs``, or one that is unreadable or does not
-            fit the model (naming the file and the mismatched keys); under torchrun,
-            a ``config.batch_size`` the number of processes does not divide.
+            already past ``config.epochs``, or one that is unreadable (a link that
+            leads nowhere included) or does not fit the model (naming the file and
+            the mismatched keys), a history the checkpoint does not hold, a link or a
+            file where the run writes its figures; under torchrun, a
+            ``config.batch_size`` the number of processes does not divide.
     """
     if distributed is None:
         distributed = DistributedContext(device=torch.device(str(config.device)))
@@ -243,56 +170,84 @@ def train_run(
     if not distributed.is_main:
         # Neither checked nor claimed here: probing the lock rank 0 holds would fail, and only rank 0 writes.
         with preserved_rng({}):
-            return _train(config, RunFolder(Path(folder).expanduser().resolve(), "train", resume), progress=False,
-                          announce=None, distributed=distributed)
+            built = _build(config, progress=False, distributed=distributed)
+            return _train(config, RunFolder(Path(folder).expanduser().resolve(), "train", resume), built,
+                          announce=None, note=None, distributed=distributed)
     check_train_folder(config, folder, resume=resume)
-    with preserved_rng({}), claim(folder, kind="train", resume=resume) as run:
-        return _train(config, run, progress=progress, announce=announce, distributed=distributed)
+    with preserved_rng({}):
+        # Whatever the settings alone can refuse (the loaders' seeds, the sizes) is refused before the folder is made.
+        built = _build(config, progress=progress, distributed=distributed)
+        with claim(folder, kind="train", resume=resume) as run:
+            return _train(config, run, built, announce=announce, note=note, distributed=distributed)
 
 
-def _train(config: SquaresConfig, run: RunFolder, *, progress: bool | None,
-           announce: Callable[[], None] | None, distributed: DistributedContext) -> RunResult:
-    """Train and (rank 0 only) write the folder; ``run`` is claimed on rank 0 and only read elsewhere."""
-    folder = run.path
-    main = distributed.is_main
-    checkpoint, metrics = folder / CHECKPOINT, folder / "metrics.jsonl"
+class _Built(NamedTuple):
+    """What a run trains with: its loaders, model and trainer."""
+
+    data: Any
+    model: nn.Module
+    trainer: Trainer
+
+
+def _build(config: SquaresConfig, *, progress: bool | None, distributed: DistributedContext) -> _Built:
+    """The run's data, model (the same weights on every rank: seeded) and trainer; nothing is written."""
     data = _data(config, shard=distributed.shard)
-    model = build_model(config)  # the same weights on every rank: seeded
+    model = build_model(config)
     if distributed.active and config.model == "gru-attn":
         # The attention lab's attention never uses its linear_value: DDP must be told to expect unused parameters.
         distributed = dataclasses.replace(distributed, find_unused_parameters=True)
     trainer = Trainer(model, nn.MSELoss(), make_optimizer(model, config), progress=progress,
                       device=distributed.device, distributed=distributed if distributed.active else None)
     trainer.set_loaders(data.train, data.test)
+    return _Built(data, model, trainer)
+
+
+def _train(config: SquaresConfig, run: RunFolder, built: _Built, *, announce: Callable[[], None] | None,
+           note: Callable[[str], None] | None, distributed: DistributedContext) -> RunResult:
+    """Train and (rank 0 only) write the folder; ``run`` is claimed on rank 0 and only read elsewhere."""
+    folder = run.path
+    main = distributed.is_main
+    data, model, trainer = built
+    checkpoint = folder / CHECKPOINT
     # Every rank reads the checkpoint: rank 0's random streams, which are every rank's (they draw alike).
-    resumed = run.resumed and checkpoint.exists()
+    # Whatever stands at its name is one (a link that leads nowhere too): read, or refused, never taken
+    # for the missing checkpoint of a run killed before its first.
+    resumed = run.resumed and os.path.lexists(checkpoint)
     if resumed:
         trainer.load_checkpoint(checkpoint)
         if trainer.total_epochs > config.epochs:
             raise ValueError(
                 f"--epochs {config.epochs}: the run in {str(folder)!r} already has {trainer.total_epochs} epochs")
     if main:
-        kept = _metric_lines(metrics, trainer.total_epochs) if resumed else []
+        kept, rebuilt = ([], None) if not run.resumed else resumed_lines(
+            folder / "metrics.jsonl", trainer.history if resumed else None, lr=config.lr, checkpoint=CHECKPOINT)
+        check_outputs(folder)
+        # Everything is checked: from here on the folder is written.
+        if rebuilt is not None:
+            if note is None:
+                warnings.warn(rebuilt, RuntimeWarning, stacklevel=3)
+            else:
+                note(rebuilt)
         if announce is not None:
             announce()
-        atomic_write(metrics, lambda tmp: tmp.write_text("".join(line + "\n" for line in kept)))
+        metrics = atomic_write(run.file("metrics.jsonl"), lambda tmp: tmp.write_text("".join(f"{x}\n" for x in kept)))
         run.write_json("config.json", config.to_dict())
-        (folder / "figures").mkdir(exist_ok=True)
+        figures_folder = run.folder("figures")
 
     remaining = config.epochs - trainer.total_epochs
     if remaining > 0:
         # The metrics line first, then the checkpoint: a kill between them leaves a line the
         # checkpoint does not know of, which the next resume drops.
-        writers = [MetricsFile(metrics), Checkpoint(checkpoint, trainer.state_dict)] if main else []
+        writers = [MetricsFile(metrics), Checkpoint(run.file(CHECKPOINT), trainer.state_dict)] if main else []
         trainer.train(remaining, seed=None if resumed else config.train_seed, callbacks=writers)
     elif main:
-        trainer.save_checkpoint(checkpoint)
+        trainer.save_checkpoint(run.file(CHECKPOINT))
     if not main:
         return RunResult(folder, trainer.losses[-1], float("nan"), trainer.total_epochs, [])
 
     squares = _test_set(data)
     test_mse = _test_mse(model, squares)
-    figures = write_figures(model, trainer.losses, trainer.val_losses, squares, folder / "figures")
+    figures = write_figures(model, trainer.losses, trainer.val_losses, squares, figures_folder)
     summary = {"train_mse": trainer.losses[-1], "test_mse": test_mse, "epochs": trainer.total_epochs}
     run.write_json("summary.json", summary)
     _write_report(run, config, summary, figures, model=model, squares=squares)
@@ -321,7 +276,7 @@ def _write_report(run: RunFolder, config: SquaresConfig, summary: dict[str, Any]
         sections = []
         paragraphs.append(f"The {config.model} model has no attention layer, so this report has no attention maps "
                           "and no attention viewer.")
-    write_report(run.path / "report.html", Report(
+    write_report(run.file("report.html"), Report(
         title=f"attnlab run: {config.model}",
         headline={"train MSE": summary["train_mse"], "test MSE": summary["test_mse"], "epochs": summary["epochs"]},
         paragraphs=paragraphs, figures=figures, sections=sections, settings=config.to_dict(),
@@ -333,8 +288,9 @@ def load_run(folder: str | os.PathLike[str]) -> tuple[SquaresConfig, nn.Module, 
     """Rebuild a run's model from its folder: ``(config, model in eval mode, checkpoint dict)``.
 
     Raises:
-        ValueError: if the folder, its config or its checkpoint is missing or
-            unreadable (a FIFO, a device, a compressed or oversized archive...), or if
+        ValueError: if the folder holds another kind of run (a comparison); if the
+            folder, its config or its checkpoint is missing or unreadable (a FIFO, a
+            device, a link that leads nowhere, a compressed or oversized archive...); if
             the checkpoint does not fit the config's model and optimizer (naming the
             missing, unexpected and shape-mismatched keys, or the first entry of the
             wrong shape, dtype or type).
@@ -344,7 +300,11 @@ def load_run(folder: str | os.PathLike[str]) -> tuple[SquaresConfig, nn.Module, 
     from attnlab.training.checkpoint_checks import check_fits, max_checkpoint_bytes
 
     folder = Path(folder)
-    config = _read_config(folder, "--run")
+    kind = run_kind(folder) if folder.is_dir() else None
+    if kind not in (None, "train"):  # its config.json is another kind of run's: say so, not which keys it lacks
+        raise ValueError(f"--run {str(folder)!r} holds an attnlab {kind} run; predict and the run figures "
+                         f"(plot {', '.join(_RUN_FIGURES)}) read a train run (attnlab train --out)")
+    config = read_config(folder, "--run")
     if config is None:
         raise ValueError(f"--run {str(folder)!r} is not a run folder (no config.json)")
     path = folder / CHECKPOINT
