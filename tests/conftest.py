@@ -87,9 +87,10 @@ def pytest_terminal_summary(terminalreporter):
         return
     terminalreporter.section("bad inputs and faults tried, by kind")
     total = handled = 0
+    width = max(map(len, BAD_INPUT_KINDS))
     for kind in BAD_INPUT_KINDS:
         runs = [ok for k, ok in _outcome.values() if k == kind]
         if runs:
-            terminalreporter.write_line(f"{kind:<22} {sum(runs):>4} of {len(runs):>4} handled well")
+            terminalreporter.write_line(f"{kind:<{width}} {sum(runs):>4} of {len(runs):>4} handled well")
             total, handled = total + len(runs), handled + sum(runs)
-    terminalreporter.write_line(f"{'all':<22} {handled:>4} of {total:>4} handled well")
+    terminalreporter.write_line(f"{'all':<{width}} {handled:>4} of {total:>4} handled well")
