@@ -117,8 +117,9 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], object]) 
         The destination path.
 
     Raises:
-        OSError: if the temporary file cannot be created or renamed; the
-            destination is untouched in that case and the temporary removed.
+        OSError: if the temporary file cannot be created, written (a full disk: named
+            with ``path``, not the temporary) or renamed; the destination is untouched
+            in that case and the temporary removed.
     """
     dest = Path(path)
     fd, tmp_name = tempfile.mkstemp(dir=dest.parent if str(dest.parent) else ".",
@@ -130,6 +131,12 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], object]) 
         # mkstemp makes the file private (0600); give it the permissions a plain open() would.
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, dest)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        if err.filename not in (None, tmp_name, str(tmp)):
+            raise
+        # A full disk or a file-size limit is named with the file being written, not its temporary.
+        raise OSError(err.errno, f"cannot write {str(dest)!r}: {err.strerror or err}") from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

@@ -304,6 +304,7 @@ def test_a_disk_that_takes_no_more_bytes_is_one_line(tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert re.search(rf"error: .*(Errno {errno.EFBIG}|File too large)", proc.stderr), proc.stderr
+    assert "weights.pt" in proc.stderr and ".tmp" not in proc.stderr, proc.stderr  # the file, not its temporary
     assert not list((tmp_path / "c").rglob("record.json"))  # no model without its weights
 
 
