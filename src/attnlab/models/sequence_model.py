@@ -120,7 +120,7 @@ class SequenceModel(nn.Module):
             check_tensor({"n_features": self.n_features, "d_model": self.d_model},
                          "the input and the output layer", copies=2)
         D, F = self.d_model, self.ff_units
-        check_memory(f"d_model {D} x n_layers {self.n_layers} (ff_units {F}): the layers' weights",
+        check_memory(f"d_model {D} x n_layers {self.n_layers} (ff_units {F}): the layers' parameters",
                      self.n_layers * (4 * D * D + 2 * D * F) * 4)
 
     def _caches(self, use_cache: bool) -> bool:
