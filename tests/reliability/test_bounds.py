@@ -381,8 +381,12 @@ def test_more_sizes_that_cannot_fit_are_value_errors_naming_them(call, names):
 
 @MESSAGES
 def test_a_range_beyond_int64_is_a_value_error_naming_max_len():
+    from attnlab.encodings import RandomizedPositions, Rotary
+
     with pytest.raises(ValueError, match=r"max_len must be at most 4611686018427387904, got 10{20}"):
         sample_positions(3, 10**20)
+    with pytest.raises(ValueError, match=r"max_len must be at most 4611686018427387904, got 10{20}"):
+        RandomizedPositions(Rotary(8), max_len=10**20)  # at construction, not at its first call
 
 
 # -- machine independence ----------------------------------------------------------------------
