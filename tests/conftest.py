@@ -11,6 +11,12 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
 
 
+# The memory every run plans for, in place of the machine's free memory (attnlab._limits): set at import, so
+# that every test and every process a test starts sees it, and no outcome depends on what else the machine
+# is doing. Tests of the memory rule set their own.
+os.environ["ATTNLAB_MEMORY_BUDGET"] = "16G"
+
+
 @pytest.fixture(autouse=True)
 def _seed_torch():
     # Seeded per test so a test's random draws do not depend on which ran before it.

@@ -3,24 +3,31 @@
 A tensor too big for the machine otherwise fails late and loudly: torch's
 allocator raises a RuntimeError with a C++ backtrace, numpy a MemoryError, or,
 worse, the process grows until the machine swaps. Each estimate here is made
-from the sizes alone, before any work, and compared with the memory the
-machine has available now (Linux's ``MemAvailable``: free memory plus the page
-cache it can reclaim), or with ``ATTNLAB_MEMORY_BUDGET`` when that is set lower
-(bytes, or with a unit: ``"4G"``, ``"512M"``): a shared machine's fair share, and
-what the tests set so that no outcome depends on the machine's free memory.
+from the sizes alone, before any work, and compared with the memory a run plans for:
+
+* ``ATTNLAB_MEMORY_BUDGET``, when it is set (bytes, or with a unit: ``"4G"``,
+  ``"512M"``), in place of what the machine has free, larger or smaller: a shared
+  machine's fair share, a cluster node's allocation, and what the test suite sets
+  (``tests/conftest.py``) so that no outcome depends on the machine's free memory;
+* otherwise what the machine has available now (Linux's ``MemAvailable``: free
+  memory plus the page cache it can reclaim).
+
+A budget above the machine's free memory is taken at its word: a run it allows may
+then fail late, as it would without these checks.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import torch
 from torch import nn
 
-__all__ = ["BUDGET_VARIABLE", "available_memory", "check_memory", "count_parameters", "format_bytes", "memory_budget"]
+__all__ = ["BUDGET_VARIABLE", "available_memory", "check_memory", "check_tensor", "count_parameters", "format_bytes",
+           "memory_budget"]
 
-#: the environment variable that caps the memory a run may plan for
+#: the environment variable that sets the memory a run plans for, in place of the machine's free memory
 BUDGET_VARIABLE = "ATTNLAB_MEMORY_BUDGET"
 _UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
@@ -48,14 +55,14 @@ def memory_budget() -> int | None:
 
 
 def available_memory() -> int:
-    """Bytes of memory this machine can give a new allocation now (at most ``ATTNLAB_MEMORY_BUDGET``).
+    """Bytes of memory a run plans for: ``ATTNLAB_MEMORY_BUDGET`` when set, else what the machine has free now.
 
-    ``MemAvailable`` from ``/proc/meminfo`` on Linux; elsewhere the free
-    physical pages, or (if the system says neither) all physical memory.
+    The machine's is ``MemAvailable`` from ``/proc/meminfo`` on Linux; elsewhere the
+    free physical pages, or (if the system says neither) all physical memory. The
+    budget replaces it, so that a run's refusals do not depend on the machine's load.
     """
     budget = memory_budget()
-    system = _system_available()
-    return system if budget is None else min(budget, system)
+    return _system_available() if budget is None else budget
 
 
 def _system_available() -> int:
@@ -97,8 +104,49 @@ def check_memory(what: str, n_bytes: int) -> None:
         return
     available = available_memory()
     if n_bytes > available:
-        raise ValueError(f"{what} would need {format_bytes(n_bytes)}, more than the {format_bytes(available)} "
-                         "this machine has available")
+        budget = os.environ.get(BUDGET_VARIABLE, "").strip()
+        where = f"available ({BUDGET_VARIABLE}={budget})" if budget else "this machine has available"
+        raise ValueError(f"{what} would need {format_bytes(n_bytes)}, more than the {format_bytes(available)} {where}")
+
+
+def check_tensor(sizes: Mapping[str, int], what: str, *, itemsize: int = 4, copies: int = 1,
+                 device: torch.device | str | None = None) -> None:
+    """Refuse a tensor (or ``copies`` of it) of the named sizes before it is allocated, if it cannot fit.
+
+    The one check every function that allocates from a size its caller gives makes first
+    (tables, masks, embeddings, decoding caches): the message names each size as the
+    caller's argument, with its value, so a raw allocator error never reaches the user.
+
+    Args:
+        sizes: the caller's arguments that set the shape, with their values, in order
+            (``{"max_len": 10**12, "d_model": 8}``); their product is the number of elements.
+        what: what the tensor is (``"the float32 table"``).
+        itemsize: bytes per element.
+        copies: how many such tensors live at once (a float64 scratch, gradients, ...).
+        device: where it is allocated. A CUDA device's own free memory is what counts there;
+            anything else (the CPU, ``None``, ``meta``) is held to :func:`available_memory`.
+
+    Raises:
+        ValueError: ``"max_len 1000000000000 x d_model 8: the float32 table would need 32 TB, more than ..."``.
+
+    Example:
+        >>> try:
+        ...     check_tensor({"n_queries": 10**12, "n_keys": 10**12}, "the bool mask", itemsize=1)
+        ... except ValueError as err:
+        ...     print(str(err).split(",")[0])
+        n_queries 1000000000000 x n_keys 1000000000000: the bool mask would need 1e+12 TB
+    """
+    n_bytes = itemsize * copies
+    for value in sizes.values():
+        n_bytes *= max(int(value), 0)
+    named = " x ".join(f"{name} {value}" for name, value in sizes.items())
+    if device is not None and torch.device(device).type == "cuda" and torch.cuda.is_available():
+        free, _ = torch.cuda.mem_get_info(torch.device(device))
+        if n_bytes > free:
+            raise ValueError(f"{named}: {what} would need {format_bytes(n_bytes)}, more than the "
+                             f"{format_bytes(free)} free on {device}")
+        return
+    check_memory(f"{named}: {what}", n_bytes)
 
 
 #: a model that cannot have more parameters than this is built for real to be counted (a few milliseconds)

@@ -28,7 +28,7 @@ MEASURE = textwrap.dedent("""
     (["--symbols", "12000000"], "--symbols 12000000"),
     (["--test-lens", "8,10000000"], "--test-lens 10000000"),
     (["--encodings", "random-sinusoidal", "--l-max", "100000000"], "--l-max 100000000"),
-    (["--encodings", "random-rotary", "--l-max", "1000000000000"], "--l-max 1000000000000"),
+    (["--encodings", "random-learned", "--l-max", "1000000000000"], "--l-max 1000000000000"),  # its table
 ])
 def test_an_oversized_comparison_is_refused_cheaply_naming_its_flag(flags, flag, tmp_path, monkeypatch):
     import json

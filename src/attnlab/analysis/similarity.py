@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from attnlab._limits import check_tensor
 from attnlab._validate import check_int
 
 __all__ = [
@@ -133,7 +134,8 @@ def binary_codes(n: int, n_bits: int | None = None) -> Tensor:
         int64 ``[n, n_bits]`` of 0/1; ``binary_codes(8)[5]`` is ``[1, 0, 1]``.
 
     Raises:
-        ValueError: if ``n < 1`` or ``n_bits`` is too small to hold ``n - 1``.
+        ValueError: if ``n < 1`` or ``n_bits`` is too small to hold ``n - 1``, or for codes
+            that cannot fit in memory (naming ``n`` and ``n_bits``).
     """
     n = check_int("n", n, minimum=1)
     needed = max(1, (n - 1).bit_length())
@@ -142,5 +144,6 @@ def binary_codes(n: int, n_bits: int | None = None) -> Tensor:
     n_bits = check_int("n_bits", n_bits, minimum=1)
     if n_bits < needed:
         raise ValueError(f"n_bits={n_bits} cannot hold {n - 1}; it needs at least {needed}")
+    check_tensor({"n": n, "n_bits": n_bits}, "the int64 codes", itemsize=8, copies=2)  # the numbers, the codes
     shifts = torch.arange(n_bits - 1, -1, -1)  # [n_bits], highest bit first
     return (torch.arange(n)[:, None] >> shifts[None, :]) & 1  # [n, n_bits]

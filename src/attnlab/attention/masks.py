@@ -26,6 +26,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from attnlab._limits import check_tensor
 from attnlab._validate import check_int
 from attnlab.attention.functional import check_mask
 
@@ -116,7 +117,8 @@ def padding_mask_from_lengths(lengths: Tensor | list[int], max_len: int | None =
         bool ``[B, 1, S]``.
 
     Raises:
-        ValueError: for negative lengths, lengths above ``max_len``, or not 1-D.
+        ValueError: for negative lengths, lengths above ``max_len``, not 1-D, or a mask
+            that cannot fit in memory (naming ``max_len``).
     """
     lengths = torch.as_tensor(lengths)
     if lengths.dim() != 1 or lengths.is_floating_point():
@@ -131,6 +133,9 @@ def padding_mask_from_lengths(lengths: Tensor | list[int], max_len: int | None =
     max_len = check_int("max_len", max_len, minimum=0)
     if longest > max_len:
         raise ValueError(f"a length ({longest}) exceeds max_len={max_len}")
+    # The steps (int64) and the [B, S] comparison (bool).
+    check_tensor({"max_len": max_len}, f"the mask of {lengths.numel()} lengths", itemsize=8 + lengths.numel(),
+                 device=lengths.device)
     steps = torch.arange(max_len, device=lengths.device)
     return (steps[None, :] < lengths[:, None]).unsqueeze(1)  # [B, 1, S]
 
@@ -149,12 +154,14 @@ def causal_mask(
         bool ``[T, S]``.
 
     Raises:
-        ValueError: if ``T < 1`` or ``S < T``.
+        ValueError: if ``T < 1`` or ``S < T``, or for a mask that cannot fit in memory
+            (naming ``n_queries`` and ``n_keys``), before anything is allocated.
     """
     n_queries = check_int("n_queries", n_queries, minimum=1)
     n_keys = n_queries if n_keys is None else check_int("n_keys", n_keys, minimum=1)
     if n_keys < n_queries:
         raise ValueError(f"n_keys ({n_keys}) must be >= n_queries ({n_queries}) for a causal mask")
+    check_tensor({"n_queries": n_queries, "n_keys": n_keys}, "the bool mask", itemsize=1, copies=2, device=device)
     ones = torch.ones(n_queries, n_keys, dtype=torch.bool, device=device)
     return torch.tril(ones, diagonal=n_keys - n_queries)  # [T, S]
 

@@ -115,6 +115,12 @@ def _check_size(name: str, args: argparse.Namespace) -> None:
         # The float32 table or angles and their float64 copy for drawing.
         check_memory(f"--max-len {args.max_len} squared x --d-model {args.d_model}: the grid table",
                      args.max_len**2 * args.d_model * 12)
+    if name == "binary":
+        from attnlab.plotting._common import check_cells
+
+        bits = max(1, (args.max_len - 1).bit_length())  # the codes' columns, beside the table's
+        check_cells({"--max-len": args.max_len, "(bits + --d-model)": bits + (args.d_model or 2 * bits)},
+                    "the binary codes and the table")
     if name in ("distances", "similarity") and args.max_len > MAX_PAIRWISE_POSITIONS:
         raise UsageError(f"--max-len {args.max_len}: {name} draws every pair of positions; at most "
                          f"{MAX_PAIRWISE_POSITIONS} positions (more take minutes and gigabytes)")

@@ -58,6 +58,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from attnlab._limits import check_tensor
 from attnlab._validate import check_choice, check_dtype, check_finite_float, check_int
 from attnlab.encodings.rotary import rotary_inv_freq
 from attnlab.encodings.rotary_functional import check_qk
@@ -191,6 +192,9 @@ def axial_rotary_angles(
     max_freq = check_finite_float("max_freq", max_freq, positive=True)
     angle_dtype = _check_angle_dtype(angle_dtype)
     speeds = _axis_speeds(d // len(grid), coords, base, max_freq)
+    # Per token: its int64 position and index, and each axis' share of the d/2 angles, then all of them.
+    check_tensor({f"grid size {a}": s for a, s in enumerate(grid)}, f"the angles of {d // 2} feature pairs",
+                 itemsize=16 + 3 * (d // 2) * angle_dtype.itemsize, device=device)
     positions = torch.arange(math.prod(grid), device=device)  # [L], row-major
     return _grid_angles(positions, grid, speeds, coords, angle_dtype).reshape(*grid, d // 2)  # [*sizes, d/2]
 

@@ -16,6 +16,7 @@ import math
 import torch
 from torch import Tensor, nn
 
+from attnlab._limits import check_tensor
 from attnlab._validate import check_bool, check_choice, check_finite_float, check_int, check_probability
 from attnlab.encodings.positional import check_sequence_input
 from attnlab.encodings.positions import check_position_ids
@@ -102,7 +103,8 @@ class LearnedPositionalEncoding(nn.Module):
         self.init = check_choice("init", init, INITS)
         self.std = check_finite_float("std", std, positive=True)
         self.dropout = nn.Dropout(check_probability("dropout", dropout))
-        self.pe = nn.Parameter(torch.empty(1, max_len, d_model))  # [1, max_len, D]
+        check_tensor({"max_len": self.max_len, "d_model": self.d_model}, "the learned table")
+        self.pe = nn.Parameter(torch.empty(1, self.max_len, self.d_model))  # [1, max_len, D]
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

@@ -36,6 +36,9 @@ from attnlab.encodings.sinusoidal import sinusoidal
 
 __all__ = ["PositionalEncoding", "check_sequence_input"]
 
+#: rows past ``2 * max_len`` beyond which a request starting there is computed alone, not as a grown table
+_FAR_ROWS = 2**16
+
 
 def check_sequence_input(x: Tensor, d_model: int, owner: str) -> None:
     """Check that ``x`` is a ``[B, L, D]`` floating tensor with ``D == d_model``.
@@ -160,11 +163,16 @@ class PositionalEncoding(nn.Module):
         """Rows ``offset .. offset + length - 1`` of the table, ``[1, length, D]``.
 
         Rows past ``max_len`` are computed once (float64, like ``pe``) and kept
-        until a longer request; a learned table could not do this.
+        until a longer request; a learned table could not do this. Rows that start
+        far past it (:data:`_FAR_ROWS`) are computed alone, in ``O(length)``.
         """
         end = offset + length
         if end <= self.max_len:
             return self.pe[:, offset:end]
+        if offset >= 2 * self.max_len + _FAR_ROWS:
+            # Far past the table (a step at position 10**9): these rows alone, not every row before them.
+            return sinusoidal(length, self.d_model, base=self.base, layout=self.layout, rates=self.rates,
+                              start=offset, dtype=self.pe.dtype, device=self.pe.device).unsqueeze(0)
         if self._extended is None or self._extended.shape[1] < end:
             # Grow geometrically so a decoding loop does not rebuild every step.
             n = max(end, 2 * self.max_len)

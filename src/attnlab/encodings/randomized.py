@@ -88,7 +88,7 @@ import torch
 from torch import Tensor
 
 from attnlab._validate import check_choice, check_int
-from attnlab.encodings.draws import check_fits, sample_positions
+from attnlab.encodings.draws import MAX_RANGE, check_fits, sample_positions
 from attnlab.encodings.positions import call_positions, pair_distances
 from attnlab.encodings.rows import bias_rel_rows, bias_rows, rotate_rows, value_rel_rows, value_rows
 from attnlab.encodings.scheme import PositionScheme, check_heads
@@ -144,7 +144,7 @@ class RandomizedPositions(PositionScheme):
 
     Raises:
         TypeError: if ``scheme`` is not a ``PositionScheme`` or ``max_len`` not an integer.
-        ValueError: for ``max_len < 1``, an unknown ``sample``, or
+        ValueError: for ``max_len < 1`` or above 2**62, an unknown ``sample``, or
             ``sample="distances"`` with a scheme that is not ``relative`` or rotates.
 
     Example:
@@ -176,7 +176,7 @@ class RandomizedPositions(PositionScheme):
                 f"scheme must be an attnlab.encodings.PositionScheme that uses positions (it rotates, or adds a "
                 f"score or value term: Rotary, ALiBi, T5RelativeBias, ShawRelative, ...), got {type(scheme).__name__}"
             )
-        self.max_len = check_int("max_len", max_len, minimum=1)
+        self.max_len = check_int("max_len", max_len, minimum=1, maximum=MAX_RANGE)  # positions are int64
         self.sample = check_choice("sample", sample, SAMPLES)
         if self.sample == "distances":
             name = type(scheme).__name__

@@ -31,6 +31,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from attnlab._limits import check_tensor
 from attnlab._validate import check_choice, check_finite_float, check_int
 from attnlab.encodings.draws import check_fits, sample_positions
 from attnlab.encodings.learned import INITS, MODEL_TABLE_STD, init_table
@@ -214,6 +215,7 @@ class RandomizedLearned(nn.Module):
         self.d_model = check_int("d_model", d_model, minimum=1)
         self.init = check_choice("init", init, INITS)
         self.std = check_finite_float("std", std, positive=True)
+        check_tensor({"max_len": self.max_len, "d_model": self.d_model}, "the learned table")
         self.pe = nn.Parameter(torch.empty(1, self.max_len, self.d_model))  # [1, max_len, D]
         self.last_draw: Tensor | None = None
         self.reset_parameters()

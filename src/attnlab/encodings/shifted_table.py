@@ -15,6 +15,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from attnlab._limits import check_tensor
 from attnlab._validate import check_finite_float, check_int
 from attnlab.encodings.positional import check_sequence_input
 
@@ -102,6 +103,7 @@ class ShiftedPositionTable(nn.Module):
         self.max_position = check_int("max_position", max_position, minimum=2)
         self.std = check_finite_float("std", std, positive=True)
         self.generator = check_generator(generator)
+        check_tensor({"max_position": self.max_position, "d_model": self.d_model}, "the learned table")
         self.pe = nn.Parameter(torch.empty(self.max_position, self.d_model))  # [max_position, D]
         self.last_offsets: Tensor | None = None
         self.reset_parameters()

@@ -33,6 +33,7 @@ import math
 import torch
 from torch import Tensor
 
+from attnlab._limits import check_tensor
 from attnlab._validate import check_choice, check_dtype, check_finite_float, check_int
 
 __all__ = ["LAYOUTS", "RATES", "angle_rates", "shift_matrix", "sinusoidal"]
@@ -157,7 +158,8 @@ def sinusoidal(
     Raises:
         TypeError: for a non-integer size or a non-floating ``dtype``.
         ValueError: for ``max_len < 1``, ``d_model < 1``, ``start < 0``,
-            ``base <= 0``, or an unknown ``layout`` / ``rates``.
+            ``base <= 0``, an unknown ``layout`` / ``rates``, or a table that cannot fit
+            in memory (naming ``max_len`` and ``d_model``), before anything is allocated.
 
     Example:
         >>> sinusoidal(4, 8)[1].round(decimals=4)
@@ -172,6 +174,9 @@ def sinusoidal(
     if rates is not None:
         rates = check_choice("rates", rates, RATES)
 
+    # The table, built on the CPU (and a copy on `device`); the float64 scratch is a block of rows.
+    check_tensor({"max_len": max_len, "d_model": d_model}, f"the {str(dtype).removeprefix('torch.')} table",
+                 itemsize=dtype.itemsize)
     w = _layout_rates(d_model, layout, base, rates)  # [n] float64
     sin_cols, cos_cols = _columns(d_model, layout)
     out = torch.zeros(max_len, d_model, dtype=dtype)

@@ -53,6 +53,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
+from attnlab._limits import check_tensor
 from attnlab._validate import check_dtype, check_finite_float, check_int, check_probability
 
 __all__ = ["PositionalEncoding2D", "PositionalEncoding3D", "axis_pairs", "sinusoidal_2d", "sinusoidal_3d"]
@@ -104,9 +105,15 @@ def _grid_table(
     base: float,
     dtype: torch.dtype,
     device: torch.device | str | None,
+    names: Sequence[str] = ("height", "width"),
 ) -> Tensor:
-    """The table ``[*sizes, D]`` of checked arguments (see the module docstring for the layout)."""
+    """The table ``[*sizes, D]`` of checked arguments (see the module docstring for the layout).
+
+    ``names``: the caller's names of the sizes, for the message that refuses a table that cannot fit.
+    """
     pairs = axis_pairs(d_model, axes=len(sizes))
+    check_tensor({**dict(zip(names, sizes, strict=True)), "d_model": d_model},
+                 f"the {str(dtype).removeprefix('torch.')} table", itemsize=dtype.itemsize)
     n = pairs[0]
     # w_i = base ** (-i / n): positional-encodings' 1 / 10000 ** (arange(0, 2n, 2) / 2n).
     rates = torch.exp(-torch.arange(n, dtype=torch.float64) / n * math.log(base))  # [n] float64
@@ -209,7 +216,8 @@ def sinusoidal_3d(
     sizes = _check_sizes(("depth", "height", "width"), (depth, height, width))
     d_model = check_int("d_model", d_model, minimum=1)
     base = check_finite_float("base", base, positive=True)
-    return _grid_table(sizes, d_model, base=base, dtype=check_dtype("dtype", dtype), device=device)
+    return _grid_table(sizes, d_model, base=base, dtype=check_dtype("dtype", dtype), device=device,
+                       names=("depth", "height", "width"))
 
 
 class _GridPositionalEncoding(nn.Module):
@@ -235,7 +243,8 @@ class _GridPositionalEncoding(nn.Module):
         if len(sizes) != self.axes:
             raise ValueError(f"{type(self).__name__}.table expects {self.axes} sizes, got {sizes}")
         checked = _check_sizes(self._grid_names, sizes)
-        return _grid_table(checked, self.d_model, base=self.base, dtype=check_dtype("dtype", dtype), device=device)
+        return _grid_table(checked, self.d_model, base=self.base, dtype=check_dtype("dtype", dtype), device=device,
+                           names=self._grid_names)
 
     def forward(self, x: Tensor) -> Tensor:
         """``x + table``, then dropout; ``x`` is ``[B, *grid, D]`` (see the class docstring).
@@ -252,7 +261,8 @@ class _GridPositionalEncoding(nn.Module):
             raise ValueError(f"{name} expects x of shape [{want}], got {list(x.shape)}")
         # Computed per call, in x's dtype and on its device: the sines cost O((H + W) D)
         # and the rest is a broadcast copy, so no cache can go stale or pin a grid size.
-        pe = _grid_table(x.shape[1:-1], self.d_model, base=self.base, dtype=x.dtype, device=x.device)  # [*grid, D]
+        pe = _grid_table(x.shape[1:-1], self.d_model, base=self.base, dtype=x.dtype, device=x.device,
+                         names=self._grid_names)  # [*grid, D]
         out = x + pe  # [B, *grid, D]
         return self.dropout(out) if self.training and self.dropout.p > 0 else out
 

@@ -12,13 +12,14 @@ What is counted (an upper bound, rounded up):
   the layers (:func:`transformer_parameters`), the vocabulary's embedding and output
   layer, and the position tables (``L_max`` rows for a randomized table);
 * what is built once: a sinusoidal table is computed in float64 first;
-* the draws of the randomized schemes: a permutation of ``[0, L_max)`` per call;
+* the draws of the randomized schemes: the positions of the longest sequence per call
+  (:func:`attnlab.encodings.draws.draw_bytes`: of that length, not of ``L_max``);
 * what lives while a step runs: the attention scores ``[B, H, L, L]`` of every layer and
   their gradients, and the activations ``[B, L, D]``;
 * the data: the training set, and the test set decoded at once (scores and a cache).
 
 The memory it is compared with is what the machine has available
-(:func:`attnlab._limits.available_memory`; ``ATTNLAB_MEMORY_BUDGET`` caps it).
+(:func:`attnlab._limits.available_memory`), or ``ATTNLAB_MEMORY_BUDGET`` where that is set.
 """
 
 from __future__ import annotations

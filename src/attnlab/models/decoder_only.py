@@ -151,6 +151,7 @@ class DecoderOnlyTransformer(SequenceModel):
         steps = check_int("steps", steps, minimum=1)
         self._check("x", prompt)
         B, P = prompt.shape[0], prompt.shape[1]
+        self._check_decoding(batch=B, prompt=P, steps=steps, use_cache=use_cache)
         mask = self._padding("prompt_mask", prompt_mask, B, P)
         ids: Tensor | None = None  # [B, P + steps]: every position (None: the indices)
         if mask is not None:

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from attnlab._limits import check_memory, check_tensor
 from attnlab._validate import check_choice, check_input_dtype, check_int, check_probability
 from attnlab.attention import DecodingCache
 from attnlab.attention.backends.choose import BACKENDS
@@ -87,6 +88,7 @@ class SequenceModel(nn.Module):
         self.max_len = check_int("max_len", max_len, minimum=1)
         self.max_relative_position = check_int("max_relative_position", max_relative_position, minimum=1)
         self.pad_id = check_int("pad_id", pad_id, minimum=0)
+        self._check_memory()
 
         if self.vocab_size is not None:
             self.embed: nn.Module = nn.Embedding(self.vocab_size, self.d_model)
@@ -102,6 +104,43 @@ class SequenceModel(nn.Module):
         # The subclass's layers, after the shared parts: the parameter creation order
         # (and so the weights a seed gives) is embed, head, tables, then the layers.
         self._build_layers()
+
+    def _check_memory(self) -> None:
+        """Refuse, before any weight is made, sizes whose weights cannot fit (naming them).
+
+        The vocabulary's embedding and output layer (or the features' projections), then the
+        layers: at least a self-attention's four ``D x D`` projections and the feed-forward
+        network's ``D x F`` and ``F x D`` per layer. The position tables check their own.
+        """
+        if self.vocab_size is not None:
+            check_tensor({"vocab_size": self.vocab_size, "d_model": self.d_model},
+                         "the embedding and the output layer", copies=2)
+        else:
+            assert self.n_features is not None
+            check_tensor({"n_features": self.n_features, "d_model": self.d_model},
+                         "the input and the output layer", copies=2)
+        D, F = self.d_model, self.ff_units
+        check_memory(f"d_model {D} x n_layers {self.n_layers} (ff_units {F}): the layers' parameters",
+                     self.n_layers * (4 * D * D + 2 * D * F) * 4)
+
+    def _caches(self, use_cache: bool) -> bool:
+        """Whether greedy decoding keeps a cache: asked for, and every module can (randomized ones cannot)."""
+        return use_cache and all(getattr(m, "caches", True) for m in self.modules())
+
+    def _check_decoding(self, *, batch: int, prompt: int, steps: int, use_cache: bool) -> None:
+        """Refuse ``steps`` whose decoding cannot fit, before anything is made for it (naming ``steps``).
+
+        With a cache, every layer keeps the keys and values of all ``P + steps`` positions
+        (``[B, P + steps, D]`` twice); without one (the randomized schemes), the last step
+        re-runs the whole sequence, whose scores are ``[B, H, P + steps, P + steps]``. A
+        ``steps`` that fits but is long is only slow: each step is one call, and Ctrl-C stops it.
+        """
+        B, total = batch, prompt + steps
+        if self._caches(use_cache):
+            what, n_bytes = "the decoding cache", self.n_layers * 2 * B * total * self.d_model * 4
+        else:
+            what, n_bytes = "the last step's scores (no cache)", B * self.n_heads * total * total * 4
+        check_memory(f"steps {steps}: {what} over {total:,} positions (batch {B})", n_bytes)
 
     def _build_layers(self) -> None:
         """Create the model's layers (each subclass its own); called once, at the end of ``__init__``."""
@@ -201,8 +240,7 @@ class SequenceModel(nn.Module):
         outputs = []
         # Randomized positions are drawn anew at every call: cached keys would hold other draws
         # than the new step's, so such a model re-runs the whole sequence at each step.
-        if use_cache and not all(getattr(m, "caches", True) for m in self.modules()):
-            use_cache = False
+        use_cache = self._caches(use_cache)
         if use_cache:
             cache = DecodingCache(capacity=first.shape[1] + steps)
             step = first

@@ -220,6 +220,7 @@ class Transformer(SequenceModel):
             if not isinstance(start, Tensor):
                 raise TypeError(f"start must be a tensor [B, 1, F] for a real-valued model, got {type(start).__name__}")
             first = start.reshape(B, 1, -1).to(source.dtype)  # [B, 1, F]
+        self._check_decoding(batch=B, prompt=1, steps=steps, use_cache=use_cache)
         def run(x: Tensor, cache: DecodingCache | None, pos: Tensor | None, m: Tensor | None) -> Tensor:
             return self.decode(x, memory, mask, cache=cache)  # the target has no padding and starts at 0
 

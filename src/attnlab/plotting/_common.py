@@ -26,6 +26,10 @@ from attnlab.analysis.similarity import as_table
 # Above this many cells along an axis, a tick per index is unreadable.
 MAX_INDEX_TICKS = 20
 
+#: the most cells one figure's heatmaps draw: matplotlib spends about 100 bytes and a microsecond or more per
+#: cell (the binary figure of a million positions, 60 million cells, took minutes and 5.2 GB)
+MAX_HEATMAP_CELLS = 2**21
+
 
 def new_figure(figsize: tuple[float, float], *, constrained: bool = True) -> Figure:
     """A stand-alone Figure (not registered with pyplot), constrained layout by default."""
@@ -135,6 +139,25 @@ def index_ticks(ax: Axes, axis: str, n: int, labels: Sequence[Any] | None = None
         target.set_major_locator(MaxNLocator(integer=True))
 
 
+def check_cells(sizes: dict[str, int], what: str) -> None:
+    """Refuse heatmaps of more than :data:`MAX_HEATMAP_CELLS` cells, before anything is computed for them.
+
+    Args:
+        sizes: the caller's arguments (or flags) whose product is the number of cells, with their values.
+        what: what would be drawn (``"the two heatmaps"``).
+
+    Raises:
+        ValueError: naming the sizes, the cells and the limit.
+    """
+    cells = 1
+    for value in sizes.values():
+        cells *= int(value)
+    if cells > MAX_HEATMAP_CELLS:
+        named = " x ".join(f"{name} {value}" for name, value in sizes.items())
+        raise ValueError(f"{named}: {what} would draw {cells:,} cells; at most {MAX_HEATMAP_CELLS:,} "
+                         "(more take minutes and gigabytes to draw)")
+
+
 def heatmap(
     ax: Axes,
     values: np.ndarray,
@@ -154,6 +177,7 @@ def heatmap(
     ``plot_mesh`` has.
     """
     rows, cols = values.shape
+    check_cells({"rows": rows, "columns": cols}, "the heatmap")  # callers check first, naming their arguments
     mesh = ax.pcolormesh(
         np.arange(cols + 1) - 0.5,
         np.arange(rows + 1) - 0.5,

@@ -27,6 +27,7 @@ from attnlab.encodings import shift_matrix, sinusoidal
 from attnlab.plotting._common import (
     annotate_cells,
     axes_or_new,
+    check_cells,
     check_cmap,
     heatmap,
     index_ticks,
@@ -222,12 +223,14 @@ def plot_binary(n: int = 8, *, d_model: int | None = None) -> Figure:
 
     Raises:
         TypeError: if ``n`` or ``d_model`` is not an integer.
-        ValueError: if ``n < 1`` or ``d_model < 1``.
+        ValueError: if ``n < 1`` or ``d_model < 1``, or for more cells than the figure can draw
+            (:data:`attnlab.plotting._common.MAX_HEATMAP_CELLS`), before anything is computed.
     """
     n = check_int("n", n, minimum=1)
-    codes = binary_codes(n).numpy()  # [n, n_bits], highest bit first
-    n_bits = codes.shape[1]
+    n_bits = max(1, (n - 1).bit_length())  # binary_codes' width
     d_model = 2 * n_bits if d_model is None else check_int("d_model", d_model, minimum=1)
+    check_cells({"n": n, "n_bits + d_model": n_bits + d_model}, "the two heatmaps")
+    codes = binary_codes(n).numpy()  # [n, n_bits], highest bit first
     table = sinusoidal(n, d_model, dtype=torch.float64).numpy()  # [n, D]
 
     width = float(np.clip(0.6 * (n_bits + d_model) + 3.5, 6, 16))

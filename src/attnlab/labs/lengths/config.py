@@ -45,6 +45,7 @@ from attnlab.data.tasks import (
     TaskSets,
     TaskSpec,
 )
+from attnlab.encodings.draws import draw_bytes
 from attnlab.encodings.registry import (
     DEFAULT_ENCODINGS,
     ENCODINGS,
@@ -224,7 +225,8 @@ class CompareConfig:
                  "and Adam's state", parameter_bytes(2 * V * D)),
         ]
         # Position tables: a row per position the model reads (l_max of them for a randomized one), computed in
-        # float64 or trained with Adam; a randomized scheme inside attention permutes [0, l_max) at every call.
+        # float64 or trained with Adam; a randomized scheme draws the longest sequence's positions at every call,
+        # at a cost of that length (attnlab.encodings.draws), not of l_max.
         tables = [(e, draws_positions(e)) for e in self.encodings if is_input_table(e)]
         if tables:
             rows, randomized = max((l_max if drawn else longest, drawn) for _, drawn in tables)
@@ -232,7 +234,7 @@ class CompareConfig:
                               f"a position table of {rows:,} rows", rows * D * 8 * 4))
         if any(draws_positions(e) for e in self.encodings):
             costs.append(Cost("l_max", l_max, "the positions drawn from [0, L_max) at every call",
-                              2 * l_max * 8 * max(1, L * stacks), transient=True))
+                              draw_bytes(longest, l_max) * max(1, L * stacks), transient=True))
         B, T = self.batch_size, self.sequence_length(self.train_len) + 1
         # A training step: every layer's scores and weights [B, H, T, T] and their gradients, its activations.
         costs.append(Cost("train_len", self.train_len, f"a training step over {T} tokens (batch_size {B})",

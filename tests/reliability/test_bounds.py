@@ -1,0 +1,463 @@
+"""Every size a user controls is bounded before anything is allocated or written (issue 27).
+
+Three kinds: "bounded before work" (a size too large is refused in milliseconds, before a
+folder or a file exists; a randomized draw costs the sequence's length, not ``max_len``),
+"tracebacks and messages" (a size that cannot fit is a ValueError naming the argument and its
+value, never the allocator's RuntimeError) and "machine independence" (the memory a run plans
+for is ``ATTNLAB_MEMORY_BUDGET`` when it is set, so no outcome depends on the machine's free memory).
+"""
+
+import builtins
+import io
+import math
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter
+from itertools import combinations
+
+import pytest
+import torch
+
+from cli_helpers import cli
+
+BOUNDED = pytest.mark.bad_input("bounded before work")
+MESSAGES = pytest.mark.bad_input("tracebacks and messages")
+MACHINE = pytest.mark.bad_input("machine independence")
+
+HUGE = 10**12
+
+
+def sample_positions(*args, **kwargs):
+    """attnlab's draw (imported when called: the module moved between versions)."""
+    from attnlab.encodings import sample_positions as draw
+
+    return draw(*args, **kwargs)
+
+
+def _fake_machine(monkeypatch, free_bytes):
+    """Make ``/proc/meminfo`` say the machine has ``free_bytes`` available (and read nothing else differently)."""
+    real_open = builtins.open
+
+    def fake_open(file, *args, **kwargs):
+        if str(file) == "/proc/meminfo":
+            return io.StringIO(f"MemTotal: {2**40 // 1024} kB\nMemAvailable: {free_bytes // 1024} kB\n")
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", fake_open)
+
+
+def _refused_in_process(capsys, argv, flag, *, written):
+    """``attnlab ARGV`` exits 2 with one line naming ``flag``, quickly, and ``written`` does not exist."""
+    start = time.process_time()
+    code, out, err = cli(capsys, *argv)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and flag in lines[0], err[-2000:]
+    assert "Traceback" not in err
+    assert not written.exists()
+    return time.process_time() - start, lines[0]
+
+
+# -- bounded before work: the issue's examples ------------------------------------------------
+
+
+@BOUNDED
+def test_a_huge_vocabulary_is_refused_before_any_model_is_built(capsys, tmp_path, monkeypatch):
+    # `compare --symbols 12000000` built a 6.3 GB model for 178 s before refusing.
+    monkeypatch.setenv("ATTNLAB_MEMORY_BUDGET", "4G")
+    from attnlab.labs.lengths.config import CompareConfig
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("a model was built")
+
+    monkeypatch.setattr(CompareConfig, "build_model", no_model)
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    seconds, line = _refused_in_process(capsys, ["compare", "--quick", "--symbols", "12000000", "--out",
+                                                 str(tmp_path / "c"), "--jobs", "1", "--no-progress"],
+                                        "--symbols 12000000", written=tmp_path / "c")
+    assert "would need" in line
+    assert seconds < 20  # CPU seconds: at base it was minutes
+    assert (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024 < 200 * 2**20  # no model's memory
+
+
+@BOUNDED
+def test_a_huge_randomized_table_is_refused_before_the_folder_exists(capsys, tmp_path, monkeypatch):
+    # `compare --encodings random-sinusoidal --l-max 100000000` made the folder, then failed allocating 25.6 GB.
+    monkeypatch.setenv("ATTNLAB_MEMORY_BUDGET", "4G")
+    _, line = _refused_in_process(capsys, ["compare", "--quick", "--encodings", "random-sinusoidal", "--l-max",
+                                           "100000000", "--out", str(tmp_path / "c"), "--jobs", "1",
+                                           "--no-progress"], "--l-max 100000000", written=tmp_path / "c")
+    assert "position table" in line
+
+
+TIMED_CHILD = textwrap.dedent("""
+    import resource, sys, time, torch
+    from attnlab.encodings import RandomizedPositions, Rotary
+    {setup}
+    torch.manual_seed(0)
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    start = time.process_time()
+    {work}
+    print(time.process_time() - start, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) * 1024)
+""")
+
+
+def _child_cost(setup, work, timeout=60):
+    """CPU seconds and peak-memory growth (bytes) of ``work`` in a fresh interpreter (None, None past ``timeout``)."""
+    code = TIMED_CHILD.format(setup=setup, work=work)
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, None
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    seconds, grown = proc.stdout.split()
+    return float(seconds), float(grown)
+
+
+@BOUNDED
+def test_a_randomized_forward_costs_its_length_not_max_len():
+    # RandomizedPositions(max_len=10**8) took 82 s and 1 GB for one forward of length 5.
+    seconds, grown = _child_cost(
+        "rand = RandomizedPositions(Rotary(8), max_len=10**8)\nq = torch.zeros(1, 2, 5, 8)",
+        "for _ in range(3):\n        rand.rotate(q, q)")
+    assert seconds is not None, "timed out"
+    assert grown < 100 * 2**20, f"peak memory grew by {grown / 2**20:.0f} MiB"
+    assert seconds < 10
+
+
+@BOUNDED
+@pytest.mark.parametrize("max_len", [10**12, 10**15, 2**62])
+def test_randomized_positions_place_a_short_sequence_in_any_range(max_len):
+    # The draw never materialises [0, max_len): a permutation of it cannot even be allocated here.
+    from attnlab.encodings import RandomizedPositions, Rotary
+
+    rand = RandomizedPositions(Rotary(8), max_len=max_len)
+    q = torch.randn(1, 2, 5, 8)
+    rq, rk = rand.rotate(q, q)
+    draw = rand.last_draw
+    assert draw.shape == (5,) and bool((draw[1:] > draw[:-1]).all()) and 0 <= int(draw[0]) and int(draw[-1]) < max_len
+    assert torch.isfinite(rq).all() and rq.shape == q.shape
+
+
+@BOUNDED
+def test_random_rotary_with_a_huge_l_max_is_cheap_per_step(monkeypatch):
+    # random-rotary with --l-max 100000000 cost O(l_max) at every step: the lab now counts (and pays) O(L).
+    monkeypatch.setenv("ATTNLAB_MEMORY_BUDGET", "4G")
+    from attnlab.labs.lengths.config import CompareConfig
+
+    config = CompareConfig(encodings=("random-rotary",), l_max=HUGE, n_seeds=1, epochs=1, n_train=64, n_test=8,
+                           d_model=16, n_heads=2, n_layers=1)
+    draw = next(c for c in config.costs() if "drawn" in c.what)
+    assert draw.n_bytes < 2**20
+    model = config.build_model("random-rotary")
+    x = torch.randint(1, 5, (2, 12))
+    start = time.process_time()
+    model(x).sum().backward()  # every layer draws from [0, 10**12)
+    assert time.process_time() - start < 5
+
+
+@BOUNDED
+@pytest.mark.parametrize("encodings", [None, "random-sinusoidal", "random-learned"])
+def test_a_trillion_l_max_is_refused_at_once(capsys, tmp_path, monkeypatch, encodings):
+    # `--l-max 1000000000000` hung on the meta device (a table of 10**12 rows computed block by block).
+    monkeypatch.setenv("ATTNLAB_MEMORY_BUDGET", "4G")
+    argv = ["compare", "--quick", "--l-max", str(HUGE), "--out", str(tmp_path / "c"), "--jobs", "1", "--no-progress"]
+    if encodings:
+        argv += ["--encodings", encodings]
+    else:
+        argv += ["--encodings", "sinusoidal,random-rotary,random-learned"]
+    seconds, _ = _refused_in_process(capsys, argv, f"--l-max {HUGE}", written=tmp_path / "c")
+    assert seconds < 20
+
+
+@BOUNDED
+def test_plot_binary_with_a_million_positions_is_refused_before_drawing(capsys, tmp_path):
+    # `attnlab plot binary --max-len 1000000` ran past 500 s, at 5.2 GB.
+    out = tmp_path / "binary.png"
+    seconds, line = _refused_in_process(capsys, ["plot", "binary", "--max-len", "1000000", "--out", str(out)],
+                                        "--max-len 1000000", written=out)
+    assert "cells" in line and seconds < 20
+
+
+@BOUNDED
+def test_the_binary_figure_bounds_its_cells_in_the_library():
+    from attnlab.plotting import plot_binary
+
+    start = time.process_time()
+    with pytest.raises(ValueError, match=r"^n 1000000 x .*cells; at most"):
+        plot_binary(10**6)
+    assert time.process_time() - start < 2
+
+
+# -- bounded before work: more cases ------------------------------------------------------------
+
+
+@BOUNDED
+@pytest.mark.parametrize("figure, flags", [
+    ("encoding", ["--max-len", "1000000", "--d-model", "64"]),
+    ("heatmap-p", ["--max-len", "200000", "--d-model", "32"]),
+    ("encoding-heatmap", ["--max-len", "1000000", "--d-model", "8"]),
+])
+def test_huge_heatmap_figures_are_refused_before_the_file(capsys, tmp_path, figure, flags):
+    out = tmp_path / "f.png"
+    code, _, err = cli(capsys, "plot", figure, *flags, "--out", str(out))
+    assert code == 2 and "cells" in err and len(err.strip().splitlines()) == 1, err[-2000:]
+    assert not out.exists()
+
+
+@BOUNDED
+def test_a_sinusoidal_encoding_far_past_its_table_computes_only_the_rows_asked():
+    from attnlab.encodings import PositionalEncoding
+
+    pe = PositionalEncoding(16, 8, scale_input=False)
+    x = torch.zeros(1, 3, 8)
+    out = pe(x, offset=HUGE)  # a decoding step at position 10**12: three rows, not 10**12
+    from attnlab.encodings import sinusoidal
+
+    torch.testing.assert_close(out[0], sinusoidal(3, 8, start=HUGE), rtol=0, atol=0)
+
+
+@BOUNDED
+@pytest.mark.parametrize("n, max_len", [(10**6, 2**62), (300_000, 400_000), (5, 10**10)])
+def test_a_draw_costs_its_length(n, max_len):
+    start = time.process_time()
+    draw = sample_positions(n, max_len)
+    assert time.process_time() - start < 5
+    assert draw.shape == (n,) and bool((draw[1:] > draw[:-1]).all()) and int(draw[-1]) < max_len
+
+
+@BOUNDED
+def test_generate_with_huge_steps_is_refused_before_the_first_step():
+    from attnlab.models import DecoderOnlyTransformer
+
+    model = DecoderOnlyTransformer(vocab_size=10, d_model=8, n_heads=2, n_layers=1, encoding="random-rotary",
+                                   max_len=HUGE)
+    calls = []
+    model.register_forward_hook(lambda *a: calls.append(1))
+    with pytest.raises(ValueError, match=r"^steps 100000000: the last step's scores \(no cache\)"):
+        model.generate(torch.tensor([[1, 2]]), steps=10**8)  # without a cache: quadratic in the length
+    assert not calls
+
+
+# -- the draw is uniform over subsets ---------------------------------------------------------
+
+
+def _chi_square(counts, expected):
+    return sum((c - expected) ** 2 / expected for c in counts)
+
+
+@BOUNDED
+@pytest.mark.parametrize("n, max_len", [(2, 6), (4, 6), (1, 5)])
+def test_the_range_free_draw_is_uniform_over_subsets(n, max_len):
+    # The sampler used past PERMUTE_UP_TO, run on a small range so every subset can be counted. With a fixed seed
+    # the statistic is a fixed number; 99.9% chi-square quantiles: 14 subsets of 6 choose 2 (or 4): 36.1 at 14
+    # degrees of freedom; 5 singletons: 18.5 at 4. The sparse path (n <= max_len / 2) and the complement path.
+    from attnlab.encodings.draws import _subset
+
+    g = torch.Generator().manual_seed(1234)
+    draws = 6000
+    counts = Counter(tuple(_subset(n, max_len, g).tolist()) for _ in range(draws))
+    subsets = list(combinations(range(max_len), n))
+    assert set(counts) == set(subsets)
+    threshold = {15: 36.1, 5: 18.5}[len(subsets)]
+    assert _chi_square([counts[s] for s in subsets], draws / len(subsets)) < threshold
+
+
+@BOUNDED
+def test_a_draw_from_a_huge_range_is_uniform():
+    # Positions of draws of 3 from [0, 10**9) fall in 10 equal bins with equal frequency (chi-square, 9 degrees
+    # of freedom, 99.9%: 27.9), and the smallest of 3 is below the range's first third with probability 1 - (2/3)**3.
+    g = torch.Generator().manual_seed(99)
+    N, draws = 10**9, 4000
+    samples = torch.stack([sample_positions(3, N, generator=g) for _ in range(draws)])  # [draws, 3]
+    bins = torch.bincount((samples.flatten() * 10 // N), minlength=10).tolist()
+    assert _chi_square(bins, 3 * draws / 10) < 27.9
+    p = 1 - (2 / 3) ** 3
+    low = float((samples[:, 0] < N // 3).float().mean())
+    assert abs(low - p) < 4 * math.sqrt(p * (1 - p) / draws)
+
+
+@BOUNDED
+def test_the_labs_usual_ranges_draw_what_they_drew():
+    # Up to 2**16 positions a draw is still the first n of torch.randperm, sorted: the same positions as before.
+    torch.manual_seed(5)
+    expected = torch.randperm(2048)[:40].sort().values
+    torch.manual_seed(5)
+    assert torch.equal(sample_positions(40, 2048), expected)
+
+
+# -- tracebacks and messages: sizes that cannot fit are ValueErrors naming them -------------------
+
+
+def _named(call, *names):
+    with pytest.raises(ValueError) as info:
+        call()
+    message = str(info.value)
+    for name in names:
+        assert name in message, message
+    assert "would need" in message, message
+    return message
+
+
+@MESSAGES
+def test_a_causal_mask_of_a_trillion_is_a_value_error(monkeypatch):
+    from attnlab.attention.masks import causal_mask
+
+    _named(lambda: causal_mask(HUGE), f"n_queries {HUGE}", f"n_keys {HUGE}")
+
+
+@MESSAGES
+def test_a_sinusoidal_table_of_a_trillion_is_a_value_error():
+    from attnlab.encodings import sinusoidal
+
+    _named(lambda: sinusoidal(HUGE, 8), f"max_len {HUGE}", "d_model 8")
+
+
+@MESSAGES
+def test_a_positional_encoding_of_a_trillion_is_a_value_error():
+    from attnlab.encodings import PositionalEncoding
+
+    _named(lambda: PositionalEncoding(HUGE, 8), f"max_len {HUGE}")
+
+
+@MESSAGES
+def test_a_vocabulary_of_a_trillion_is_a_value_error():
+    from attnlab.models import DecoderOnlyTransformer
+
+    _named(lambda: DecoderOnlyTransformer(vocab_size=HUGE, d_model=8, n_heads=2, n_layers=1), f"vocab_size {HUGE}")
+
+
+@MESSAGES
+@pytest.mark.parametrize("encoding", ["learned", "sinusoidal", "random-learned", "random-sinusoidal"])
+def test_a_model_max_len_of_a_trillion_is_a_value_error(encoding):
+    from attnlab.models import DecoderOnlyTransformer
+
+    _named(lambda: DecoderOnlyTransformer(vocab_size=10, d_model=8, n_heads=2, n_layers=1, encoding=encoding,
+                                          max_len=HUGE), f"max_len {HUGE}")
+
+
+@MESSAGES
+@pytest.mark.parametrize("architecture", ["decoder-only", "encoder-decoder"])
+def test_generate_steps_of_a_trillion_is_a_value_error(architecture):
+    from attnlab.models import DecoderOnlyTransformer, Transformer
+
+    prompt = torch.tensor([[1, 2]])
+    if architecture == "decoder-only":
+        model = DecoderOnlyTransformer(vocab_size=10, d_model=8, n_heads=2, n_layers=1, encoding="rotary")
+        _named(lambda: model.generate(prompt, steps=HUGE), f"steps {HUGE}")
+        # with a padding mask, positions for every step were made before the first one
+        _named(lambda: model.generate(prompt, steps=HUGE, prompt_mask=torch.ones(1, 2, dtype=torch.bool)),
+               f"steps {HUGE}")
+    else:
+        model = Transformer(vocab_size=10, d_model=8, n_heads=2, n_layers=1, encoding="rotary")
+        _named(lambda: model.generate(prompt, steps=HUGE, start=1), f"steps {HUGE}")
+
+
+@MESSAGES
+@pytest.mark.parametrize("call, names", [
+    (lambda: __import__("attnlab.encodings", fromlist=["x"]).LearnedPositionalEncoding(HUGE, 8), [f"max_len {HUGE}"]),
+    (lambda: __import__("attnlab.encodings.sinusoidal_nd", fromlist=["x"]).sinusoidal_2d(10**6, 10**6, 8),
+     ["height 1000000", "width 1000000", "d_model 8"]),
+    (lambda: __import__("attnlab.encodings.axial_rotary", fromlist=["x"]).axial_rotary_angles(10**6, 10**6,
+                                                                                                head_dim=8),
+     ["grid size 0 1000000", "grid size 1 1000000"]),
+    (lambda: __import__("attnlab.attention.masks", fromlist=["x"]).padding_mask_from_lengths([1, 2], max_len=HUGE),
+     [f"max_len {HUGE}"]),
+    (lambda: __import__("attnlab.analysis.similarity", fromlist=["x"]).binary_codes(HUGE), [f"n {HUGE}"]),
+    (lambda: __import__("attnlab.models", fromlist=["x"]).DecoderOnlyTransformer(
+        n_features=HUGE, d_model=8, n_heads=2, n_layers=1), [f"n_features {HUGE}"]),
+    (lambda: __import__("attnlab.models", fromlist=["x"]).DecoderOnlyTransformer(
+        vocab_size=10, d_model=10**6, n_heads=2, n_layers=1), ["d_model 1000000"]),
+    (lambda: __import__("attnlab.encodings", fromlist=["x"]).RandomizedSinusoidal(HUGE, 8), [f"max_len {HUGE}"]),
+], ids=["learned table", "sinusoidal_2d", "axial rotary", "padding mask", "binary codes", "n_features",
+        "d_model", "randomized sinusoidal"])
+def test_more_sizes_that_cannot_fit_are_value_errors_naming_them(call, names):
+    _named(call, *names)
+
+
+@MESSAGES
+def test_a_range_beyond_int64_is_a_value_error_naming_max_len():
+    from attnlab.encodings import RandomizedPositions, Rotary
+
+    with pytest.raises(ValueError, match=r"max_len must be at most 4611686018427387904, got 10{20}"):
+        sample_positions(3, 10**20)
+    with pytest.raises(ValueError, match=r"max_len must be at most 4611686018427387904, got 10{20}"):
+        RandomizedPositions(Rotary(8), max_len=10**20)  # at construction, not at its first call
+
+
+# -- machine independence ----------------------------------------------------------------------
+
+
+@MACHINE
+@pytest.mark.parametrize("free_gb", [2, 10, 16, 64])
+def test_the_test_lens_refusal_does_not_depend_on_the_machines_free_memory(capsys, tmp_path, monkeypatch, free_gb):
+    # tests/hardening's `compare --quick --test-lens 8,10000000` failed on a machine with less than 20.5 GB free,
+    # because another refusal fired first. Here the machine's free memory is faked, with no budget set.
+    monkeypatch.delenv("ATTNLAB_MEMORY_BUDGET", raising=False)
+    _fake_machine(monkeypatch, free_gb * 2**30)
+    _, line = _refused_in_process(capsys, ["compare", "--quick", "--test-lens", "8,10000000", "--out",
+                                           str(tmp_path / "c"), "--jobs", "1", "--no-progress"],
+                                  "--test-lens", written=tmp_path / "c")
+    assert "10000000" in line and "available" in line
+
+
+@MACHINE
+def test_the_budget_replaces_the_machines_free_memory(monkeypatch):
+    from attnlab._limits import available_memory, check_memory
+
+    _fake_machine(monkeypatch, 1 * 2**30)  # a small machine, or a busy one
+    monkeypatch.setenv("ATTNLAB_MEMORY_BUDGET", "64G")
+    assert available_memory() == 64 * 2**30
+    check_memory("a run of 8 GB", 8 * 2**30)  # planned for the budget, whatever the machine has now
+    monkeypatch.setenv("ATTNLAB_MEMORY_BUDGET", "1G")
+    _fake_machine(monkeypatch, 2**40)  # a large machine
+    with pytest.raises(ValueError, match=r"would need 2.15 GB, more than the 1.07 GB available "
+                                         r"\(ATTNLAB_MEMORY_BUDGET=1G\)"):
+        check_memory("a run of 2 GB", 2 * 2**30)
+
+
+@MACHINE
+def test_the_suite_plans_for_one_budget_in_every_test_and_subprocess():
+    assert os.environ.get("ATTNLAB_MEMORY_BUDGET") == "16G"
+    code = "from attnlab._limits import available_memory; print(available_memory())"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and int(proc.stdout) == 16 * 2**30, proc.stderr
+
+
+@MACHINE
+@pytest.mark.parametrize("free_gb", [1, 4096])
+def test_a_comparisons_costs_are_judged_the_same_on_any_machine(monkeypatch, free_gb):
+    # Under the suite's budget, a comparison of 8 GB is refused on any machine, and a default one accepted.
+    from attnlab.labs.lengths.config import CompareConfig
+
+    _fake_machine(monkeypatch, free_gb * 2**30)
+    monkeypatch.setenv("ATTNLAB_MEMORY_BUDGET", "4G")
+    CompareConfig(n_seeds=1)
+    with pytest.raises(ValueError, match=r"^n_train 200000000: the training set.*4.29 GB available"):
+        CompareConfig(n_seeds=1, n_train=200_000_000)
+
+
+@MACHINE
+@pytest.mark.parametrize("free_gb", [1, 4096])
+def test_a_figures_table_is_judged_the_same_on_any_machine(capsys, tmp_path, monkeypatch, free_gb):
+    _fake_machine(monkeypatch, free_gb * 2**30)
+    monkeypatch.setenv("ATTNLAB_MEMORY_BUDGET", "1G")
+    out = tmp_path / "t.npy"
+    code, _, err = cli(capsys, "encode", "--max-len", "10000000", "--d-model", "64", "--out", str(out))
+    assert code == 2 and "--max-len 10000000 x --d-model 64" in err and "1.07 GB available" in err, err
+    assert not out.exists()
+
+
+@MACHINE
+def test_a_subprocess_run_is_refused_the_same_under_a_budget(tmp_path):
+    # The child reads the budget, not its machine: the same line whatever the machine has free.
+    env = {**os.environ, "ATTNLAB_MEMORY_BUDGET": "2G"}
+    proc = subprocess.run([sys.executable, "-m", "attnlab", "compare", "--quick", "--n-train", "100000000",
+                           "--out", str(tmp_path / "c"), "--no-progress"], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2 and "2.15 GB available (ATTNLAB_MEMORY_BUDGET=2G)" in proc.stderr, proc.stderr
+    assert not (tmp_path / "c").exists()
