@@ -298,3 +298,126 @@ def test_which_processes_under_torchrun_refuse_a_verb_and_which_say_so(capsys, e
     err = capsys.readouterr().err
     assert (err.count("\n") == 1 and "attnlab compare: error:" in err) if expected == 2 else err == ""
     assert refused_under_torchrun("train", environ=environ) is None  # data-parallel: every rank runs
+
+
+# -- the mechanisms, in this process -----------------------------------------------------------------
+
+
+@pytest.fixture
+def default_termination():
+    """SIGTERM and SIGHUP at their default (the process ends) for the test, as they were after it."""
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    for signum in before:
+        signal.signal(signum, signal.SIG_DFL)
+    yield
+    for signum, handler in before.items():
+        signal.signal(signum, handler)
+
+
+@pytest.mark.bad_input("processes")
+def test_sigterm_in_a_sweep_raises_once_and_a_second_one_would_end_the_process(default_termination):
+    from attnlab._workers import Terminated, termination_as_interrupt
+
+    with pytest.raises(Terminated, match="terminated by SIGTERM") as stop:
+        with termination_as_interrupt():
+            try:
+                signal.raise_signal(signal.SIGTERM)
+            finally:  # while the first one unwinds (the workers being stopped), a second is not caught
+                assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    assert isinstance(stop.value, KeyboardInterrupt) and stop.value.signum == signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+@pytest.mark.bad_input("processes")
+def test_a_sweep_leaves_an_ignored_or_handled_signal_as_it_is(default_termination):
+    # nohup ignores SIGHUP: the sweep must go on; a program that handles SIGTERM itself keeps its handler.
+    from attnlab._workers import termination_as_interrupt
+
+    def own(signum, frame):
+        pass
+
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, own)
+    with termination_as_interrupt():
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN and signal.getsignal(signal.SIGTERM) is own
+        signal.raise_signal(signal.SIGHUP)  # ignored: nothing happens
+    assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN and signal.getsignal(signal.SIGTERM) is own
+
+
+@pytest.mark.bad_input("processes")
+def test_workers_started_by_a_thread_that_ends_keep_training_for_the_driver(tmp_path, monkeypatch):
+    # The parent-death signal fires when the *thread* that started a worker exits: workers started by a
+    # thread that then ends must not be killed with it while the driver goes on with the sweep.
+    import multiprocessing
+    import threading
+
+    from attnlab.labs import sweep
+    from attnlab.labs.lengths.config import CompareConfig
+
+    monkeypatch.setenv("ATTNLAB_TEST_STARTED", str(tmp_path))
+    monkeypatch.setenv("ATTNLAB_TEST_GATE", str(tmp_path / "gate"))
+    config = CompareConfig(encodings=("alibi", sweep_gate.NAME), n_seeds=2, epochs=1, n_train=64, n_test=16,
+                           d_model=16, n_heads=2, n_layers=1, train_len=4, test_lens=(4, 6))
+
+    class Bar:
+        def update(self, steps):
+            pass
+
+        def set_postfix_str(self, text, refresh=True):
+            pass
+
+    before = set(multiprocessing.active_children())
+    runs = sweep.local_workers(config, config.runs(), Bar(), jobs=2)
+    first = []
+    starter = threading.Thread(target=lambda: first.append(next(runs)))  # starts the workers, then ends
+    starter.start()
+    starter.join()
+    workers = [p for p in multiprocessing.active_children() if p not in before]
+    assert len(workers) == 2
+
+    def both_held():
+        assert all(p.is_alive() for p in workers), "a worker died with the thread that started it"
+        return len(sweep_gate.started(tmp_path)) == 2
+
+    sweep_gate.wait_until(both_held, "both workers held mid-training")
+    (tmp_path / "gate").write_text("")
+    rest = list(runs)
+    assert sorted((r.encoding, r.seed) for r in first + rest) == sorted(config.runs())
+
+
+THREAD_DRIVER = """
+import sys, threading
+from attnlab.labs import sweep
+from attnlab.labs.lengths.config import CompareConfig
+
+class Bar:
+    def update(self, steps): pass
+    def set_postfix_str(self, text, refresh=True): pass
+
+config = CompareConfig(encodings=(sys.argv[1],), n_seeds=2, epochs=1, n_train=64, n_test=16, d_model=16, n_heads=2,
+                       n_layers=1, train_len=4, test_lens=(4, 6))
+sweeping = threading.Thread(target=lambda: list(sweep.local_workers(config, config.runs(), Bar(), jobs=2)))
+sweeping.start()
+sweeping.join()
+"""
+
+
+@pytest.mark.bad_input("processes")
+def test_the_lifeline_alone_ends_the_workers_of_a_killed_driver(tmp_path):
+    # Workers started by a thread get no parent-death signal (see above): what ends them when their driver
+    # is SIGKILLed is the lifeline, as on a system without prctl.
+    proc = subprocess.Popen([sys.executable, "-c", THREAD_DRIVER, sweep_gate.NAME], cwd=tmp_path,
+                            env=sweep_gate.env(started=tmp_path, gate=tmp_path / "gate"), start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    workers = set()
+    try:
+        sweep_gate.wait_until(lambda: len(sweep_gate.started(tmp_path)) == 2, "both workers held", proc=proc)
+        workers = {(pid, _stat(pid)[2]) for pid in sweep_gate.started(tmp_path)}
+        proc.kill()
+        assert _left_after(workers) == set()
+    finally:  # whatever the test left (its own processes, by pid and start time)
+        for process in workers:
+            if _alive(process):
+                os.kill(process[0], signal.SIGKILL)
+        proc.kill()
+        proc.wait()
