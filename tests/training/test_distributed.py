@@ -52,7 +52,8 @@ def _torchrun(cwd, logs, *argv):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
            "--master_port", str(_free_port()), "--log-dir", str(logs), "--redirects", "3",
            "-m", "attnlab", "train", *argv]
-    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=180)
+    # The timeout only bounds a hang: two ranks training on a loaded machine may take minutes.
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return {rank: {name: next(logs.rglob(f"attempt_0/{rank}/{name}.log")).read_text()
                    for name in ("stdout", "stderr")} for rank in (0, 1)}
