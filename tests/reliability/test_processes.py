@@ -11,7 +11,6 @@ its driver is signalled, which is the rule under test.
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -246,12 +245,6 @@ def test_a_worker_killed_while_the_other_trains_ends_the_sweep_in_one_line_and_e
 # -- torchrun ------------------------------------------------------------------------------------
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 TORCHRUN_VERBS = {
     "compare": ["--encodings", "none", "--seeds", "1", "--epochs", "1", *TINY, "--jobs", "1", "--out", "out"],
     "predict": ["--run", "missing-run", "--points", "-1,-1 -1,1"],
@@ -266,8 +259,8 @@ def test_torchrun_refuses_a_verb_that_does_not_train_data_parallel_once_and_writ
     work = tmp_path / "work"
     work.mkdir()
     env = dict(os.environ, MPLBACKEND="Agg", OMP_NUM_THREADS="1")
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-                           "--master_addr", "127.0.0.1", "--master_port", str(_free_port()),
+    # --standalone: torchrun finds a free port itself (a port chosen here could be taken before it binds it)
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                            "--log-dir", str(tmp_path / "logs"), "--redirects", "3",
                            "-m", "attnlab", "--", verb, *TORCHRUN_VERBS[verb]],  # --: torchrun would take --run
                           cwd=work, env=env, capture_output=True, text=True, timeout=300)
