@@ -1,16 +1,17 @@
 """``attnlab compare --ray``: a real Ray instance on this machine, a real worker killed mid-task.
 
 One private Ray instance (``ray.init(num_cpus=2)``, as ``--ray local`` starts) serves the
-module and is shut down after it.
+module and is shut down after it. Its workers can import the gated scheme of
+``tests/sweep_gate.py``: the killed worker is killed while it is held mid-training, a
+condition the test waits on, never a pause.
 """
 
 import os
 import signal
 import threading
-import time
-from pathlib import Path
 
 import pytest
+import sweep_gate
 
 from attnlab.labs import sweep
 from attnlab.labs.lengths.compare import run_compare
@@ -23,9 +24,17 @@ TINY = dict(encodings=("rotary", "alibi"), n_seeds=2, epochs=1, n_train=64, n_te
 
 
 @pytest.fixture(scope="module")
-def local_ray():
-    sweep.connect_ray("local")
-    yield ray
+def local_ray(tmp_path_factory):
+    """The Ray instance, and the folder where its workers announce a held training step (``started/PID``) and
+    wait for a ``gate`` file (``tests/sweep_gate.py``): the instance's processes take this environment."""
+    where = tmp_path_factory.mktemp("ray")
+    (where / "started").mkdir()
+    environ = sweep_gate.env(started=where / "started", gate=where / "gate")
+    with pytest.MonkeyPatch.context() as patch:
+        for name in ("PYTHONPATH", "ATTNLAB_TEST_STARTED", "ATTNLAB_TEST_GATE"):
+            patch.setenv(name, environ[name])
+        sweep.connect_ray("local")
+    yield where
     ray.shutdown()
 
 
@@ -38,37 +47,26 @@ def test_a_ray_sweep_writes_the_records_of_one_process(local_ray, tmp_path):
         ["alibi-seed0", "alibi-seed1", "rotary-seed0", "rotary-seed1"]
 
 
-def _ray_task_pids():
-    """Pids of Ray workers running a training task (Ray titles them ``ray::_ray_task``)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if (entry / "cmdline").read_bytes().startswith(b"ray::_ray_task"):
-                    pids.append(int(entry.name))
-            except OSError:
-                continue
-    return pids
-
-
-@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds Ray's worker processes in /proc (Linux)")
+@pytest.mark.bad_input("machine independence")
 def test_a_killed_worker_is_retried_and_the_sweep_completes_with_the_same_records(local_ray):
-    config = CompareConfig(**{**TINY, "encodings": ("rotary",), "epochs": 6, "n_train": 256})
+    # The worker is killed while it is held mid-training (not after a pause that a loaded machine may
+    # outlast, or a fast one may let the task finish in); the gate then opens for the retry.
+    config = CompareConfig(**{**TINY, "encodings": (sweep_gate.NAME,), "n_seeds": 1})
     killed = []
 
-    def kill_one_worker():
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not killed:
-            pids = _ray_task_pids()
-            if pids:
-                time.sleep(0.5)  # well into its training
-                os.kill(pids[0], signal.SIGKILL)
-                killed.append(pids[0])
-            time.sleep(0.05)
+    def kill_the_held_worker():
+        try:
+            sweep_gate.wait_until(lambda: sweep_gate.started(local_ray / "started"), "a Ray worker training")
+            (pid,) = sweep_gate.started(local_ray / "started")
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+        finally:
+            (local_ray / "gate").write_text("")  # whatever happened, the sweep is not held for ever
 
-    killer = threading.Thread(target=kill_one_worker)
+    killer = threading.Thread(target=kill_the_held_worker, daemon=True)
     killer.start()
     on_ray = run_compare(config, progress=False, ray_address="local")
     killer.join()
-    assert killed, "no Ray worker was seen running a task"
+    assert killed, "no Ray worker was seen training"
+    assert len(sweep_gate.started(local_ray / "started")) == 2  # the killed worker, and the retry's
     assert on_ray.records == run_compare(config, progress=False).records

@@ -2,7 +2,9 @@
 
 Real worker processes throughout (``spawn``ed by :mod:`concurrent.futures`), and a real
 ``attnlab compare`` process interrupted with a real SIGINT to its process group, as a
-terminal's Ctrl-C sends it.
+terminal's Ctrl-C sends it. The tests act while workers train, which they know from a
+condition, never from a pause: the gated scheme of ``tests/sweep_gate.py`` announces each
+worker's first step and holds it there until the test is done (whatever the machine's load).
 """
 
 import json
@@ -15,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+import sweep_gate
 import torch
 
 from attnlab.labs import sweep
@@ -23,10 +26,10 @@ from attnlab.labs.lengths.config import CompareConfig
 
 TINY = dict(encodings=("rotary", "alibi"), n_seeds=2, epochs=1, n_train=64, n_test=16, d_model=16, n_heads=2,
             n_layers=1, train_len=4, test_lens=(4, 6))
-# Long enough per model (a few seconds) that a test can act while the sweep is under way.
-SLOW_FLAGS = ["--encodings", "rotary,alibi,none", "--seeds", "1", "--epochs", "4", "--n-train", "256",
-              "--d-model", "16", "--n-heads", "2", "--n-layers", "1", "--train-len", "4", "--test-lens", "4,6",
-              "--no-progress"]
+# alibi's two models, then the gated scheme's two (held mid-training while the gate is closed).
+HELD_FLAGS = ["--encodings", f"alibi,{sweep_gate.NAME}", "--seeds", "2", "--epochs", "1", "--n-train", "64",
+              "--n-test", "16", "--d-model", "16", "--n-heads", "2", "--n-layers", "1", "--train-len", "4",
+              "--test-lens", "4,6", "--no-progress"]
 
 
 class CountingBar:
@@ -55,14 +58,19 @@ def test_two_workers_give_the_records_and_weights_of_one_process_and_report_ever
     assert bar.n == config.steps_per_model() * len(config.runs())
 
 
-def test_a_killed_worker_ends_the_sweep_in_one_line_and_no_worker_is_left():
-    # Models of a few seconds each, so the others are still under way when one worker is killed.
-    config = CompareConfig(**{**TINY, "epochs": 4, "n_train": 256})
+@pytest.mark.bad_input("machine independence")
+def test_a_killed_worker_ends_the_sweep_in_one_line_and_no_worker_is_left(tmp_path, monkeypatch):
+    # alibi's two models come back; then both workers are held mid-training by the gate: one is killed
+    # while the other's run is still pending, on any machine (not only when the models were slow enough).
+    monkeypatch.setenv("ATTNLAB_TEST_STARTED", str(tmp_path))
+    monkeypatch.setenv("ATTNLAB_TEST_GATE", str(tmp_path / "gate"))
+    config = CompareConfig(**{**TINY, "encodings": ("alibi", sweep_gate.NAME)})
     before = set(multiprocessing.active_children())
     runs = sweep.local_workers(config, config.runs(), CountingBar(), jobs=2)
-    next(runs)  # one model back; the others are under way
+    assert next(runs).encoding == "alibi"
+    sweep_gate.wait_until(lambda: len(sweep_gate.started(tmp_path)) == 2, "both workers held mid-training")
     workers = [p for p in multiprocessing.active_children() if p not in before]
-    assert len(workers) == 2
+    assert sorted(p.pid for p in workers) == sorted(sweep_gate.started(tmp_path))
     os.kill(workers[0].pid, signal.SIGKILL)
     with pytest.raises(ChildProcessError, match=r"a worker process died while training .*run again with --resume"):
         list(runs)
@@ -70,19 +78,17 @@ def test_a_killed_worker_ends_the_sweep_in_one_line_and_no_worker_is_left():
     assert [p for p in multiprocessing.active_children() if p not in before and p.is_alive()] == []
 
 
-def _start_slow_compare(folder, *flags):
-    """An ``attnlab compare --jobs 2`` in its own process group; returns it once a first model is saved."""
+def _start_held_compare(folder, started, gate):
+    """An ``attnlab compare --jobs 2`` in its own process group; returns it once alibi's two models are saved
+    and both workers are held mid-training on the gated scheme's two."""
     # SIGINT back to its default in the child: a shell without job control starts background commands
     # (the suite under `nohup ... &`) with SIGINT ignored, and Python then never turns it into Ctrl-C.
-    proc = subprocess.Popen([sys.executable, "-m", "attnlab", "compare", *SLOW_FLAGS, "--jobs", "2",
-                             "--out", str(folder), *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True,
+    proc = subprocess.Popen([sys.executable, "-m", "attnlab", "compare", *HELD_FLAGS, "--jobs", "2",
+                             "--out", str(folder)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True, env=sweep_gate.env(started=started, gate=gate),
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    deadline = time.monotonic() + 120
-    while not list(Path(folder).glob("models/*/record.json")):
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "no model finished in 2 minutes"
-        time.sleep(0.1)
+    sweep_gate.wait_until(lambda: len(list(Path(folder).glob("models/*/record.json"))) == 2
+                          and len(sweep_gate.started(started)) == 2, "two models saved and two held", proc=proc)
     return proc
 
 
@@ -109,25 +115,27 @@ def _alive(pid):
     return state != "Z"
 
 
+@pytest.mark.bad_input("machine independence")
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads the worker processes from /proc (Linux)")
 def test_ctrl_c_stops_the_workers_keeps_the_finished_models_and_resume_completes_them(tmp_path):
-    folder = tmp_path / "sweep"
-    # 16 epochs: the third model (started when the first is saved) must still be training when the signal
-    # arrives, also when the suite's other processes slow this test's polling down.
-    proc = _start_slow_compare(folder, "--epochs", "16")
+    folder, started = tmp_path / "sweep", tmp_path / "started"
+    started.mkdir()
+    proc = _start_held_compare(folder, started, tmp_path / "gate")
     workers = _workers(proc.pid)
-    assert len(workers) == 2
+    assert sorted(workers) == sorted(sweep_gate.started(started))
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole foreground group
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130 and "attnlab compare: interrupted" in err, err
+    _, err = proc.communicate(timeout=300)
+    # One line: the workers leave Ctrl-C to the driver, which stops them.
+    assert proc.returncode == 130 and err.splitlines() == ["attnlab compare: interrupted"], err
     deadline = time.monotonic() + 10
     while any(_alive(w) for w in workers) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(_alive(w) for w in workers), "a worker outlived the interrupted sweep"
     kept = sorted(p.parent.name for p in folder.glob("models/*/record.json"))
-    assert 1 <= len(kept) < 3 and not (folder / "results.json").exists()
+    assert kept == ["alibi-seed0", "alibi-seed1"] and not (folder / "results.json").exists()
 
-    # Resumed here, in this process: the records are those of an unbroken sweep, wherever each model trained.
+    # Resumed here, in this process (no gate): the records are those of an unbroken sweep, wherever each
+    # model trained.
     config = CompareConfig.from_dict(json.loads((folder / "config.json").read_text()))
     resumed = run_compare(config, folder, resume=True, progress=False)
     assert resumed.records == run_compare(config, progress=False).records

@@ -14,7 +14,6 @@ they are left out here to keep the test short.)
 
 import json
 import os
-import socket
 import subprocess
 import sys
 
@@ -40,19 +39,15 @@ N_TRAIN, BATCH, TRAIN_SEED = 64, 16, 42
 ARGS = ["--model", "selfattn-pe", "--n-train", str(N_TRAIN), "--batch-size", str(BATCH), "--no-progress"]
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _torchrun(cwd, logs, *argv):
     """``torchrun --nproc_per_node 2 -m attnlab train ARGV`` in ``cwd``; each rank's stdout/stderr under ``logs``."""
     env = dict(os.environ, MPLBACKEND="Agg", OMP_NUM_THREADS="1", TMPDIR=str(cwd.parent / "tmp"))
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-           "--master_port", str(_free_port()), "--log-dir", str(logs), "--redirects", "3",
+    # --standalone: torchrun finds a free port itself (a port chosen here could be taken before it binds it)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           "--log-dir", str(logs), "--redirects", "3",
            "-m", "attnlab", "train", *argv]
-    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=180)
+    # The timeout only bounds a hang: two ranks training on a loaded machine may take minutes.
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return {rank: {name: next(logs.rglob(f"attempt_0/{rank}/{name}.log")).read_text()
                    for name in ("stdout", "stderr")} for rank in (0, 1)}

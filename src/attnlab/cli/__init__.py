@@ -35,6 +35,7 @@ import attnlab
 from attnlab._interrupt import quiet_start, started
 from attnlab.cli import audit, compare, encode, plot, predict, train
 from attnlab.cli._common import Parser, UsageError
+from attnlab.cli._ranks import refused_under_torchrun
 from attnlab.cli.plot import FIGURE_NAMES, RUN_FIGURES
 
 __all__ = ["FIGURE_NAMES", "RUN_FIGURES", "UsageError", "build_parser", "main"]
@@ -67,7 +68,7 @@ class _Version(argparse.Action):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status (0 ok, 2 bad input, 130 interrupted).
+    """Run the command line; returns the exit status (0 ok, 2 bad input, 130 interrupted, 143 terminated).
 
     Never raises for bad input, argparse's own errors included (argparse exits
     by itself; here its status is returned, so ``main`` is callable from Python).
@@ -82,6 +83,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exit_:  # --help (0) or a usage error (2): argparse has printed its message
         return exit_.code if isinstance(exit_.code, int) else 2
+    refused = refused_under_torchrun(args.command)  # a verb that is not data-parallel, started by torchrun
+    if refused is not None:
+        return refused
     try:
         started()  # torch imported while Ctrl-C still exits quietly; from here on it is KeyboardInterrupt
         return int(args.func(args))
@@ -93,10 +97,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = _one_line(err, _flags(parser, args.command))
         print(f"attnlab {args.command}: error: {message}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
         # Ctrl-C: one line, the shell's status for SIGINT; files written so far were written whole.
-        print(f"attnlab {args.command}: interrupted", file=sys.stderr)
-        return 130
+        # A sweep's SIGTERM or SIGHUP stops it the same way (attnlab._workers.Terminated carries its signum).
+        signum = getattr(stop, "signum", 2)
+        print(f"attnlab {args.command}: {stop if signum != 2 else 'interrupted'}", file=sys.stderr)
+        return 128 + signum
 
 
 def _out_of_memory(err: BaseException) -> bool:

@@ -10,7 +10,8 @@ order the runs finish:
 
 * :func:`in_process`: one after another, here;
 * :func:`local_workers`: ``jobs`` processes of :mod:`concurrent.futures` (started
-  with ``spawn``: a fresh interpreter, safe with torch's threads and CUDA);
+  with ``spawn``: a fresh interpreter, safe with torch's threads and CUDA), which
+  die with this process however it ends (:mod:`attnlab._workers`);
 * :func:`ray_tasks`: one Ray task per run on an existing cluster (``ray.init(address)``),
   retried by Ray when the worker running it dies.
 
@@ -40,6 +41,7 @@ from typing import Any
 
 import torch
 
+from attnlab import _workers
 from attnlab.data.tasks import TaskSets
 from attnlab.labs.lengths.config import CompareConfig
 from attnlab.labs.lengths.train import ModelResult, train_one
@@ -101,7 +103,6 @@ class _QueueBar:
 
 
 _worker_sets: dict[str, TaskSets] = {}  # one task's data per worker process, built on its first run
-_worker_queue: Any = None  # the driver's progress queue (local workers)
 
 
 def _sets_for(config: CompareConfig) -> TaskSets:
@@ -140,17 +141,8 @@ def _train_packed(
 # -- local worker processes --------------------------------------------------------------------
 
 
-def _init_local_worker(progress: Any) -> None:
-    global _worker_queue
-    _worker_queue = progress
-
-
-def _send_to_queue(steps: int) -> None:
-    _worker_queue.put(steps)
-
-
 def _local_task(config_dict: dict[str, Any], encoding: str, seed: int, device: str) -> dict[str, Any]:
-    return _train_packed(config_dict, encoding, seed, device, _send_to_queue)
+    return _train_packed(config_dict, encoding, seed, device, _workers.report)
 
 
 def local_workers(config: CompareConfig, todo: Sequence[Run], bar: Any, *, jobs: int,
@@ -158,8 +150,12 @@ def local_workers(config: CompareConfig, todo: Sequence[Run], bar: Any, *, jobs:
     """Train the runs ``todo`` in ``jobs`` worker processes, on ``device``; yields each result as it comes back.
 
     ``bar`` advances as the workers report their steps. When the caller stops
-    iterating (Ctrl-C, an error while saving a result) or a worker fails, the other
-    workers are stopped at once: nothing is left running in the background.
+    iterating (Ctrl-C, SIGTERM or SIGHUP, an error while saving a result) or a worker
+    fails, the other workers are stopped at once: nothing is left running in the
+    background. While the workers run, SIGTERM and SIGHUP raise
+    :class:`attnlab._workers.Terminated` (a ``KeyboardInterrupt``) in the main thread;
+    a driver that dies without a chance to stop them (SIGKILL) takes them with it
+    (see :mod:`attnlab._workers`).
 
     Raises:
         ChildProcessError: naming the run, if a worker process died (killed, out of memory);
@@ -169,31 +165,34 @@ def local_workers(config: CompareConfig, todo: Sequence[Run], bar: Any, *, jobs:
         return
     context = multiprocessing.get_context("spawn")
     progress = context.Queue()
+    lifeline = _workers.Lifeline(context)
     before = set(multiprocessing.active_children())
+    # The initializer is a torch-free module's: a worker holds on to its lifeline before it imports torch.
     executor = ProcessPoolExecutor(max_workers=min(jobs, len(todo)), mp_context=context,
-                                   initializer=_init_local_worker, initargs=(progress,))
+                                   initializer=_workers.start_worker, initargs=(lifeline.worker_args(), progress))
     names = {}
     finished = False
     try:
-        config_dict = config.to_dict()
-        pending: set[Future[dict[str, Any]]] = set()
-        for encoding, seed in todo:
-            future = executor.submit(_local_task, config_dict, encoding, seed, device)
-            names[future] = f"{encoding}, seed {seed}"
-            pending.add(future)
-        while pending:
-            done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
-            _drain(progress, bar)
-            for future in done:
-                error = future.exception()
-                if error is not None:
-                    if type(error).__name__ == "BrokenProcessPool":
-                        raise ChildProcessError(f"a worker process died while training {names[future]} (killed, or out "
-                                           "of memory); the finished models are kept: run again with --resume") \
-                            from None
-                    raise error
-                bar.set_postfix_str(f"{names[future]} done", refresh=False)
-                yield _unpack(future.result())
+        with _workers.termination_as_interrupt():
+            config_dict = config.to_dict()
+            pending: set[Future[dict[str, Any]]] = set()
+            for encoding, seed in todo:
+                future = executor.submit(_local_task, config_dict, encoding, seed, device)
+                names[future] = f"{encoding}, seed {seed}"
+                pending.add(future)
+            while pending:
+                done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+                _drain(progress, bar)
+                for future in done:
+                    error = future.exception()
+                    if error is not None:
+                        if type(error).__name__ == "BrokenProcessPool":
+                            raise ChildProcessError(f"a worker process died while training {names[future]} (killed, "
+                                                    "or out of memory); the finished models are kept: run again "
+                                                    "with --resume") from None
+                        raise error
+                    bar.set_postfix_str(f"{names[future]} done", refresh=False)
+                    yield _unpack(future.result())
         finished = True
     finally:
         executor.shutdown(wait=finished, cancel_futures=True)
@@ -201,6 +200,7 @@ def local_workers(config: CompareConfig, todo: Sequence[Run], bar: Any, *, jobs:
             _terminate(set(multiprocessing.active_children()) - before)
             executor.shutdown(wait=True)  # the executor's own thread is done: it starts no worker any more
             _terminate(set(multiprocessing.active_children()) - before)
+        lifeline.close()  # the workers are gone: a late one would end now
         progress.close()
 
 
