@@ -33,7 +33,6 @@ import io
 import logging
 import multiprocessing
 import os
-import queue
 import socket
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -164,7 +163,9 @@ def local_workers(config: CompareConfig, todo: Sequence[Run], bar: Any, *, jobs:
     if not todo:
         return
     context = multiprocessing.get_context("spawn")
-    progress = context.Queue()
+    # A SimpleQueue: a worker's put writes to the pipe before it returns (a Queue's feeder thread writes later),
+    # so the steps of a run are there to read once its result is, whatever the machine's load.
+    progress = context.SimpleQueue()
     lifeline = _workers.Lifeline(context)
     before = set(multiprocessing.active_children())
     # The initializer is a torch-free module's: a worker holds on to its lifeline before it imports torch.
@@ -219,11 +220,8 @@ def _terminate(children: set[Any]) -> None:
 
 def _drain(progress: Any, bar: Any) -> None:
     """Move the steps the workers reported onto the bar."""
-    while True:
-        try:
-            bar.update(progress.get_nowait())
-        except queue.Empty:
-            return
+    while not progress.empty():
+        bar.update(progress.get())
 
 
 # -- Ray ---------------------------------------------------------------------------------------
