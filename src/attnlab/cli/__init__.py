@@ -32,6 +32,7 @@ import sys
 from collections.abc import Sequence
 
 import attnlab
+from attnlab._matplotlib_dir import use_writable_matplotlib_dir
 from attnlab.cli import audit, compare, encode, plot, predict, train
 from attnlab.cli._common import Parser, UsageError
 from attnlab.cli.plot import FIGURE_NAMES, RUN_FIGURES
@@ -71,6 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     Never raises for bad input, argparse's own errors included (argparse exits
     by itself; here its status is returned, so ``main`` is callable from Python).
     """
+    use_writable_matplotlib_dir()  # else matplotlib warns twice on stderr where HOME is not writable
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
