@@ -30,22 +30,42 @@ __all__ = [
 def check_int(name: str, value: Any, *, minimum: int | None = None, maximum: int | None = None) -> int:
     """Return ``value`` as an int after checking its type and bounds.
 
+    An integer is a Python ``int``, a numpy integer (``np.int64(3)``) or a one-element integer
+    tensor or array (``torch.tensor(3)``, ``np.array(3)``): the same for torch and numpy.
+    Bools (Python's, numpy's, torch's) and floats (even ``3.0``) are refused, whatever they live in.
+
     Raises:
         TypeError: if ``value`` is not an integer (bools are refused too).
         ValueError: if ``value`` is below ``minimum`` or above ``maximum``.
     """
     # bool is a subclass of int, but `d_model=True` is always a mistake.
     if isinstance(value, bool) or not isinstance(value, int):
-        if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.is_floating_point():
-            value = int(value.item())
-        else:
+        whole = _integer_scalar(value)
+        if whole is None:
             raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
+        value = whole
     if minimum is not None and value < minimum:
         bound = "positive" if minimum == 1 else f">= {minimum}"
         raise ValueError(f"{name} must be {bound}, got {value}")
     if maximum is not None and value > maximum:
         raise ValueError(f"{name} must be at most {maximum}, got {value}")
     return int(value)
+
+
+def _integer_scalar(value: Any) -> int | None:
+    """``value`` as an int if it is one integer held by torch or numpy (not a bool, not a float); else None.
+
+    Duck-typed on ``dtype`` and ``size``/``numel`` so numpy is never imported here.
+    """
+    if isinstance(value, torch.Tensor):
+        ok = value.numel() == 1 and value.dtype != torch.bool and not value.is_floating_point() \
+            and not value.is_complex()
+        return int(value.item()) if ok else None
+    dtype = getattr(value, "dtype", None)
+    if type(value).__module__ == "numpy" and getattr(dtype, "kind", None) in ("i", "u") \
+            and getattr(value, "size", 0) == 1:
+        return int(value.item())
+    return None
 
 
 #: torch.manual_seed's range

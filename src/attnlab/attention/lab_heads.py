@@ -173,6 +173,21 @@ class LabMultiHeadAttention(MultiHeadAttention):
         self._keys, self._values = self.layout.project_keys_values(self.in_proj, keys, None,
                                                                    proj_values=self.proj_values)
 
+    def __getstate__(self) -> dict[str, object]:
+        """The module's state for ``copy.deepcopy`` and pickling, the kept keys detached.
+
+        ``init_keys`` keeps the projected keys with their autograd history (a loss backpropagates
+        through them into ``in_proj``), and torch copies no tensor that has a history. A copy is
+        another module with parameters of its own: it computes with the same keys, and its
+        gradients could not reach the original's projection anyway.
+        """
+        state = dict(super().__getstate__())
+        for name in ("_keys", "_values"):
+            kept = state.get(name)
+            if isinstance(kept, Tensor):
+                state[name] = kept.detach()
+        return state
+
     # The labs' signature, on purpose (hence the ignore): this module is called as the labs call theirs;
     # MultiHeadAttention's call is attend().
     def forward(self, query: Tensor, mask: Tensor | None = None) -> Tensor:  # type: ignore[override]

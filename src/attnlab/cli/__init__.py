@@ -33,6 +33,7 @@ from collections.abc import Sequence
 
 import attnlab
 from attnlab._interrupt import quiet_start, started
+from attnlab._matplotlib_dir import use_writable_matplotlib_dir
 from attnlab.cli import audit, compare, encode, plot, predict, train
 from attnlab.cli._common import Parser, UsageError
 from attnlab.cli._ranks import refused_under_torchrun
@@ -78,6 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     if argv is None:
         quiet_start()
+    use_writable_matplotlib_dir()  # else matplotlib warns twice on stderr where HOME is not writable
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
