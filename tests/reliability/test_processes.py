@@ -10,6 +10,7 @@ its driver is signalled, which is the rule under test.
 """
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -267,7 +268,11 @@ def test_torchrun_refuses_a_verb_that_does_not_train_data_parallel_once_and_writ
     logs = {rank: {name: next((tmp_path / "logs").rglob(f"attempt_0/{rank}/{name}.log")).read_text()
                    for name in ("stdout", "stderr")} for rank in (0, 1)}
     assert proc.returncode != 0  # torchrun reports the launch as failed ...
-    assert "rank      : 0" in proc.stderr and "rank      : 1" not in proc.stderr  # ... by rank 0 alone
+    assert "rank      : 0" in proc.stderr  # ... by rank 0, whose exit is the failure
+    # Rank 1 exits 0 at once; only on a loaded machine may torchrun's SIGTERM (sent once rank 0 has
+    # failed) reach it first, and then torchrun lists it as killed by that signal, never as failing itself.
+    other = re.search(r"rank      : 1 .*\n\s*exitcode  : (-?\d+)", proc.stderr)
+    assert other is None or other.group(1) == f"-{signal.SIGTERM.value}", proc.stderr
     lines = logs[0]["stderr"].splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"attnlab {verb}: error: started as 2 processes"), logs
     assert "without torchrun" in lines[0]
