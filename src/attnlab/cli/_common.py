@@ -9,8 +9,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import re
-import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -40,34 +38,8 @@ class Parser(argparse.ArgumentParser):
         # No flag of attnlab's looks like a number, so nothing is lost.
         self._negative_number_matcher = re.compile(r"^-\.?\d")
 
-    def parse_known_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:
-        """argparse's, refusing a flag given twice (``--epochs 2 --epochs 3`` would silently mean 3)."""
-        args = sys.argv[1:] if args is None else list(args)
-        _refuse_repeated_flags(self, args)
-        return super().parse_known_args(args, namespace)
-
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message}\n")
-
-
-def _refuse_repeated_flags(parser: argparse.ArgumentParser, args: list[str]) -> None:
-    """Exit (status 2, one line) if one of ``parser``'s own single-valued flags occurs twice in ``args``.
-
-    Only this parser's flags are counted: a verb's are counted by the verb's parser, which
-    argparse hands the rest of the line to. ``--`` ends the flags; ``--flag=value`` counts.
-    Flags that collect (``append``, ``count``) may repeat.
-    """
-    seen: dict[int, str] = {}
-    for arg in args:
-        if arg == "--":
-            break
-        action = parser._option_string_actions.get(arg.split("=", 1)[0]) if arg.startswith("-") else None  # noqa: SLF001
-        if action is None or isinstance(action, (argparse._AppendAction, argparse._CountAction)):  # noqa: SLF001
-            continue
-        if id(action) in seen:
-            parser.error(f"argument {'/'.join(action.option_strings)}: given twice ({seen[id(action)]} and {arg}); "
-                         "give it once")
-        seen[id(action)] = arg
 
 
 # --- argument types: each names the bad value in its message (argparse adds the flag) ----
