@@ -39,9 +39,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from attnlab._finite import bounded_pair
 from attnlab._validate import check_bool, check_finite_float, check_probability
 
-__all__ = ["attend", "attend_unchecked", "check_bias", "check_mask", "repeat_kv_heads"]
+__all__ = ["attend", "attend_unchecked", "check_bias", "check_mask", "check_scale_range", "drop_unseen_keys",
+           "repeat_kv_heads"]
 
 # SDPA's enable_gqa (torch >= 2.5); on an older torch the fused path repeats the key/value heads.
 _SDPA_GQA = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 5)
@@ -60,6 +62,8 @@ def _check_inputs(query: Tensor, key: Tensor, value: Tensor) -> None:
             f"query and key must have the same width Dh, got query {list(query.shape)} "
             f"and key {list(key.shape)}"
         )
+    if query.shape[-1] == 0:
+        raise ValueError(f"query and key have width Dh = 0 (query {list(query.shape)}): attention needs Dh >= 1")
     if key.shape[-2] != value.shape[-2]:
         raise ValueError(
             f"key and value must have the same length S, got key {list(key.shape)} "
@@ -151,6 +155,46 @@ def check_bias(bias: Tensor, target: tuple[int, int, int, int]) -> None:
     _broadcast_check("bias", bias, target)
 
 
+def check_scale_range(scale: float, dtype: torch.dtype) -> None:
+    """Raise unless ``scale`` is finite in ``dtype``, the dtype the kernels multiply it in.
+
+    ``1e308`` is a finite Python float but inf in float32: every score would be inf or NaN.
+
+    Raises:
+        ValueError: naming ``scale``, its value and the dtype's range.
+    """
+    largest = torch.finfo(dtype).max
+    if not abs(scale) <= largest:
+        raise ValueError(f"scale must be finite in the queries' dtype {dtype} (|scale| <= {largest:.3g}), "
+                         f"got {scale:g}")
+
+
+def drop_unseen_keys(key: Tensor, value: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+    """``key [B, Hkv, S, Dh]`` and ``value [B, Hkv, S, Dv]`` with zeros at the keys no query may attend to.
+
+    A masked key must have no effect whatever it holds: its weight is 0, but ``0 * inf`` and
+    ``0 * NaN`` are NaN, in the scores and in ``weights @ value`` alike, on every kernel. A key
+    that ``mask`` (boolean, True = may attend, broadcastable to ``[B, H, T, S]``) hides from every
+    query of its row is replaced by zeros, which is exactly attention without that key. A key
+    some query may see keeps its values (those queries read them). On the CPU nothing is
+    copied unless some key is hidden; elsewhere asking would sync the device, so the fill runs.
+
+    Returns:
+        ``(key, value)``, the inputs themselves when no key is hidden (on the CPU).
+    """
+    if mask.dim() == 0:
+        return key, value
+    seen = mask.any(dim=-2) if mask.dim() >= 2 else mask  # [..., S]: some query may attend to the key
+    seen = seen.reshape((1,) * (3 - seen.dim()) + tuple(seen.shape))  # [B|1, H|1, S]
+    Hkv = max(key.shape[1], value.shape[1])
+    if seen.shape[1] not in (1, Hkv):  # query heads H > Hkv: a key/value head serves H / Hkv of them
+        seen = seen.reshape(seen.shape[0], Hkv, -1, seen.shape[-1]).any(dim=2)  # [B|1, Hkv, S]
+    unseen = ~seen.to(key.device)[..., None]  # [B|1, Hkv|1, S, 1]
+    if key.device.type == "cpu" and not bool(unseen.any()):
+        return key, value
+    return key.masked_fill(unseen, 0.0), value.masked_fill(unseen, 0.0)
+
+
 def attend(
     query: Tensor,
     key: Tensor,
@@ -192,15 +236,21 @@ def attend(
     Raises:
         TypeError: for non-tensor or non-floating inputs, a non-boolean mask
             (for an additive float mask use ``bias``), or mismatched dtypes.
-        ValueError: for wrong ranks, mismatched sizes (key/value heads ``Hkv`` that
+        ValueError: for a width ``Dh`` of 0, a ``scale`` that is not finite in the queries'
+            dtype, wrong ranks, mismatched sizes (key/value heads ``Hkv`` that
             do not divide the query's ``H``), or a mask / bias that does not
             broadcast to ``[B, H, T, S]``.
 
     Note:
         The guarantees (both paths agree, empty rows are zeros, no NaN) assume
         finite inputs; they are not checked, which would cost a pass over every
-        tensor. A NaN or inf in ``key`` or ``value``, even at a masked position,
-        reaches the outputs (a zero weight times NaN is NaN). Only ``mask`` marks a
+        tensor. A key that ``mask`` hides from every query has no effect whatever it
+        holds (NaN, inf: it is replaced by zeros, :func:`drop_unseen_keys`); a NaN or
+        inf in a key or value some query sees reaches that query's output. With a
+        ``bias`` or ``need_weights``, queries and keys too large for their scores to be
+        formed are scaled down first (:func:`attnlab._finite.bounded_pair`), so large
+        finite inputs give finite outputs; without, the fused kernel forms them as it
+        does (an overflowing score gives NaN there). Only ``mask`` marks a
         row empty: a ``bias`` that is ``-inf`` across a whole row (an additive
         mask) gives NaN on the explicit path, so pass masks as ``mask=``. With
         half-precision queries the bias is added in float32 on the CPU; on other
@@ -256,6 +306,12 @@ def attend_unchecked(
     """
     if scale is None:
         scale = 1.0 / math.sqrt(query.shape[-1])
+    check_scale_range(scale, query.dtype)
+    if mask is not None:
+        key, value = drop_unseen_keys(key, value, mask)
+    if bias is not None or need_weights:
+        # Where scores meet a term (or are formed here), they must not overflow first (attnlab._finite).
+        query, key = bounded_pair(query, key, scale)
     T, S = query.shape[-2], key.shape[-2]
     H, Hkv = query.shape[1], max(key.shape[1], value.shape[1])
     grouped = 1 < Hkv < H  # grouped-query attention: query head h reads key/value head h // (H / Hkv)

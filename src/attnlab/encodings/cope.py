@@ -60,11 +60,23 @@ import math
 import torch
 from torch import Tensor, nn
 
+from attnlab._finite import bounded_pair
 from attnlab._validate import check_bool, check_int
 from attnlab.encodings.positions import pair_distances
 from attnlab.encodings.scheme import ModelSizes, PositionScheme, bias_dtype, check_heads
 
 __all__ = ["CoPE"]
+
+
+def _check_finite(name: str, x: Tensor) -> None:
+    """Refuse a NaN or inf in ``x``: CoPE's positions are counts of gates, and a non-finite gate has none.
+
+    The positions index the table of position logits, so a NaN would become an index out of
+    bounds. (Attention hands CoPE no key that every query is masked from: those are zeros.)
+    """
+    if not bool(torch.isfinite(x).all()):
+        raise ValueError(f"CoPE's {name} holds NaN or inf ({name} of shape {list(x.shape)}): its positions count "
+                         "gates sigmoid(q . k), which must be finite; check the inputs for non-finite values")
 
 
 class CoPE(PositionScheme):
@@ -158,7 +170,9 @@ class CoPE(PositionScheme):
             TypeError: if ``k`` is missing, or ``q``/``k`` is not a floating tensor.
             ValueError: if ``q`` or ``k`` is not ``[B, H, L, Dh]`` with ``Dh =
                 head_dim`` (and ``H = n_heads`` when set), if ``k`` does not hold
-                ``S`` keys, or if its batch and heads differ from ``q``'s.
+                ``S`` keys, if its batch and heads differ from ``q``'s, or if ``q`` or ``k``
+                holds a NaN or inf (large finite values are fine: the gates are formed
+                without overflow).
         """
         check_heads("q", q, head_dim=self.head_dim, n_heads=self.n_heads)
         if k is None:
@@ -176,7 +190,12 @@ class CoPE(PositionScheme):
             )
         dtype = bias_dtype(q.dtype)  # float32 sums for half inputs
         qw, kw = q.to(dtype), k.to(dtype)
-        logits = qw @ kw.transpose(-1, -2) / math.sqrt(self.head_dim)  # [B, H, T, Dh] x [B, H, Dh, S] -> [B, H, T, S]
+        _check_finite("q", qw)
+        _check_finite("k", kw)
+        # The gates' logits from queries and keys brought within range: large finite inputs would
+        # overflow q . k to NaN, and a NaN gate makes every position before it NaN (attnlab._finite).
+        qg, kg = bounded_pair(qw, kw, 1.0 / math.sqrt(self.head_dim))
+        logits = qg @ kg.transpose(-1, -2) / math.sqrt(self.head_dim)  # [B, H, T, Dh] x [B, H, Dh, S] -> [B, H, T, S]
         visible = (pair_distances(q_pos, k_pos) <= 0).to(q.device)  # [T, S] or [B, T, S]: keys up to the query
         if visible.ndim == 3:
             visible = visible.unsqueeze(1)  # [B, 1, T, S]: the same for every head

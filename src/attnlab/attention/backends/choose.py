@@ -47,10 +47,12 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from attnlab import catalog
+from attnlab._finite import bounded_pair
 from attnlab._validate import check_choice
+from attnlab.attention.backends.chunk_plan import default_scale
 from attnlab.attention.backends.chunked import chunked_attend
 from attnlab.attention.backends.flex import flex_attend, flex_supported
-from attnlab.attention.functional import attend_unchecked, repeat_kv_heads
+from attnlab.attention.functional import attend_unchecked, drop_unseen_keys, repeat_kv_heads
 from attnlab.encodings.scheme import PositionScheme
 
 __all__ = ["BACKENDS", "DENSE_SCORES", "adds_terms", "attend_with_position", "choose_backend", "key_valid_of",
@@ -278,6 +280,12 @@ def attend_with_position(
         ValueError: for a forced ``backend`` that cannot serve the call (see :func:`choose_backend`).
     """
     H, T, S = q.shape[1], q.shape[2], keys.shape[2]
+    if adds_terms(position):
+        # Before the scheme reads them (CoPE's gates, Shaw's q . a) and whichever path runs: hidden
+        # keys have no effect, and the scores cannot overflow before the term is added (attnlab._finite).
+        if mask is not None:
+            keys, values = drop_unseen_keys(keys, values, mask)
+        q, keys = bounded_pair(q, keys, default_scale(q.shape[-1], scale))
     backward = torch.is_grad_enabled() and any(t.requires_grad for t in (q, keys, values))
     per_row = position_ids is not None or key_position_ids is not None
     path = choose_backend(backend, position=position, T=T, S=S, need_weights=need_weights, device=q.device,

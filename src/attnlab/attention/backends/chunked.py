@@ -46,10 +46,11 @@ import torch
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
+from attnlab._finite import bounded_pair
 from attnlab._validate import check_int
 from attnlab.attention.backends.chunk_plan import ChunkPlan, default_scale
 from attnlab.attention.backends.chunked_backward import ChunkedAttention, attend_chunks
-from attnlab.attention.functional import attend_unchecked
+from attnlab.attention.functional import attend_unchecked, drop_unseen_keys
 from attnlab.encodings.scheme import PositionScheme, call_positions
 
 __all__ = ["CHUNK_ELEMENTS", "chunk_rows", "chunked_attend"]
@@ -151,6 +152,9 @@ def chunked_attend(
         )
     B, H, T, Dh = query.shape
     S = key.shape[-2]
+    if mask is not None:
+        key, value = drop_unseen_keys(key, value, mask)  # as attend: a hidden key has no effect
+    query, key = bounded_pair(query, key, default_scale(Dh, scale))  # as attend with a term: no overflow
     if S == 0 or T == 0:  # nothing to cut into chunks; attend's own rules for empty calls
         return attend_unchecked(query, key, value, mask=mask, bias=bias, dropout_p=dropout_p, scale=scale,
                                 need_weights=False, is_causal=is_causal)[0]

@@ -46,6 +46,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from attnlab._finite import bounded_pair
 from attnlab.encodings.scheme import ScoreMod
 
 __all__ = ["CompileRecord", "compile_log", "flex_attend", "flex_supported", "shape_family"]
@@ -216,6 +217,11 @@ def flex_attend(
             f"FlexAttention has no backward on {query.device.type} in torch {torch.__version__}; "
             "train through the chunked path (backend='chunked')"
         )
+    scale = 1.0 / math.sqrt(Dh) if scale is None else scale
+    if key_valid is not None:  # as attend: a hidden key has no effect, whatever it holds
+        hidden = ~key_valid.to(key.device)[:, None, :, None]  # [B, 1, S, 1]
+        key, value = key.masked_fill(hidden, 0.0), value.masked_fill(hidden, 0.0)
+    query, key = bounded_pair(query, key, scale)  # as attend with a term: the scores cannot overflow
     Tp, Sp = shape_family(T), shape_family(S)
     q = F.pad(query, (0, 0, 0, Tp - T))  # [B, H, Tp, Dh]
     k = F.pad(key, (0, 0, 0, Sp - S))  # [B, Hkv, Sp, Dh]
@@ -226,7 +232,6 @@ def flex_attend(
     # captured tensors are not (new values, same shapes: no recompile).
     family = (B, H, Hkv, Tp, Sp, Dh, Dv, query.dtype, query.device.type, is_causal,
               key_valid is not None, backward, getattr(mod, "__code__", None))
-    scale = 1.0 / math.sqrt(Dh) if scale is None else scale
     if not compiled:
         from torch.nn.attention.flex_attention import flex_attention
 
