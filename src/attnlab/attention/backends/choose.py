@@ -52,7 +52,8 @@ from attnlab._validate import check_choice
 from attnlab.attention.backends.chunk_plan import default_scale
 from attnlab.attention.backends.chunked import chunked_attend
 from attnlab.attention.backends.flex import flex_attend, flex_supported
-from attnlab.attention.functional import attend_unchecked, drop_unseen_keys, repeat_kv_heads
+from attnlab.attention.functional import attend_unchecked, repeat_kv_heads
+from attnlab.attention.guards import drop_unseen_keys
 from attnlab.encodings.scheme import PositionScheme
 
 __all__ = ["BACKENDS", "DENSE_SCORES", "adds_terms", "attend_with_position", "choose_backend", "key_valid_of",
