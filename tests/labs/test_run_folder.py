@@ -158,6 +158,18 @@ def test_the_lock_of_a_killed_writer_is_taken_over(tmp_path, capsys):
         assert (folder / LOCK).read_text().strip() == str(os.getpid())
 
 
+def test_an_interrupted_writer_leaves_no_temporary_file_behind(tmp_path):
+    # Ctrl-C inside tempfile.mkstemp (the file made, its name not yet returned) escapes
+    # atomic_write's own clean-up; the folder's holder removes it before letting go.
+    folder = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt), claim(folder, kind="train", resume=False):
+        (folder / "models").mkdir()
+        (folder / "models" / ".record.json.k3x9q_1a.tmp.json").write_text('{"half": ')
+        (folder / ".config.json.x8d2mm0z.tmp.json").write_text("")
+        raise KeyboardInterrupt
+    assert sorted(p.name for p in folder.rglob("*")) == sorted([LOCK, MARKER, "models"])
+
+
 # -- every state is resumable ---------------------------------------------------------------------
 
 

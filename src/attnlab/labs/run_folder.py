@@ -319,4 +319,10 @@ def claim(path: str | os.PathLike[str], *, kind: str, resume: bool, name: str = 
             atomic_write(resolved / MARKER, lambda tmp: tmp.write_text(json.dumps(marker) + "\n"))
         yield RunFolder(resolved, kind, resume)
     finally:
+        # A Ctrl-C can land between a temporary's creation and atomic_write's own clean-up (inside
+        # mkstemp): while the lock is still held, no other writer's temporary can be here to remove.
+        try:
+            _remove_temporaries(resolved)
+        except OSError:
+            pass  # never hide the error that ended the run
         lock.release()
