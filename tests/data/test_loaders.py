@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import torch
+from torch.utils.data import DataLoader, TensorDataset
 
 from attnlab.data import SquareLoaders, SquareSequences, generate_sequences, make_loaders, squares_tensor
 
@@ -88,16 +89,30 @@ def test_loaders_unpack_as_a_pair_and_reach_the_test_data():
 # -- randomness ----------------------------------------------------------------------
 
 
-def test_torch_and_numpy_global_rng_untouched():
+def test_torch_and_numpy_global_rng_untouched_with_a_test_generator_of_its_own():
     torch.manual_seed(7)
     torch_before, np_before = torch.get_rng_state(), np.random.get_state()  # noqa: NPY002 (the global one)
-    train_loader, test_loader = make_loaders()
+    train_loader, test_loader = make_loaders(test_draws_global=False)
     for _ in range(2):
         batches(train_loader)
         batches(test_loader)
     assert torch.equal(torch.get_rng_state(), torch_before)
     np_after = np.random.get_state()  # noqa: NPY002
     assert np.array_equal(np_after[1], np_before[1]) and np_after[2:] == np_before[2:]
+
+
+def test_by_default_the_test_loader_draws_from_torchs_generator_as_the_labs_one_does():
+    # The labs' test loader: DataLoader(TensorDataset(...), batch_size=16), no generator of its own.
+    labs = DataLoader(TensorDataset(torch.zeros(128, 2, 2), torch.zeros(128, 2, 2)), batch_size=16)
+    _, test_loader = make_loaders()
+    states = []
+    for loader in (labs, test_loader):
+        torch.manual_seed(7)
+        for _ in range(3):
+            batches(loader)
+        states.append(torch.get_rng_state())
+    torch.manual_seed(7)
+    assert torch.equal(states[0], states[1]) and not torch.equal(states[1], torch.get_rng_state())
 
 
 def test_the_train_loader_shuffles_with_its_own_generator():

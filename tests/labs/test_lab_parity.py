@@ -24,8 +24,12 @@ attnlab's losses stay within that spread, within 1e-6 for the first 15 epochs.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import random
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -133,3 +137,25 @@ def test_the_labs_own_seeds_are_the_defaults():
     assert SquaresConfig().seed == 43 and SquaresConfig(model="gru-attn").seed == 23
     assert SquaresConfig().train_seed == 42  # the book's StepByStep.train(n_epochs, seed=42)
     assert SquaresConfig().test_draws_global and SquaresConfig().eval_batch_size == 16
+
+
+# -- the same procedure from Python, as the README shows it -----------------------------------------
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+README_BLOCK = "tests/labs/test_lab_parity.py runs this block"  # tests/test_readme.py leaves it to this test
+
+
+def test_the_readmes_trainer_example_trains_as_the_lab(keep_global_rng):
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S) if README_BLOCK in b]
+    assert len(blocks) == 1, "the README's Trainer example is gone"
+    code = blocks[0].replace("EPOCHS = 100\n", f"EPOCHS = {EPOCHS}\n")
+    assert code != blocks[0], "the README's example no longer sets EPOCHS = 100"
+    scope: dict = {}
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        exec(compile(code, "README.md (the Trainer example)", "exec"), scope)
+    assert re.fullmatch(r"test MSE \d\.\d{3}\n", out.getvalue())
+    lab_losses, lab_val = labs_procedure("gru-attn", EPOCHS)
+    trainer = scope["trainer"]
+    for ours, theirs, what in ((trainer.losses, lab_losses, "training"), (trainer.val_losses, lab_val, "validation")):
+        diffs = np.abs(np.array(ours) - np.array(theirs))
+        assert len(ours) == EPOCHS and diffs.max() <= 1e-6, f"{what} losses, epochs 1-{EPOCHS}: {diffs}"

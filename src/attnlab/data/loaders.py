@@ -8,17 +8,16 @@ meant to be the seed-19 squares but is built from the *training* points
 training set. :func:`make_loaders` builds the
 same training loader and a real test loader from the seed-19 squares.
 
-Nothing here touches a global random state: the squares come from their own
-``numpy.random.RandomState``, and each loader has its own ``torch.Generator``
-(``loader.generator``, which is also ``loader.sampler.generator``), so a trainer
-can save and restore its state for an exact resume. Iterating even an
-unshuffled DataLoader draws a number from its generator, or from torch's global
-one when it has none, so the test loader gets a generator of its own too,
-unless asked to draw from the global one as the labs' unseeded test loader does
-(``test_draws_global=True``): the attention lab's GRU models flip their
-teacher-forcing coin with torch's global generator, so that one draw per
-validation pass moves every later coin, and a run that is to match the lab's
-epoch by epoch must make it too.
+The squares come from their own ``numpy.random.RandomState`` and the training
+loader has its own ``torch.Generator`` (``loader.generator``, which is also
+``loader.sampler.generator``), so a trainer can save and restore its state for an
+exact resume. Iterating even an unshuffled DataLoader draws a number from its
+generator, or from torch's global one when it has none; by default the test loader
+has none, as the labs' unseeded one: the attention lab's GRU models flip their
+teacher-forcing coin with torch's global generator, so that one draw per validation
+pass moves every later coin, and a run that is to match the lab's epoch by epoch
+must make it too. ``test_draws_global=False`` gives the test loader a generator of
+its own, and nothing here then touches a global random state.
 
 Shape notation: ``N`` squares, ``B`` batch, ``S`` source (input) points, ``T``
 target points (``S + T = 4``), ``F = 2`` coordinates.
@@ -136,7 +135,7 @@ def make_loaders(
     shuffle_seed: int = 0,
     input_len: int = 2,
     eval_batch_size: int | None = None,
-    test_draws_global: bool = False,
+    test_draws_global: bool = True,
     variable_len: bool = False,
     shard: tuple[int, int] | None = None,
 ) -> SquareLoaders:
@@ -146,8 +145,9 @@ def make_loaders(
     every epoch by its own ``torch.Generator`` seeded with ``shuffle_seed``
     (``train_loader.generator``; save its ``get_state()`` to resume exactly).
     The test loader yields ``(source [B, S, 2], target [B, T, 2])`` in order.
-    Neither reads nor changes torch's or numpy's global random state (unless
-    ``test_draws_global``: then iterating the test loader draws one number from torch's).
+    The defaults are the labs' procedure: iterating the test loader draws one number
+    from torch's global generator, as the labs' does (``test_draws_global=False``: it
+    then neither reads nor changes torch's or numpy's global random state).
 
     Args:
         n_train: training squares (the labs: 128).
@@ -160,9 +160,10 @@ def make_loaders(
         eval_batch_size: squares per test batch; defaults to ``batch_size``.
             Evaluation keeps no graph, so a larger batch only saves time: the
             trainer's loss is the batch-size-weighted mean either way.
-        test_draws_global: give the test loader no generator of its own, so that
-            iterating it draws its base seed from torch's global generator, as the
-            labs' ``DataLoader(test_data, batch_size=16)`` does: one draw per pass.
+        test_draws_global: give the test loader no generator of its own (the default),
+            so that iterating it draws its base seed from torch's global generator, as
+            the labs' ``DataLoader(test_data, batch_size=16)`` does: one draw per pass.
+            False gives it a generator of its own, seeded with ``shuffle_seed``.
         variable_len: squares of 2 to 4 given corners, right-padded and masked,
             and the two corners that follow them (:class:`attnlab.data.SquarePrefixes`):
             batches are then ``({"X": ..., "source_mask": [B, 1, 4]}, target [B, 2, 2])``,
