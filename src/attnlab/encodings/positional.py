@@ -127,6 +127,10 @@ class PositionalEncoding(nn.Module):
     ) -> None:
         super().__init__()
         self.max_len = check_int("max_len", max_len, minimum=1)
+        if isinstance(d_model, float) and 0 <= d_model < 1:  # code written for the PE walkthrough's class
+            raise TypeError(f"d_model must be an integer, got {d_model!r} (float): this module takes "
+                            "(max_len, d_model); the PE walkthrough's PositionalEncoding(encoding_size, "
+                            "dropout_prob) is attnlab.compat.walkthrough.PositionalEncoding")
         self.d_model = check_int("d_model", d_model, minimum=1)
         self.scale_input = check_bool("scale_input", scale_input)
         self.base = check_finite_float("base", base, positive=True)
