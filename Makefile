@@ -5,8 +5,12 @@ PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# One stamp per extra: `make run` installs attnlab and its runtime dependencies only, `make test`
+# adds the test extra (the peer libraries, Ray, Jupyter's kernel, mypy) on top.
+TEST_STAMP      := $(VENV)/.installed-test
+NOTEBOOKS_STAMP := $(VENV)/.installed-notebooks
 
-.PHONY: install run test test-browser bench lint clean
+.PHONY: install run test test-browser notebooks bench lint clean
 
 install: $(STAMP)
 
@@ -14,13 +18,25 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c constraints.txt torch
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[test]"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e .
 	touch $(STAMP)
+
+$(TEST_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[test]"
+	touch $(TEST_STAMP)
+
+$(NOTEBOOKS_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[notebooks]"
+	touch $(NOTEBOOKS_STAMP)
 
 # The main job: the positional-encoding lab's self-attention model on the noisy
 # squares; leaves runs/selfattn-pe-<time>/ with metrics, checkpoint, figures, report.html.
 run: $(STAMP)
 	$(BIN)/attnlab train
+
+# The labs as notebooks, in Jupyter (the notebooks extra: JupyterLab and a kernel on this .venv).
+notebooks: $(NOTEBOOKS_STAMP)
+	$(BIN)/jupyter lab notebooks/
 
 # One pytest-xdist worker per core (conftest.py gives each its share of torch's threads); a worker
 # that runs out of tests takes some of the other's, so no long test is left alone at the end.
@@ -28,20 +44,20 @@ TEST_WORKERS ?= auto
 
 # PYTHONDONTWRITEBYTECODE is emptied (= unset) for the suite: with it set, every process the tests start (CLI
 # runs, sweep workers, torchrun ranks, notebook kernels) compiles attnlab's sources again, ~0.5 s each.
-test: $(STAMP)
+test: $(TEST_STAMP)
 	PYTHONDONTWRITEBYTECODE= MPLBACKEND=Agg $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal
 
 # The tests that open the report in headless Chromium (`make test` skips them when no browser
 # is installed): installs Chromium from the system's packages first if it is missing.
-test-browser: $(STAMP)
+test-browser: $(TEST_STAMP)
 	command -v chromium || (apt-get update && apt-get install -y chromium)
 	MPLBACKEND=Agg $(BIN)/python -m pytest -m browser
 
-bench: $(STAMP)
+bench: $(TEST_STAMP)
 	$(BIN)/python benchmarks/run.py
 
 lint: $(STAMP)
-	$(BIN)/python -m pip install --quiet -c constraints.txt ruff mypy
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev]"
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy src
 
