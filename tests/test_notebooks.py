@@ -1,21 +1,33 @@
 """The labs as notebooks: the seven expected ones, committed without outputs, each running from a clean kernel.
 
-Every notebook is executed by nbclient in a fresh kernel, in a temporary working directory
-(nothing is written into the repo); any error in any cell fails its test. The kernel is
-this interpreter (a kernelspec written to a temporary folder), so the notebooks run
-against the attnlab installed here, whatever kernelspec a machine has.
+Every notebook has one ``parameters`` cell (papermill's convention: a code cell tagged
+``parameters``) near the top, holding its run-length settings as upper-case names, with
+the labs' values as defaults: notebooks 01 and 04 train the labs' 100 epochs. The tests
+run each notebook with papermill, which injects shorter settings in an
+``injected-parameters`` cell right after the tagged one, and check that the short run
+really was short (a line that only the injected values print), so the suite stays quick.
+``benchmarks/notebooks_full_length.py`` runs 01 and 04 at their defaults beside the labs.
+
+Every notebook runs in a fresh kernel, in a temporary working directory (nothing is
+written into the repo); any error in any cell fails its test. The kernel is this
+interpreter (a kernelspec written to a temporary folder), so the notebooks run against
+the attnlab installed here, whatever kernelspec a machine has.
 """
 
+import ast
 import json
 import os
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 import nbformat
+import papermill
 import pytest
 from jupyter_client import KernelManager
 from jupyter_client.kernelspec import KernelSpecManager
-from nbclient import NotebookClient
+
+from attnlab.labs import CompareConfig
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 EXPECTED = (
@@ -28,6 +40,31 @@ EXPECTED = (
     "07_length_generalisation.ipynb",
 )
 CELL_TIMEOUT = 600  # seconds per cell: generous, since other work may share the machine (no timing asserts)
+
+# What the tests inject (a quick run of each notebook), and a line of output that only those values give.
+QUICK = {
+    "01_positional_encoding_lab.ipynb": ({"EPOCHS": 2}, "after 2 epochs: train MSE"),
+    "02_tensorflow_position_encoding.ipynb": ({"NUM_POSITIONS": 30, "DEPTH": 20}, "torch.Size([30, 20])"),
+    "03_d2l_self_attention_and_positional_encoding.ipynb": ({"ENCODING_DIM": 16, "NUM_STEPS": 20},
+                                                            "torch.Size([1, 20, 16])"),
+    "04_attention_lab.ipynb": ({"EPOCHS": 2}, "test MSE after 2 epochs"),
+    "05_pe_walkthrough.ipynb": ({"MAX_LEN": 6, "D_MODEL": 8}, "torch.Size([6, 8])"),
+    "06_schemes_inside_attention.ipynb": ({"SEQ_LEN": 8, "DECODE_LEN": 3}, "(2, 3, 32)"),
+    "07_length_generalisation.ipynb": ({"TASK": "copy", "TRAIN_LEN": 4, "TEST_LENS": [4, 6, 8], "N_SEEDS": 1,
+                                        "EPOCHS": 4, "N_TRAIN": 512, "N_TEST": 32, "D_MODEL": 32, "N_HEADS": 2,
+                                        "N_LAYERS": 1, "LR": 0.01}, "copy, decoder-only: trained on lengths up to 4"),
+}
+
+# The defaults are the labs' sizes, copied from the labs: both squares labs call StepByStep.train(100);
+# the TensorFlow notebook sets num_positions = 50, depth = 100; the d2l chapter encoding_dim,
+# num_steps = 32, 60; the PE walkthrough max_len = 20, d_model = 16.
+LABS_DEFAULTS = {
+    "01_positional_encoding_lab.ipynb": {"EPOCHS": 100},
+    "02_tensorflow_position_encoding.ipynb": {"NUM_POSITIONS": 50, "DEPTH": 100},
+    "03_d2l_self_attention_and_positional_encoding.ipynb": {"ENCODING_DIM": 32, "NUM_STEPS": 60},
+    "04_attention_lab.ipynb": {"EPOCHS": 100},
+    "05_pe_walkthrough.ipynb": {"MAX_LEN": 20, "D_MODEL": 16},
+}
 
 
 def _committed() -> list[str]:
@@ -44,11 +81,64 @@ def test_committed_without_outputs(name):
     nbformat.validate(nb)
     assert nb.metadata["kernelspec"]["name"] == "python3"
     assert "widgets" not in nb.metadata, "widget state must not be committed"
+    assert "papermill" not in nb.metadata, "a papermill run's record must not be committed"
     for i, cell in enumerate(nb.cells):
         if cell.cell_type == "code":
             assert cell.outputs == [], f"cell {i} has outputs"
             assert cell.execution_count is None, f"cell {i} has an execution count"
         assert "execution" not in cell.metadata, f"cell {i} keeps execution timings"
+        assert "papermill" not in cell.metadata, f"cell {i} keeps a papermill run's record"
+        assert "injected-parameters" not in cell.metadata.get("tags", []), f"cell {i} holds injected parameters"
+
+
+def _parameters(nb) -> tuple[int, dict]:
+    """The index of the one ``parameters`` cell and its names' values; checks its form."""
+    tagged = [i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1, f"cells tagged 'parameters': {tagged}"
+    index = tagged[0]
+    cell = nb.cells[index]
+    assert cell.cell_type == "code"
+    code_before = [i for i, c in enumerate(nb.cells[:index]) if c.cell_type == "code"]
+    assert len(code_before) <= 1, f"the parameters cell comes after code cells {code_before}: put it near the top"
+    values = {}
+    for stmt in ast.parse(cell.source).body:
+        assert isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name), \
+            f"only NAME = value lines in the parameters cell, got {ast.unparse(stmt)!r}"
+        name = stmt.targets[0].id
+        assert name.isupper(), f"parameter names are upper-case, got {name}"
+        values[name] = ast.literal_eval(stmt.value)  # papermill can only override literals
+    return index, values
+
+
+def _assigned(source: str) -> set[str]:
+    """Names a code cell assigns (IPython's % and ! lines left out)."""
+    lines = [line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))]
+    return {node.id for node in ast.walk(ast.parse("\n".join(lines)))
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_one_parameters_cell_near_the_top(name):
+    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
+    index, values = _parameters(nb)
+    assert set(QUICK[name][0]) <= set(values), "the tests inject a name the notebook does not define"
+    for i, cell in enumerate(nb.cells[index + 1:], start=index + 1):
+        if cell.cell_type == "code":
+            overwritten = _assigned(cell.source) & set(values)
+            assert not overwritten, f"cell {i} assigns {overwritten}: later cells must only read the parameters"
+
+
+@pytest.mark.parametrize("name", sorted(LABS_DEFAULTS))
+def test_defaults_are_the_labs_sizes(name):
+    _, values = _parameters(nbformat.read(NOTEBOOKS / name, as_version=4))
+    assert values == LABS_DEFAULTS[name]
+
+
+def test_length_notebook_defaults_are_attnlab_compares():
+    _, values = _parameters(nbformat.read(NOTEBOOKS / "07_length_generalisation.ipynb", as_version=4))
+    defaults = {f.name: f.default for f in fields(CompareConfig)}
+    assert {name: (tuple(v) if name == "TEST_LENS" else v) for name, v in values.items()} == \
+        {name: defaults[name.lower()] for name in values}
 
 
 @pytest.fixture(scope="module")
@@ -58,38 +148,68 @@ def kernel_specs(tmp_path_factory):
     spec = root / "python3"
     spec.mkdir()
     argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
-    (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "Python 3", "language": "python"}))
+    # One intra-op thread per kernel, as tests/conftest.py's `one_thread` does for tiny models: on a
+    # shared 2-core machine torch's threads otherwise wait for each other (10x slower training).
+    # Temporary files go to this module's own folder. (papermill starts the kernel itself, with
+    # this process's environment: the kernelspec's `env` is how to set the kernel's.)
+    env = {"OMP_NUM_THREADS": "1", "TMPDIR": str(root), "MPLBACKEND": "Agg"}
+    (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "Python 3", "language": "python",
+                                                  "env": env}))
     return KernelSpecManager(kernel_dirs=[str(root)])
 
 
-def _execute(nb, kernel_specs, workdir: Path) -> None:
-    """Run ``nb`` in place in a fresh python3 kernel whose working directory is ``workdir``."""
+def _execute(notebook, kernel_specs, workdir: Path, parameters: dict | None = None):
+    """Run ``notebook`` (a path or a NotebookNode) with papermill in a fresh python3 kernel in ``workdir``.
+
+    Returns the executed notebook; raises papermill's PapermillExecutionError, naming the cell, on any error.
+    """
     # Unix sockets in the test's folder rather than TCP ports: no race for free ports between the kernels of
     # parallel workers. A socket path has at most 107 characters; in a deeper folder, TCP it is.
     ipc = len(str(workdir)) < 90
-    km = KernelManager(kernel_name="python3", kernel_spec_manager=kernel_specs, transport="ipc" if ipc else "tcp",
-                       ip=str(workdir / "kernel") if ipc else "127.0.0.1")
-    client = NotebookClient(nb, km=km, timeout=CELL_TIMEOUT, kernel_name="python3",
-                            resources={"metadata": {"path": str(workdir)}})
-    # One intra-op thread per kernel, as tests/conftest.py's `one_thread` does for tiny models: on a
-    # shared 2-core machine torch's threads otherwise wait for each other (10x slower training).
-    # Temporary files go to the test's own folder.
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TMPDIR": str(workdir), "MPLBACKEND": "Agg"}
-    client.execute(env=env)
+
+    class ThisInterpreter(KernelManager):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs, kernel_spec_manager=kernel_specs, transport="ipc" if ipc else "tcp",
+                             ip=str(workdir / "kernel") if ipc else "127.0.0.1")
+
+    # A kernel manager class, not an instance: the client then owns its kernel, and shuts it down at the end
+    # (given a started manager, nbclient leaves the kernel running until this process exits).
+    return papermill.execute_notebook(notebook, None, parameters=parameters, kernel_manager_class=ThisInterpreter,
+                                      cwd=str(workdir), progress_bar=False, execution_timeout=CELL_TIMEOUT)
 
 
 def test_kernel_is_this_interpreter(kernel_specs, tmp_path):
-    code = "import os, sys\nprint(sys.prefix)\nprint(os.path.realpath(sys.executable))\nprint(os.getcwd())"
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
-    _execute(nb, kernel_specs, tmp_path)
-    prefix, executable, cwd = nb.cells[0].outputs[0]["text"].splitlines()
+    code = "import os, sys\nprint(sys.prefix)\nprint(os.path.realpath(sys.executable))\nprint(os.getcwd())\n" \
+           "print(os.environ['OMP_NUM_THREADS'])"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)],
+                                  metadata={"kernelspec": {"name": "python3", "language": "python",
+                                                           "display_name": "Python 3"}})
+    nb = _execute(nb, kernel_specs, tmp_path)
+    prefix, executable, cwd, threads = nb.cells[0].outputs[0]["text"].splitlines()
     assert (prefix, executable) == (sys.prefix, os.path.realpath(sys.executable))  # this venv, this python
     assert Path(cwd).resolve() == tmp_path.resolve()
+    assert threads == "1"
+
+
+def test_injected_parameters_override_the_defaults(kernel_specs, tmp_path):
+    """papermill's injection, on a notebook of two cells: the tagged defaults, then a line that reads them."""
+    params = nbformat.v4.new_code_cell("EPOCHS = 100")
+    params.metadata["tags"] = ["parameters"]
+    nb = nbformat.v4.new_notebook(cells=[params, nbformat.v4.new_code_cell("print(f'{EPOCHS} epochs')")],
+                                  metadata={"kernelspec": {"name": "python3", "language": "python",
+                                                           "display_name": "Python 3"}})
+    nb = _execute(nb, kernel_specs, tmp_path, parameters={"EPOCHS": 3})
+    assert nb.cells[1].metadata["tags"] == ["injected-parameters"]
+    assert nb.cells[2].outputs[0]["text"] == "3 epochs\n"
 
 
 @pytest.mark.parametrize("name", EXPECTED)
 def test_notebook_runs(name, kernel_specs, tmp_path):
-    nb = nbformat.read(NOTEBOOKS / name, as_version=4)
-    _execute(nb, kernel_specs, tmp_path)  # raises CellExecutionError, naming the cell, on any error
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o["output_type"] == "error"]
-    assert errors == []
+    parameters, printed = QUICK[name]
+    nb = _execute(NOTEBOOKS / name, kernel_specs, tmp_path, parameters)  # raises on any cell's error
+    index, _ = _parameters(nbformat.read(NOTEBOOKS / name, as_version=4))
+    assert nb.cells[index + 1].metadata["tags"] == ["injected-parameters"]  # right after the tagged cell
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert [o for o in outputs if o["output_type"] == "error"] == []
+    text = "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "") for o in outputs)
+    assert printed in text, f"the injected {parameters} did not give {printed!r}: the notebook ignores them"
