@@ -9,8 +9,9 @@ STAMP  := $(VENV)/.installed
 # adds the test extra (the peer libraries, Ray, Jupyter's kernel, mypy) on top.
 TEST_STAMP      := $(VENV)/.installed-test
 NOTEBOOKS_STAMP := $(VENV)/.installed-notebooks
+DOCS_STAMP      := $(VENV)/.installed-docs
 
-.PHONY: install run test test-browser notebooks bench lint clean
+.PHONY: install run test test-browser notebooks bench docs lint clean
 
 install: $(STAMP)
 
@@ -56,10 +57,19 @@ test-browser: $(TEST_STAMP)
 bench: $(TEST_STAMP)
 	$(BIN)/python benchmarks/run.py
 
+# The documentation site, into site/ (docs/build.py): the notebooks executed at full length by
+# papermill, then MkDocs. ATTNLAB_DOCS_PARAMETERS='{"EPOCHS": 2}' make docs builds a quick one.
+$(DOCS_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[docs]"
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	$(BIN)/python docs/build.py
+
 lint: $(STAMP)
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev]"
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy src
 
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache
+	rm -rf $(VENV) build site *.egg-info src/*.egg-info .pytest_cache

@@ -1,0 +1,144 @@
+"""Build attnlab's documentation site: the notebooks executed, then MkDocs.
+
+    python docs/build.py [--out site] [--build build/docs] [--parameters JSON]
+
+1. Each notebook in ``notebooks/`` is executed by papermill from a clean kernel running this
+   interpreter, in a working folder of its own under the build folder. papermill injects
+   ``--parameters`` (a JSON object, or the ``ATTNLAB_DOCS_PARAMETERS`` environment variable)
+   after the cell tagged ``parameters``; without them the notebooks run at their own, full
+   length. A name given at the top level goes to every notebook (one a notebook does not use is
+   injected and left unused); a key that is a notebook's file name holds that notebook's own,
+   which win: ``{"EPOCHS": 2, "07_length_generalisation.ipynb": {"N_SEEDS": 1}}``.
+   Their LaTeX becomes MathML (docs/offline.py), so the pages need no MathJax.
+2. ``docs/pages/`` and the executed copies are put together in ``BUILD/src`` (the executed
+   copies never go back into ``notebooks/``, which is committed without outputs).
+3. MkDocs builds ``BUILD/src`` with ``docs/mkdocs.yml`` into ``--out``, in strict mode: a
+   warning (a broken link or anchor, a missing page) fails the build.
+
+Exit status 0 when the site is built; 1 when a notebook or MkDocs fails; 2 on bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+
+
+def parameters(text: str) -> dict[str, object]:
+    """The ``--parameters`` JSON object: names to values, and notebook file names to their own."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise argparse.ArgumentTypeError(f"--parameters must be a JSON object, got {text!r} ({err.msg})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"--parameters must be a JSON object, got {text!r}")
+    for key, own in value.items():
+        if key.endswith(".ipynb") and (not (ROOT / "notebooks" / key).is_file() or not isinstance(own, dict)):
+            raise argparse.ArgumentTypeError(f"--parameters: {key!r} must name a notebook in notebooks/ and map to "
+                                             f"a JSON object, got {own!r}")
+    return value
+
+
+def for_notebook(values: dict[str, object], name: str) -> dict[str, object]:
+    """What ``name`` gets: the names given to every notebook, then its own (which win)."""
+    shared = {key: value for key, value in values.items() if not key.endswith(".ipynb")}
+    own = values.get(name, {})
+    assert isinstance(own, dict)  # checked by parameters()
+    return {**shared, **own}
+
+
+def kernel_path(build: Path) -> Path:
+    """A Jupyter data folder whose ``python3`` kernel is this interpreter.
+
+    Put first on ``JUPYTER_PATH``, it wins over any ``python3`` kernel the machine or the user
+    has installed, so the notebooks run against the attnlab this build documents.
+    """
+    spec = build / "jupyter" / "kernels" / "python3"
+    spec.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "Python 3", "language": "python"}))
+    return build / "jupyter"
+
+
+def execute_notebooks(build: Path, target: Path, values: dict[str, object], timeout: int) -> None:
+    """Run every notebook with papermill into ``target``, each in its own working folder."""
+    # Imported here: ``--help`` and bad arguments need none of Jupyter.
+    import nbformat
+    import papermill
+    from offline import math_to_mathml  # docs/offline.py, beside this file
+
+    kernels = [str(kernel_path(build)), os.environ.get("JUPYTER_PATH")]
+    os.environ["JUPYTER_PATH"] = os.pathsep.join(filter(None, kernels))
+    # The kernel draws its figures inline only when no other backend is forced on it (the test
+    # suite sets MPLBACKEND=Agg); torch gets one thread, as for every tiny model on this machine.
+    os.environ.pop("MPLBACKEND", None)
+    os.environ["OMP_NUM_THREADS"] = "1"
+    target.mkdir(parents=True, exist_ok=True)
+    for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        workdir = build / "work" / notebook.stem
+        workdir.mkdir(parents=True)
+        start = time.perf_counter()
+        executed = papermill.execute_notebook(notebook, target / notebook.name,
+                                              parameters=for_notebook(values, notebook.name), cwd=str(workdir),
+                                              kernel_name="python3", execution_timeout=timeout, progress_bar=False)
+        math_to_mathml(executed)  # drawn by the browser itself: no MathJax to fetch
+        nbformat.write(executed, target / notebook.name)
+        print(f"executed {notebook.name} in {time.perf_counter() - start:.1f} s", flush=True)
+
+
+def build_site(source: Path, out: Path) -> None:
+    """MkDocs, strict, from ``source`` into ``out`` (replaced)."""
+    from mkdocs.commands.build import build
+    from mkdocs.config import load_config
+
+    config = load_config(str(DOCS / "mkdocs.yml"), docs_dir=str(source), site_dir=str(out), strict=True)
+    build(config)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "site", help="the site's folder (default: site/)")
+    parser.add_argument("--build", type=Path, default=ROOT / "build" / "docs",
+                        help="the build folder: executed notebooks, their working folders (default: build/docs/)")
+    parser.add_argument("--parameters", type=parameters, default=None,
+                        help="JSON object injected into every notebook's parameters cell (default: none, full length; "
+                             "or $ATTNLAB_DOCS_PARAMETERS)")
+    parser.add_argument("--timeout", type=int, default=1800, help="seconds one notebook cell may take (default: 1800)")
+    try:
+        args = parser.parse_args(argv)
+        values = args.parameters
+        if values is None and os.environ.get("ATTNLAB_DOCS_PARAMETERS"):
+            values = parameters(os.environ["ATTNLAB_DOCS_PARAMETERS"])
+    except argparse.ArgumentTypeError as err:
+        print(f"build.py: {err}", file=sys.stderr)
+        return 2
+    if args.timeout < 1:
+        print(f"build.py: --timeout must be at least 1, got {args.timeout}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, format="%(levelname)-7s %(message)s")
+    build = args.build.resolve()
+    shutil.rmtree(build, ignore_errors=True)  # a fresh build: no notebook or page left from a previous one
+    source = build / "src"
+    shutil.copytree(DOCS / "pages", source)
+    try:
+        execute_notebooks(build, source / "notebooks", values or {}, args.timeout)
+        build_site(source, args.out.resolve())
+    except Exception as err:  # a notebook's error or MkDocs' abort: one line, the details above it
+        print(f"build.py: {type(err).__name__}: {str(err).strip().splitlines()[-1] if str(err).strip() else ''}",
+              file=sys.stderr)
+        return 1
+    print(f"site built in {args.out}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,354 @@
+"""The documentation site, built once for the module by ``docs/build.py`` (what ``make docs`` runs).
+
+The build executes the seven notebooks with papermill, short (the parameters the notebook tests
+inject, passed through ``--parameters``), and runs MkDocs in strict mode into a temporary folder.
+Like the issue asks, the module runs when Chromium is present and is skipped otherwise (and when
+the ``docs`` extra is not installed).
+
+Unmarked: the parameters reach the notebooks; a link checker over every built HTML file (every
+internal ``href`` / ``src`` resolves to a file of the site, every ``#anchor`` to an element of its
+page, and no page, stylesheet or inline script loads anything from another host); every public
+name (the ``__all__`` of attnlab and of each public subpackage) has its entry in the API reference.
+
+``@pytest.mark.browser``: headless Chromium, driven over its DevTools pipe (no extra package),
+opens the landing page from disk (its title and the two commands), a notebook page (its figures
+decoded by the browser, as many as the executed notebook holds, and its math drawn as MathML),
+an API page (``sinusoidal`` with its ``[L, D]`` shape and its example), and, the site served over
+http by ``python -m http.server`` (search runs in a web worker, which a ``file://`` page cannot
+start), the search box opened with ``?q=ALiBi``, whose results must list the ALiBi class.
+"""
+
+import fcntl
+import importlib
+import json
+import os
+import pkgutil
+import re
+import shutil
+import subprocess
+import sys
+import time
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import nbformat
+import pytest
+
+import attnlab
+
+for _module in ("mkdocs", "material", "mkdocstrings", "mkdocs_jupyter", "papermill", "latex2mathml"):
+    pytest.importorskip(_module, reason="the docs extra is not installed (`pip install -e '.[docs]'`)")
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome",
+                                                 "google-chrome-stable"))), None)
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium found (`make test-browser` installs it)")
+
+# A quick run of each notebook: the values tests/test_notebooks.py injects (one object for the build:
+# the names every notebook gets, then each notebook's own under its file name).
+QUICK = {
+    "EPOCHS": 2,
+    "02_tensorflow_position_encoding.ipynb": {"NUM_POSITIONS": 30, "DEPTH": 20},
+    "03_d2l_self_attention_and_positional_encoding.ipynb": {"ENCODING_DIM": 16, "NUM_STEPS": 20},
+    "05_pe_walkthrough.ipynb": {"MAX_LEN": 6, "D_MODEL": 8},
+    "06_schemes_inside_attention.ipynb": {"SEQ_LEN": 8, "DECODE_LEN": 3},
+    "07_length_generalisation.ipynb": {"TASK": "copy", "TRAIN_LEN": 4, "TEST_LENS": [4, 6, 8], "N_SEEDS": 1,
+                                       "EPOCHS": 4, "N_TRAIN": 512, "N_TEST": 32, "D_MODEL": 32, "N_HEADS": 2,
+                                       "N_LAYERS": 1, "LR": 0.01},
+}
+NOTEBOOK = "notebooks/01_positional_encoding_lab.html"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """``(site, build)``: the folders ``docs/build.py`` wrote; the committed notebooks are left as they were."""
+    root = tmp_path_factory.mktemp("docs")
+    committed = {path: path.read_bytes() for path in (ROOT / "notebooks").glob("*.ipynb")}
+    site, build = root / "site", root / "build"
+    result = subprocess.run([sys.executable, str(ROOT / "docs" / "build.py"), "--out", str(site), "--build", str(build),
+                             "--parameters", json.dumps(QUICK)], capture_output=True, text=True, timeout=900,
+                            check=False, cwd=root)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    assert {path: path.read_bytes() for path in (ROOT / "notebooks").glob("*.ipynb")} == committed
+    return site, build
+
+
+class Page(HTMLParser):
+    """A page's links (``(tag, attribute, url)``), its element ids, and its inline scripts and styles."""
+
+    def __init__(self, text):
+        super().__init__(convert_charrefs=True)
+        self.links, self.ids, self.inline, self._in = [], set(), [], None
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        self.ids.update(attrs[key] for key in ("id", "name") if attrs.get(key))
+        for key in ("href", "src", "data", "poster"):
+            if attrs.get(key) is not None:
+                self.links.append((tag, key, attrs[key], attrs.get("rel") or ""))
+        if attrs.get("style"):
+            self.inline.append(attrs["style"])
+        self._in = tag if tag in ("script", "style") else None
+
+    def handle_endtag(self, tag):
+        self._in = None
+
+    def handle_data(self, data):
+        if self._in:
+            self.inline.append(data)
+
+
+# A fetch from another host written in CSS or JavaScript: @import, url(), import(), importScripts(), fetch().
+REMOTE_IN_CODE = re.compile(r"""(@import\s+(url\()?|url\(|import\(|importScripts\(|fetch\()\s*["']?\s*(https?:)?//""",
+                            re.IGNORECASE)
+
+
+def _pages(site):
+    return {path: Page(path.read_text(encoding="utf-8")) for path in sorted(site.rglob("*.html"))}
+
+
+def test_the_parameters_reach_the_notebooks(built):
+    site, build = built
+    for name, epochs in (("01_positional_encoding_lab.ipynb", 2), ("07_length_generalisation.ipynb", 4)):
+        nb = nbformat.read(build / "src" / "notebooks" / name, as_version=4)
+        (injected,) = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
+        assert f"EPOCHS = {epochs}" in injected.source  # a notebook's own value wins over the shared one
+    assert "N_SEEDS = 1" in injected.source
+    # The rendered page shows the injected cell (its code highlighted: compare the text alone).
+    text = re.sub(r"<[^>]+>", "", (site / NOTEBOOK).read_text(encoding="utf-8"))
+    assert "EPOCHS = 2" in text
+
+
+def test_every_internal_link_resolves(built):
+    site, _ = built
+    pages = _pages(site)
+    assert len(pages) > 20  # the topic pages, the notebooks, the API reference
+    broken, checked = [], 0
+    for path, page in pages.items():
+        for tag, key, url, _ in page.links:
+            parts = urlsplit(url)
+            if parts.scheme in ("data", "mailto", "javascript") or parts.scheme or parts.netloc:
+                continue  # an outside address: test_nothing_is_loaded_from_the_network judges those
+            # A path from the root is served from the site's root (only 404.html has them: a server's page).
+            base = site if parts.path.startswith("/") else path.parent
+            target = path if not parts.path else (base / unquote(parts.path).lstrip("/")).resolve()
+            if target.is_dir():
+                target = target / "index.html"
+            checked += 1
+            if not target.is_file() or not target.is_relative_to(site.resolve()):
+                broken.append(f"{path.relative_to(site)}: <{tag} {key}={url!r}>: no file {target}")
+            elif parts.fragment and target.suffix == ".html" and unquote(parts.fragment) not in pages[
+                    site / target.relative_to(site.resolve())].ids:
+                broken.append(f"{path.relative_to(site)}: <{tag} {key}={url!r}>: no element #{parts.fragment}")
+    assert not broken, "\n".join(broken[:30])
+    assert checked > 1000
+
+
+def test_nothing_is_loaded_from_the_network(built):
+    site, _ = built
+    found = []
+    for path, page in _pages(site).items():
+        for tag, key, url, rel in page.links:
+            remote = urlsplit(url).scheme in ("http", "https") or url.startswith("//")
+            # A link a reader may follow is allowed; a resource the browser loads by itself is not.
+            if remote and not (tag == "a" or (tag == "link" and key == "href" and rel in ("canonical",))):
+                found.append(f"{path.relative_to(site)}: <{tag} {key}={url!r}>")
+        found += [f"{path.relative_to(site)}: {m.group(0)!r}"
+                  for text in page.inline for m in REMOTE_IN_CODE.finditer(text)]
+    for css in site.rglob("*.css"):
+        found += [f"{css.relative_to(site)}: {m.group(0)!r}" for m in REMOTE_IN_CODE.finditer(css.read_text())]
+    assert not found, "\n".join(found[:30])
+
+
+def _public_names():
+    """``{module: __all__}`` for attnlab and each public subpackage, and the modules of attnlab.compat."""
+    packages = ["attnlab"] + [m.name for m in pkgutil.walk_packages(attnlab.__path__, "attnlab.")
+                              if m.ispkg and not any(part.startswith("_") for part in m.name.split("."))]
+    names = {}
+    for name in packages + ["attnlab.compat.d2l", "attnlab.compat.chapter9"]:
+        module = importlib.import_module(name)
+        if getattr(module, "__all__", None):
+            names[name] = list(module.__all__)
+    return names
+
+
+def _homes(name, obj):
+    """Every attnlab module whose ``__all__`` offers ``obj`` as ``name``: where its entry may be."""
+    found = []
+    for info in pkgutil.walk_packages(attnlab.__path__, "attnlab."):
+        module = importlib.import_module(info.name) if not info.name.endswith("__main__") else None
+        if module is not None and name in getattr(module, "__all__", ()) and getattr(module, name, None) is obj:
+            found.append(info.name)
+    return found + (["attnlab"] if name in attnlab.__all__ else [])
+
+
+def test_every_public_name_is_in_the_api_reference(built):
+    site, _ = built
+    ids = set().union(*(page.ids for page in _pages(site / "api").values()))
+    names = _public_names()
+    assert {"attnlab.encodings", "attnlab.attention", "attnlab.models", "attnlab.labs.squares"} <= set(names)
+    missing = []
+    for module, public in names.items():
+        for name in public:
+            # Its entry is where the package offers it, or in the module that defines it (griffe hides a
+            # function named like its own module, e.g. attnlab.encodings.sinusoidal, from its package).
+            obj = getattr(importlib.import_module(module), name)
+            if not any(f"{home}.{name}" in ids for home in _homes(name, obj)):
+                missing.append(f"{module}.{name}")
+    assert not missing, missing
+    assert sum(map(len, names.values())) > 200
+
+
+# -- in headless Chromium ------------------------------------------------------------------
+
+
+class Chromium:
+    """Headless Chromium driven through its DevTools protocol on a pipe (``--remote-debugging-pipe``).
+
+    Chromium reads commands on its fd 3 and writes replies on its fd 4, each a JSON object ended by
+    a NUL byte: no port to pick and no WebSocket client to install.
+    """
+
+    def __init__(self, profile):
+        commands, replies = os.pipe(), os.pipe()
+        # Copies at 10 and above, so that moving them to 3 and 4 in the child cannot overwrite each other.
+        child_in, child_out = (fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in (commands[0], replies[1]))
+        os.close(commands[0])
+        os.close(replies[1])
+
+        def onto_3_and_4():
+            os.dup2(child_in, 3)
+            os.dup2(child_out, 4)
+
+        self.process = subprocess.Popen(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={profile}", "--window-size=1280,900", "--remote-debugging-pipe", "about:blank"],
+            preexec_fn=onto_3_and_4, pass_fds=(3, 4), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        os.close(child_in)
+        os.close(child_out)
+        self._out, self._in, self._buffer, self._id = commands[1], replies[0], b"", 0
+
+    def call(self, method, session=None, **params):
+        self._id += 1
+        message = {"id": self._id, "method": method, "params": params, **({"sessionId": session} if session else {})}
+        os.write(self._out, json.dumps(message).encode() + b"\0")
+        while True:  # events and other replies are skipped
+            while b"\0" not in self._buffer:
+                chunk = os.read(self._in, 1 << 16)
+                assert chunk, "Chromium closed its DevTools pipe"
+                self._buffer += chunk
+            raw, self._buffer = self._buffer.split(b"\0", 1)
+            reply = json.loads(raw)
+            if reply.get("id") == self._id:
+                assert "error" not in reply, reply["error"]
+                return reply["result"]
+
+    def open(self, url):
+        """A new tab on ``url``; returns its session."""
+        target = self.call("Target.createTarget", url=url)["targetId"]
+        return self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+
+    def wait_for(self, session, expression, timeout=60.0):
+        """The value of ``expression`` in the page once it is truthy (polled; the time limit is generous)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            reply = self.call("Runtime.evaluate", session, expression=expression, returnByValue=True)
+            if reply["result"].get("value") or time.monotonic() > deadline:
+                self.last = reply  # what the page said last, for a failing test's message
+                return reply["result"].get("value")
+            time.sleep(0.1)
+
+    def close(self):
+        try:
+            self.call("Browser.close")
+            self.process.wait(timeout=30)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.wait()
+            os.close(self._out)
+            os.close(self._in)
+
+
+@pytest.fixture(scope="module")
+def chromium(tmp_path_factory):
+    browser = Chromium(tmp_path_factory.mktemp("chromium-profile"))
+    yield browser
+    browser.close()
+
+
+@pytest.fixture(scope="module")
+def served(built):
+    """The site over http on 127.0.0.1 (a port the system picks): its base URL."""
+    site, _ = built
+    server = subprocess.Popen([sys.executable, "-u", "-m", "http.server", "0", "--bind", "127.0.0.1", "--directory",
+                               str(site)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        line = server.stdout.readline()  # "Serving HTTP on 127.0.0.1 port 40123 (http://127.0.0.1:40123/) ..."
+        port = re.search(r"port (\d+)", line)
+        assert port, f"http.server said {line!r}"
+        yield f"http://127.0.0.1:{port.group(1)}"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+READY = "document.readyState === 'complete'"
+
+
+@pytest.mark.browser
+def test_the_landing_page_opens_from_disk_with_the_two_commands(built, chromium):
+    site, _ = built
+    tab = chromium.open((site / "index.html").as_uri())
+    got = chromium.wait_for(tab, f"{READY} && ({{title: document.title, h1: document.querySelector('h1').textContent,"
+                                 " code: [...document.querySelectorAll('pre code')].map(e => e.textContent)})")
+    assert got, chromium.last
+    assert got["title"] == "attnlab" and got["h1"].strip(" ¶") == "attnlab"
+    commands = [line.split("#")[0].strip() for block in got["code"] for line in block.splitlines()]
+    assert "make run" in commands and "make test" in commands
+
+
+@pytest.mark.browser
+def test_a_notebook_page_shows_its_figures_and_math(built, chromium):
+    site, build = built
+    executed = nbformat.read(build / "src" / "notebooks" / "01_positional_encoding_lab.ipynb", as_version=4)
+    figures = sum("image/png" in out.get("data", {})
+                  for cell in executed.cells if cell.cell_type == "code" for out in cell.outputs)
+    assert figures >= 5
+    tab = chromium.open((site / NOTEBOOK).as_uri())
+    images = chromium.wait_for(tab, f"{READY} && [...document.images].every(i => i.complete) && [...document.images]"
+                                    ".filter(i => i.src.startsWith('data:image/png'))"
+                                    ".map(i => [i.naturalWidth, i.naturalHeight])")
+    assert len(images) == figures
+    assert all(w > 100 and h > 100 for w, h in images), images  # decoded by the browser, not broken
+    maths = chromium.wait_for(tab, "[...document.querySelectorAll('.jp-RenderedMarkdown math')]"
+                                   ".map(m => m.getBoundingClientRect().width)")
+    assert maths and all(width > 0 for width in maths)  # MathML drawn by the browser itself
+
+
+@pytest.mark.browser
+def test_an_api_page_shows_a_name_with_its_shape(built, chromium):
+    site, _ = built
+    tab = chromium.open((site / "api" / "encodings.html").as_uri())
+    text = chromium.wait_for(tab, f"{READY} && document.getElementById('attnlab.encodings.sinusoidal.sinusoidal')"
+                                  ".closest('.doc-object').textContent")
+    assert "The sinusoidal positional-encoding table" in text
+    assert "[L, D]" in text  # Returns: Tensor [L, D]
+    assert "tensor([0.8415, 0.5403, 0.0998, 0.9950, 0.0100, 1.0000, 0.0010, 1.0000])" in text  # its example
+
+
+@pytest.mark.browser
+def test_the_search_box_finds_alibi(served, chromium):
+    tab = chromium.open(f"{served}/index.html?q=ALiBi")
+    results = chromium.wait_for(tab, "[...document.querySelectorAll('.md-search-result__item > a')]"
+                                     ".map(a => a.getAttribute('href'))")
+    assert results, "no search result for ALiBi within 60 s"
+    query = chromium.wait_for(tab, "document.querySelector('.md-search__input').value")
+    assert query == "ALiBi"
+    pages = {urlsplit(href).path for href in results}
+    assert "/api/encodings.html" in pages
+    hrefs = chromium.wait_for(tab, "[...document.querySelectorAll('.md-search-result__item a')].map(a => a.href)")
+    assert any(urlsplit(h).fragment == "attnlab.encodings.ALiBi" for h in hrefs), hrefs
