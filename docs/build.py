@@ -28,9 +28,12 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import NoReturn
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
+# Left in --out and --build by a build: only a folder that holds it (or an empty one) is emptied by the next.
+MARKER = ".attnlab-docs"
 
 
 def parameters(text: str) -> dict[str, object]:
@@ -38,12 +41,12 @@ def parameters(text: str) -> dict[str, object]:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as err:
-        raise argparse.ArgumentTypeError(f"--parameters must be a JSON object, got {text!r} ({err.msg})") from None
+        raise argparse.ArgumentTypeError(f"must be a JSON object, got {text!r} ({err.msg})") from None
     if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"--parameters must be a JSON object, got {text!r}")
+        raise argparse.ArgumentTypeError(f"must be a JSON object, got {text!r}")
     for key, own in value.items():
         if key.endswith(".ipynb") and (not (ROOT / "notebooks" / key).is_file() or not isinstance(own, dict)):
-            raise argparse.ArgumentTypeError(f"--parameters: {key!r} must name a notebook in notebooks/ and map to "
+            raise argparse.ArgumentTypeError(f"{key!r} must name a notebook in notebooks/ and map to "
                                              f"a JSON object, got {own!r}")
     return value
 
@@ -104,8 +107,16 @@ def build_site(source: Path, out: Path) -> None:
     build(config)
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, but a bad argument is one line on stderr (exit status 2), as everywhere in attnlab."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"build.py: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = Parser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "site", help="the site's folder (default: site/)")
     parser.add_argument("--build", type=Path, default=ROOT / "build" / "docs",
                         help="the build folder: executed notebooks, their working folders (default: build/docs/)")
@@ -118,20 +129,28 @@ def main(argv: list[str] | None = None) -> int:
         values = args.parameters
         if values is None and os.environ.get("ATTNLAB_DOCS_PARAMETERS"):
             values = parameters(os.environ["ATTNLAB_DOCS_PARAMETERS"])
-    except argparse.ArgumentTypeError as err:
-        print(f"build.py: {err}", file=sys.stderr)
+    except argparse.ArgumentTypeError as err:  # from the environment variable: argparse has not seen it
+        print(f"build.py: ATTNLAB_DOCS_PARAMETERS {err}", file=sys.stderr)
         return 2
     if args.timeout < 1:
         print(f"build.py: --timeout must be at least 1, got {args.timeout}", file=sys.stderr)
         return 2
+    build, out = args.build.resolve(), args.out.resolve()
+    for flag, folder in (("--build", build), ("--out", out)):
+        if folder.exists() and (not folder.is_dir() or any(folder.iterdir()) and not (folder / MARKER).is_file()):
+            print(f"build.py: {flag} {folder} is not a folder this script wrote, nor an empty one: give another",
+                  file=sys.stderr)
+            return 2
     logging.basicConfig(level=logging.INFO, format="%(levelname)-7s %(message)s")
-    build = args.build.resolve()
     shutil.rmtree(build, ignore_errors=True)  # a fresh build: no notebook or page left from a previous one
+    for folder in (build, out):
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / MARKER).touch()  # MkDocs empties --out but keeps its hidden files
     source = build / "src"
     shutil.copytree(DOCS / "pages", source)
     try:
         execute_notebooks(build, source / "notebooks", values or {}, args.timeout)
-        build_site(source, args.out.resolve())
+        build_site(source, out)
     except Exception as err:  # a notebook's error or MkDocs' abort: one line, the details above it
         print(f"build.py: {type(err).__name__}: {str(err).strip().splitlines()[-1] if str(err).strip() else ''}",
               file=sys.stderr)

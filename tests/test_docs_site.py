@@ -5,7 +5,9 @@ inject, passed through ``--parameters``), and runs MkDocs in strict mode into a 
 Like the issue asks, the module runs when Chromium is present and is skipped otherwise (and when
 the ``docs`` extra is not installed).
 
-Unmarked: the parameters reach the notebooks; a link checker over every built HTML file (every
+Unmarked: the builder refuses, in one line and before writing anything, bad ``--parameters`` and
+an ``--out`` or ``--build`` folder holding files it did not write (it empties those folders);
+the parameters reach the notebooks; a link checker over every built HTML file (every
 internal ``href`` / ``src`` resolves to a file of the site, every ``#anchor`` to an element of its
 page, and no page, stylesheet or inline script loads anything from another host); every public
 name (the ``__all__`` of attnlab and of each public subpackage) has its entry in the API reference.
@@ -119,6 +121,28 @@ def test_the_parameters_reach_the_notebooks(built):
     # The rendered page shows the injected cell (its code highlighted: compare the text alone).
     text = re.sub(r"<[^>]+>", "", (site / NOTEBOOK).read_text(encoding="utf-8"))
     assert "EPOCHS = 2" in text
+
+
+@pytest.mark.parametrize("flag", ["--out", "--build"])
+def test_a_folder_of_other_files_is_refused_untouched(flag, tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    other = "--build" if flag == "--out" else "--out"
+    result = subprocess.run([sys.executable, str(ROOT / "docs" / "build.py"), flag, str(mine), other,
+                             str(tmp_path / "x")], capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and f"{flag} {mine} is not a folder this script wrote" in result.stderr
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"] and not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("value", ["[1]", "{bad", '{"no_such_notebook.ipynb": {}}'])
+def test_bad_parameters_are_one_line(value, tmp_path):
+    result = subprocess.run([sys.executable, str(ROOT / "docs" / "build.py"), "--out", str(tmp_path / "site"),
+                             "--build", str(tmp_path / "build"), "--parameters", value],
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 2 and result.stderr.startswith("build.py: argument --parameters: ")
+    assert result.stderr.count("\n") == 1 and not list(tmp_path.iterdir())
 
 
 def test_every_internal_link_resolves(built):
