@@ -77,7 +77,19 @@ def execute_notebooks(build: Path, target: Path, values: dict[str, object], time
     # Imported here: ``--help`` and bad arguments need none of Jupyter.
     import nbformat
     import papermill
+    from jupyter_client import KernelManager
     from offline import math_to_mathml  # docs/offline.py, beside this file
+
+    sockets = build / "kernel"
+
+    class Kernel(KernelManager):
+        """Unix sockets in the build folder rather than TCP ports: no race for a free port with the
+        kernels of other processes (the test suite's workers). A socket path has at most 107
+        characters; in a deeper folder, TCP it is."""
+
+        def __init__(self, **kwargs: object) -> None:
+            ipc = len(str(sockets)) < 90
+            super().__init__(**kwargs, transport="ipc" if ipc else "tcp", ip=str(sockets) if ipc else "127.0.0.1")
 
     kernels = [str(kernel_path(build)), os.environ.get("JUPYTER_PATH")]
     os.environ["JUPYTER_PATH"] = os.pathsep.join(filter(None, kernels))
@@ -92,7 +104,8 @@ def execute_notebooks(build: Path, target: Path, values: dict[str, object], time
         start = time.perf_counter()
         executed = papermill.execute_notebook(notebook, target / notebook.name,
                                               parameters=for_notebook(values, notebook.name), cwd=str(workdir),
-                                              kernel_name="python3", execution_timeout=timeout, progress_bar=False)
+                                              kernel_name="python3", kernel_manager_class=Kernel,
+                                              execution_timeout=timeout, progress_bar=False)
         math_to_mathml(executed)  # drawn by the browser itself: no MathJax to fetch
         nbformat.write(executed, target / notebook.name)
         print(f"executed {notebook.name} in {time.perf_counter() - start:.1f} s", flush=True)

@@ -39,6 +39,8 @@ import pytest
 
 import attnlab
 
+from shared_once import shared_once
+
 for _module in ("mkdocs", "material", "mkdocstrings", "mkdocs_jupyter", "papermill", "latex2mathml"):
     pytest.importorskip(_module, reason="the docs extra is not installed (`pip install -e '.[docs]'`)")
 
@@ -62,18 +64,22 @@ QUICK = {
 NOTEBOOK = "notebooks/01_positional_encoding_lab.html"
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    """``(site, build)``: the folders ``docs/build.py`` wrote; the committed notebooks are left as they were."""
-    root = tmp_path_factory.mktemp("docs")
+def _build(folder):
+    """``docs/build.py`` into ``folder/site`` and ``folder/build``; the committed notebooks are left as they were."""
     committed = {path: path.read_bytes() for path in (ROOT / "notebooks").glob("*.ipynb")}
-    site, build = root / "site", root / "build"
-    result = subprocess.run([sys.executable, str(ROOT / "docs" / "build.py"), "--out", str(site), "--build", str(build),
-                             "--parameters", json.dumps(QUICK)], capture_output=True, text=True, timeout=900,
-                            check=False, cwd=root)
+    result = subprocess.run([sys.executable, str(ROOT / "docs" / "build.py"), "--out", str(folder / "site"),
+                             "--build", str(folder / "build"), "--parameters", json.dumps(QUICK)],
+                            capture_output=True, text=True, timeout=900, check=False, cwd=folder)
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
     assert {path: path.read_bytes() for path in (ROOT / "notebooks").glob("*.ipynb")} == committed
-    return site, build
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """``(site, build)``: the folders ``docs/build.py`` wrote, once per session (tests/shared_once.py:
+    work stealing may give this module's tests to both xdist workers)."""
+    folder = shared_once(tmp_path_factory, "docs-site", _build)
+    return folder / "site", folder / "build"
 
 
 class Page(HTMLParser):
