@@ -6,9 +6,10 @@
    interpreter, in a working folder of its own under the build folder. papermill injects
    ``--parameters`` (a JSON object, or the ``ATTNLAB_DOCS_PARAMETERS`` environment variable)
    after the cell tagged ``parameters``; without them the notebooks run at their own, full
-   length. A name given at the top level goes to every notebook (one a notebook does not use is
-   injected and left unused); a key that is a notebook's file name holds that notebook's own,
-   which win: ``{"EPOCHS": 2, "07_length_generalisation.ipynb": {"N_SEEDS": 1}}``.
+   length. A name given at the top level goes to every notebook whose parameters cell defines it;
+   a key that is a notebook's file name holds that notebook's own, which win:
+   ``{"EPOCHS": 2, "07_length_generalisation.ipynb": {"N_SEEDS": 1}}``. A name that no
+   parameters cell defines is refused, before anything is run.
    Their LaTeX becomes MathML (docs/offline.py), so the pages need no MathJax.
 2. ``docs/pages/`` and the executed copies are put together in ``BUILD/src`` (the executed
    copies never go back into ``notebooks/``, which is committed without outputs).
@@ -51,12 +52,21 @@ def parameters(text: str) -> dict[str, object]:
     return value
 
 
-def for_notebook(values: dict[str, object], name: str) -> dict[str, object]:
-    """What ``name`` gets: the names given to every notebook, then its own (which win)."""
-    shared = {key: value for key, value in values.items() if not key.endswith(".ipynb")}
-    own = values.get(name, {})
+def for_notebook(values: dict[str, object], notebook: Path, defined: set[str]) -> dict[str, object]:
+    """What ``notebook`` gets: the shared names its parameters cell ``defined``, then its own (which win)."""
+    shared = {key: value for key, value in values.items() if not key.endswith(".ipynb") and key in defined}
+    own = values.get(notebook.name, {})
     assert isinstance(own, dict)  # checked by parameters()
     return {**shared, **own}
+
+
+def unknown_names(values: dict[str, object], defined: dict[str, set[str]]) -> list[str]:
+    """The names given that no parameters cell defines: a notebook's own in that notebook, a shared one in any."""
+    unknown = [key for key in values if not key.endswith(".ipynb") and not any(key in d for d in defined.values())]
+    for name, own in values.items():
+        if name.endswith(".ipynb") and isinstance(own, dict):
+            unknown += [f"{key} (in {name})" for key in own if key not in defined[name]]
+    return unknown
 
 
 def kernel_path(build: Path) -> Path:
@@ -72,7 +82,8 @@ def kernel_path(build: Path) -> Path:
     return build / "jupyter"
 
 
-def execute_notebooks(build: Path, target: Path, values: dict[str, object], timeout: int) -> None:
+def execute_notebooks(build: Path, target: Path, values: dict[str, object], defined: dict[str, set[str]],
+                      timeout: int) -> None:
     """Run every notebook with papermill into ``target``, each in its own working folder."""
     # Imported here: ``--help`` and bad arguments need none of Jupyter.
     import nbformat
@@ -103,7 +114,8 @@ def execute_notebooks(build: Path, target: Path, values: dict[str, object], time
         workdir.mkdir(parents=True)
         start = time.perf_counter()
         executed = papermill.execute_notebook(notebook, target / notebook.name,
-                                              parameters=for_notebook(values, notebook.name), cwd=str(workdir),
+                                              parameters=for_notebook(values, notebook, defined[notebook.name]),
+                                              cwd=str(workdir),
                                               kernel_name="python3", kernel_manager_class=Kernel,
                                               execution_timeout=timeout, progress_bar=False)
         math_to_mathml(executed)  # drawn by the browser itself: no MathJax to fetch
@@ -148,6 +160,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.timeout < 1:
         print(f"build.py: --timeout must be at least 1, got {args.timeout}", file=sys.stderr)
         return 2
+    import papermill  # after the arguments: --help needs none of Jupyter
+
+    defined = {nb.name: set(papermill.inspect_notebook(nb)) for nb in sorted((ROOT / "notebooks").glob("*.ipynb"))}
+    if unknown := unknown_names(values or {}, defined):
+        print(f"build.py: --parameters: no notebook's parameters cell defines {', '.join(unknown)}", file=sys.stderr)
+        return 2
     build, out = args.build.resolve(), args.out.resolve()
     for flag, folder in (("--build", build), ("--out", out)):
         if folder.exists() and (not folder.is_dir() or any(folder.iterdir()) and not (folder / MARKER).is_file()):
@@ -162,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     source = build / "src"
     shutil.copytree(DOCS / "pages", source)
     try:
-        execute_notebooks(build, source / "notebooks", values or {}, args.timeout)
+        execute_notebooks(build, source / "notebooks", values or {}, defined, args.timeout)
         build_site(source, out)
     except Exception as err:  # a notebook's error or MkDocs' abort: one line, the details above it
         print(f"build.py: {type(err).__name__}: {str(err).strip().splitlines()[-1] if str(err).strip() else ''}",

@@ -124,6 +124,10 @@ def test_the_parameters_reach_the_notebooks(built):
         (injected,) = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
         assert f"EPOCHS = {epochs}" in injected.source  # a notebook's own value wins over the shared one
     assert "N_SEEDS = 1" in injected.source
+    # A shared name goes only where a parameters cell defines it: notebook 02 gets its own names alone.
+    nb = nbformat.read(build / "src" / "notebooks" / "02_tensorflow_position_encoding.ipynb", as_version=4)
+    (injected,) = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
+    assert "NUM_POSITIONS = 30" in injected.source and "EPOCHS" not in injected.source
     # The rendered page shows the injected cell (its code highlighted: compare the text alone).
     text = re.sub(r"<[^>]+>", "", (site / NOTEBOOK).read_text(encoding="utf-8"))
     assert "EPOCHS = 2" in text
@@ -142,13 +146,19 @@ def test_a_folder_of_other_files_is_refused_untouched(flag, tmp_path):
     assert [p.name for p in mine.iterdir()] == ["notes.txt"] and not (tmp_path / "x").exists()
 
 
-@pytest.mark.parametrize("value", ["[1]", "{bad", '{"no_such_notebook.ipynb": {}}'])
-def test_bad_parameters_are_one_line(value, tmp_path):
+@pytest.mark.parametrize(("value", "message"), [
+    ("[1]", "argument --parameters: must be a JSON object, got '[1]'"),
+    ("{bad", "argument --parameters: must be a JSON object, got '{bad'"),
+    ('{"no_such_notebook.ipynb": {}}', "'no_such_notebook.ipynb' must name a notebook in notebooks/"),
+    ('{"EPOCH": 2}', "--parameters: no notebook's parameters cell defines EPOCH"),
+    ('{"05_pe_walkthrough.ipynb": {"EPOCHS": 1}}', "defines EPOCHS (in 05_pe_walkthrough.ipynb)"),
+])
+def test_bad_parameters_are_one_line(value, message, tmp_path):
     result = subprocess.run([sys.executable, str(ROOT / "docs" / "build.py"), "--out", str(tmp_path / "site"),
                              "--build", str(tmp_path / "build"), "--parameters", value],
                             capture_output=True, text=True, timeout=120, check=False)
-    assert result.returncode == 2 and result.stderr.startswith("build.py: argument --parameters: ")
-    assert result.stderr.count("\n") == 1 and not list(tmp_path.iterdir())
+    assert result.returncode == 2 and result.stderr.startswith("build.py: ") and message in result.stderr
+    assert result.stderr.count("\n") == 1 and not list(tmp_path.iterdir())  # nothing written, nothing run
 
 
 def test_every_internal_link_resolves(built):
