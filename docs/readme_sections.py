@@ -86,7 +86,7 @@ def section(include: Include, root: Path) -> str:
         raise PluginError(f"@include: {path} does not exist")
     lines = path.read_text(encoding="utf-8").splitlines()
     marks = headings(lines)
-    begin, end, level = 0, len(lines), 1
+    begin, end, level = 0, len(lines), 2  # a whole file: its sections (##) take the include's level
     if include.heading is not None:
         starts = [(i, lvl) for i, lvl, text in marks if "#" * lvl + " " + text == include.heading]
         if len(starts) != 1:
