@@ -48,8 +48,9 @@ TEST_WORKERS ?= auto
 test: $(TEST_STAMP)
 	PYTHONDONTWRITEBYTECODE= MPLBACKEND=Agg $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal
 
-# The tests that open the report in headless Chromium (`make test` skips them when no browser
-# is installed): installs Chromium from the system's packages first if it is missing.
+# The tests that open a page in headless Chromium, the report's viewer and the documentation site
+# (`make test` skips them when no browser is installed): installs Chromium from the system's
+# packages first if it is missing.
 test-browser: $(TEST_STAMP)
 	command -v chromium || (apt-get update && apt-get install -y chromium)
 	MPLBACKEND=Agg $(BIN)/python -m pytest -m browser
