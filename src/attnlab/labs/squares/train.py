@@ -38,6 +38,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlab._io import atomic_write, read_text
+from attnlab._validate import check_int
 from attnlab.labs.report import Report, write_report
 from attnlab.labs.run_folder import RunFolder, claim, run_kind
 from attnlab.labs.squares.config import DEFAULT_WEIGHT_SEED, LAB_WEIGHT_SEEDS, UNSEEDED_LOADER_SEED, SquaresConfig
@@ -47,10 +48,11 @@ from attnlab.labs.squares.history import resumed_lines
 from attnlab.training import Checkpoint, MetricsFile, Trainer
 from attnlab.training.distributed import DistributedContext
 from attnlab.training.rng import preserved_rng
+from attnlab.training.threads import intra_op_threads, step_work, threads_for
 
 __all__ = ["CHECKPOINT", "DEFAULT_WEIGHT_SEED", "LAB_WEIGHT_SEEDS", "UNSEEDED_LOADER_SEED", "RunResult",
            "SquaresConfig", "SquaresTestSet", "build_model", "check_train_folder", "load_run", "make_optimizer",
-           "predict_corners", "resume_config", "test_squares", "train_run"]
+           "predict_corners", "resume_config", "run_threads", "test_squares", "train_run"]
 
 _RUN_FIGURES = ("attention", "predictions", "losses")  # attnlab plot's figures of a run (they call load_run)
 
@@ -81,6 +83,22 @@ def make_optimizer(model: nn.Module, config: SquaresConfig) -> torch.optim.Optim
     them, which at these models' sizes costs more than the forward pass. Same algorithm as the
     labs' ``optim.Adam``; results differ only in the last bits."""
     return torch.optim.Adam(model.parameters(), lr=config.lr, fused=True)
+
+
+def run_threads(config: SquaresConfig, model: nn.Module, *, squares: int | None = None,
+                threads: int | None = None) -> int:
+    """The intra-op threads ``config``'s model computes on: ``threads`` if given (``--threads``), else the rule
+    of :mod:`attnlab.training.threads` for a step on ``squares`` squares (None: a training batch), each ``S + 2``
+    points (``S`` = 2 given corners, 4 padded ones for ``variable_len``; 2 predicted).
+
+    Raises:
+        TypeError / ValueError: if ``threads`` or ``squares`` is given and not an int of at least 1.
+    """
+    if threads is not None:
+        return check_int("threads", threads, minimum=1)
+    squares = config.batch_size if squares is None else check_int("squares", squares, minimum=1)
+    points = (4 if config.variable_len else 2) + 2
+    return threads_for(work=step_work(model, tokens=squares * points))
 
 
 def _data(config: SquaresConfig, shard: tuple[int, int] | None = None) -> Any:
@@ -171,13 +189,15 @@ def train_run(
         # Neither checked nor claimed here: probing the lock rank 0 holds would fail, and only rank 0 writes.
         with preserved_rng({}):
             built = _build(config, progress=False, distributed=distributed)
-            return _train(config, RunFolder(Path(folder).expanduser().resolve(), "train", resume), built,
-                          announce=None, note=None, distributed=distributed)
+            with intra_op_threads(run_threads(config, built.model, threads=config.threads)):
+                return _train(config, RunFolder(Path(folder).expanduser().resolve(), "train", resume), built,
+                              announce=None, note=None, distributed=distributed)
     check_train_folder(config, folder, resume=resume)
     with preserved_rng({}):
         # Whatever the settings alone can refuse (the loaders' seeds, the sizes) is refused before the folder is made.
         built = _build(config, progress=progress, distributed=distributed)
-        with claim(folder, kind="train", resume=resume) as run:
+        threads = run_threads(config, built.model, threads=config.threads)
+        with intra_op_threads(threads), claim(folder, kind="train", resume=resume) as run:
             return _train(config, run, built, announce=announce, note=note, distributed=distributed)
 
 
