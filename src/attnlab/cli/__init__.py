@@ -26,6 +26,7 @@ of milliseconds. A verb imports what it needs inside its ``run``.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import re
 import sys
@@ -79,6 +80,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     if argv is None:
         quiet_start()
+        try:
+            return _main(argv)
+        finally:
+            # The program is about to end: its objects are never collected again, so hand them to the permanent
+            # generation. Python's shutdown then skips them instead of walking every object torch and
+            # matplotlib made (0.4 s of a 3 s `attnlab train`); atexit handlers and flushing run as before.
+            gc.freeze()
+    return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    """:func:`main` once Ctrl-C is handled."""
     use_writable_matplotlib_dir()  # else matplotlib warns twice on stderr where HOME is not writable
     parser = build_parser()
     try:

@@ -187,6 +187,13 @@ def add_device_option(p: argparse.ArgumentParser) -> None:
                    help="cpu, cuda, cuda:N or mps (default: cuda if available, else mps, else cpu)")
 
 
+def add_threads_option(p: argparse.ArgumentParser, *, what: str) -> None:
+    """``--threads N``: the intra-op threads ``what`` computes on, instead of :mod:`attnlab.training.threads`' rule."""
+    p.add_argument("--threads", type=positive_int, default=None, metavar="N",
+                   help=f"intra-op threads {what} computes on (default: chosen by the work of a step; one thread "
+                        "for the labs' models, where a second only slows a step down)")
+
+
 def default_run_folder(name: str) -> Path:
     """``runs/NAME-YYYYmmdd-HHMMSS``."""
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")

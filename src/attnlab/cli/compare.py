@@ -13,6 +13,7 @@ from attnlab.cli._common import (
     add_device_option,
     add_progress_option,
     add_size_options,
+    add_threads_option,
     default_run_folder,
     folder_arg,
     int_list,
@@ -97,6 +98,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                    help="train every model as a task on the Ray cluster at ADDRESS (auto, ray://host:port, or "
                         "local for a private instance on this machine); needs pip install 'attnlab[ray]'")
     add_device_option(p)
+    add_threads_option(p, what="each model (recorded with the settings: the records can differ in the last bits "
+                                "with another count, never with --jobs)")
     add_progress_option(p)
     p.set_defaults(func=run)
     return p
@@ -124,7 +127,7 @@ def _given(args: argparse.Namespace, *, task: str | None = None) -> dict[str, An
     flags: dict[str, Any] = {
         name: getattr(args, name)
         for name in ("task", "architecture", "train_len", "n_seeds", "epochs", "n_train", "test_lens", "n_symbols",
-                     "l_max", "min_train_len", "n_test", "batch_size", "lr", "backend", "protocol")}
+                     "l_max", "min_train_len", "n_test", "batch_size", "lr", "backend", "protocol", "threads")}
     flags.update({field: getattr(args, field) for field in size_flags.values()})
     if args.encodings is not None:
         names = tuple(name.strip() for name in args.encodings.split(",") if name.strip())

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from attnlab._io import atomic_write, check_writable
-from attnlab.cli._common import UsageError, int_list, non_negative_int, parse_int, positive_int
+from attnlab.cli._common import UsageError, add_threads_option, int_list, non_negative_int, parse_int, positive_int
 from attnlab.cli._table_options import add_table_options
 
 __all__ = ["FIGURE_NAMES", "RUN_FIGURES", "add_parser", "run"]
@@ -166,6 +166,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--run", type=Path, default=None, help="run folder, for attention|predictions|losses")
     p.add_argument("--layer", default=None, help="attention layer to draw (attention figure)")
     p.add_argument("--dpi", type=positive_int, default=100)
+    add_threads_option(p, what="a run figure's model (--run)")
     p.set_defaults(func=run)
     return p
 
@@ -183,8 +184,9 @@ def run(args: argparse.Namespace) -> int:
     if args.name in RUN_FIGURES:
         fig = _run_figure(args)
     else:
-        if args.run is not None:
-            raise UsageError(f"--run goes with the run figures ({', '.join(RUN_FIGURES)}), not {args.name!r}")
+        for flag, value in (("--run", args.run), ("--threads", args.threads)):
+            if value is not None:
+                raise UsageError(f"{flag} goes with the run figures ({', '.join(RUN_FIGURES)}), not {args.name!r}")
         (d_model, max_len, rates), build, _ = _figures()[args.name]
         # Flags the user did not give take the defaults of the lab the figure comes from.
         args.d_model = args.d_model if args.d_model is not None else d_model
@@ -200,13 +202,23 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_figure(args: argparse.Namespace) -> Any:
     """Figures of a trained squares run: its losses, its predictions, or one attention map."""
-    from attnlab import plotting as P
-    from attnlab.labs.squares.figures import attention_figures, predictions_figure
-    from attnlab.labs.squares.train import load_run, test_squares
+    from attnlab.labs.squares.train import load_run, run_threads
+    from attnlab.training.threads import intra_op_threads
 
     if args.run is None:
         raise UsageError(f"plot {args.name} needs --run RUN_FOLDER")
     config, model, state = load_run(args.run)
+    # The predictions figure runs the model on 10 squares, the attention maps on 2.
+    with intra_op_threads(run_threads(config, model, squares=10, threads=args.threads)):
+        return _draw_run_figure(args, config, model, state)
+
+
+def _draw_run_figure(args: argparse.Namespace, config: Any, model: Any, state: dict[str, Any]) -> Any:
+    """The run figure ``args.name`` of a loaded run."""
+    from attnlab import plotting as P
+    from attnlab.labs.squares.figures import attention_figures, predictions_figure
+    from attnlab.labs.squares.train import test_squares
+
     if args.name == "losses":
         return P.plot_losses(state["loss"], state["val_loss"])
     squares = test_squares(config)

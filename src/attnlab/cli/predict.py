@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from attnlab.cli._common import FLOAT32_MAX, UsageError
+from attnlab.cli._common import FLOAT32_MAX, UsageError, add_threads_option
 
 __all__ = ["add_parser", "parse_points", "run"]
 
@@ -29,6 +29,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--points", required=True,
                    help="the first two corners, 'x0,y0 x1,y1' (2 to 4 corners for a --variable-len run)")
     p.add_argument("--json", action="store_true", help="print JSON")
+    add_threads_option(p, what="the prediction")
     p.set_defaults(func=run)
     return p
 
@@ -67,12 +68,21 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         UsageError: if the model's prediction for ``--points`` is not finite.
     """
-    import torch
-
-    from attnlab.labs.squares.train import load_run, predict_corners
+    from attnlab.labs.squares.train import load_run, run_threads
+    from attnlab.training.threads import intra_op_threads
 
     config, model, _ = load_run(args.run)
     parsed = parse_points(args.points, (2, 3, 4) if config.variable_len else (2,))
+    with intra_op_threads(run_threads(config, model, squares=1, threads=args.threads)):
+        return _predict(args, config, model, parsed)
+
+
+def _predict(args: argparse.Namespace, config: Any, model: Any, parsed: list[list[float]]) -> int:
+    """Print the corners ``model`` predicts from the ``parsed`` points; returns the exit status."""
+    import torch
+
+    from attnlab.labs.squares.train import predict_corners
+
     points = torch.tensor([parsed], dtype=torch.float32)  # [1, K, 2]
     given = points.shape[1]
     if config.variable_len:  # padded to the model's 4 steps, the padding masked

@@ -19,6 +19,7 @@ from attnlab.cli._common import (
     add_device_option,
     add_progress_option,
     add_size_options,
+    add_threads_option,
     default_run_folder,
     folder_arg,
     positive_float,
@@ -83,6 +84,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true",
                    help="continue the run in --out (its saved settings) up to --epochs")
     add_device_option(p)
+    add_threads_option(p, what="training (recorded in config.json; a resume keeps it unless given again)")
     add_progress_option(p)
     p.set_defaults(func=run)
     return p
@@ -134,7 +136,7 @@ def _plan(args: argparse.Namespace, device: torch.device) -> tuple[SquaresConfig
              "lr": args.lr, "batch_size": args.batch_size, "n_train": args.n_train,
              "teacher_forcing_prob": args.teacher_forcing, "test_draws_global": args.test_draws_global,
              "variable_len": args.variable_len, "device": str(device), "encoding": args.encoding,
-             "backend": args.backend,
+             "backend": args.backend, "threads": args.threads,
              **{field: getattr(args, field) for field in size_flags.values()}}
     if args.resume:
         if args.out is None:

@@ -15,10 +15,35 @@ Both labs train through :func:`attnlab.training.fit`. Imports run one way:
 ``encodings -> attention -> models -> training -> labs -> cli``.
 """
 
-from attnlab.labs.lengths.compare import CompareResult, run_compare
-from attnlab.labs.lengths.config import QUICK, CompareConfig
-from attnlab.labs.lengths.report import format_table, summarise
-from attnlab.labs.squares.train import RunResult, SquaresConfig, load_run, predict_corners, train_run
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from attnlab.labs.lengths.compare import CompareResult, run_compare
+    from attnlab.labs.lengths.config import QUICK, CompareConfig
+    from attnlab.labs.lengths.report import format_table, summarise
+    from attnlab.labs.squares.train import RunResult, SquaresConfig, load_run, predict_corners, train_run
 
 __all__ = ["QUICK", "CompareConfig", "CompareResult", "RunResult", "SquaresConfig", "format_table", "load_run",
            "predict_corners", "run_compare", "summarise", "train_run"]
+
+#: where each name lives: imported when first asked for (PEP 562), so that ``attnlab train`` does not import
+#: the length lab (a fifth of a second) and ``attnlab compare`` not the squares lab
+_HOMES = {"CompareResult": "lengths.compare", "run_compare": "lengths.compare", "QUICK": "lengths.config",
+          "CompareConfig": "lengths.config", "format_table": "lengths.report", "summarise": "lengths.report",
+          "RunResult": "squares.train", "SquaresConfig": "squares.train", "load_run": "squares.train",
+          "predict_corners": "squares.train", "train_run": "squares.train"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

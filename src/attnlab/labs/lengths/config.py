@@ -117,9 +117,14 @@ class CompareConfig:
     # epochs), "ruoss2023" (a fresh batch of one length per step: epochs x n_train strings, no set built),
     # "kazemnejad2023" (a fixed set, exact match, their quarter rotary).
     protocol: str = "fixed"
+    # Intra-op threads each model computes on (--threads); None: attnlab.training.threads' rule, by the work of a
+    # step (one thread at the lab's sizes). Never by --jobs: the records are the same whatever the workers.
+    threads: int | None = None
 
     def __post_init__(self) -> None:
         check_choice("task", self.task, TASKS)
+        if self.threads is not None:
+            check_int("threads", self.threads, minimum=1)
         self.task_object.check_architecture(self.architecture)
         check_choice("protocol", self.protocol, PROTOCOLS)
         if not self.protocol_object.builds_training_set and not self.task_object.draws_fresh:
@@ -345,6 +350,8 @@ class CompareConfig:
             d = {**d, "backend": "auto"}
         if isinstance(d, dict) and "protocol" not in d:
             d = {**d, "protocol": "fixed"}  # written before protocols were named: every run trained on a fixed set
+        if isinstance(d, dict) and "threads" not in d:
+            d = {**d, "threads": None}  # written before --threads: every run computed on one thread, as the rule does
         return cls(**check_keys("config", d, [f.name for f in dataclasses.fields(cls)], complete=True))
 
 

@@ -26,8 +26,9 @@ from attnlab.labs.lengths.config import CompareConfig
 from attnlab.training import Callback, fit
 from attnlab.training.clipping import GradientClipping
 from attnlab.training.rng import preserved_rng
+from attnlab.training.threads import intra_op_threads, step_work, threads_for
 
-__all__ = ["ModelResult", "evaluate", "one_thread", "train_one"]
+__all__ = ["ModelResult", "evaluate", "one_thread", "run_threads", "train_one"]
 
 
 @dataclass
@@ -92,12 +93,16 @@ def _rows(batch: Any, start: int, stop: int) -> Any:
 @contextmanager
 def one_thread() -> Iterator[None]:
     """Run the block on one intra-op thread; torch's thread count comes back after."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with intra_op_threads(1):
         yield
-    finally:
-        torch.set_num_threads(threads)
+
+
+def run_threads(config: CompareConfig, model: nn.Module) -> int:
+    """The intra-op threads one run of ``config`` computes on: ``config.threads``, else the rule of
+    :mod:`attnlab.training.threads` for a training batch (``batch_size`` x the longest training sequence)."""
+    if config.threads is not None:
+        return config.threads
+    return threads_for(work=step_work(model, tokens=config.batch_size * config.sequence_length(config.train_len)))
 
 
 def train_one(config: CompareConfig, sets: TaskSets, encoding: str, seed: int, *,
@@ -107,9 +112,10 @@ def train_one(config: CompareConfig, sets: TaskSets, encoding: str, seed: int, *
     Its initial weights are drawn after ``torch.manual_seed(seed)`` and its batches
     shuffled by a generator seeded with ``seed``, on a copy of the global random
     state: what ran before does not change it, and it changes nothing after. It
-    computes on one thread (torch's thread count is restored after): a float sum's
-    order depends on how many threads split it, and the records must not depend on
-    how many runs share the machine (:mod:`attnlab.labs.sweep`).
+    computes on :func:`run_threads`' threads (one at the lab's sizes; torch's thread count is
+    restored after), which depend on the settings and the model alone: a float sum's order
+    depends on how many threads split it, and the records must not depend on how many runs
+    share the machine (:mod:`attnlab.labs.sweep`).
 
     Args:
         config: the comparison's settings.
@@ -124,18 +130,19 @@ def train_one(config: CompareConfig, sets: TaskSets, encoding: str, seed: int, *
         A :class:`ModelResult`.
     """
     began = time.perf_counter()
-    with one_thread(), preserved_rng({}):  # torch's, CUDA's and Python's streams all come back as they were
+    with preserved_rng({}):  # torch's, CUDA's and Python's streams all come back as they were
         torch.manual_seed(seed)
         model = config.build_model(encoding).to(device)
-        protocol = config.protocol_object
-        loader, epochs = protocol.batches(config, sets, seed)
-        optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(epochs * len(loader)))
-        clipping = GradientClipping()
-        clipping.set_norm(1.0)
-        fit(model, optimizer, loader, epochs=epochs, loss=protocol.loss(config), scheduler=scheduler,
-            scheduler_interval="batch", clipping=clipping, callbacks=callbacks)
-        records = evaluate(model, config, sets, encoding, seed)
+        with intra_op_threads(run_threads(config, model)):
+            protocol = config.protocol_object
+            loader, epochs = protocol.batches(config, sets, seed)
+            optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
+            scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(epochs * len(loader)))
+            clipping = GradientClipping()
+            clipping.set_norm(1.0)
+            fit(model, optimizer, loader, epochs=epochs, loss=protocol.loss(config), scheduler=scheduler,
+                scheduler_interval="batch", clipping=clipping, callbacks=callbacks)
+            records = evaluate(model, config, sets, encoding, seed)
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     n_parameters = sum(p.numel() for p in model.parameters())
     return ModelResult(encoding, seed, records, state, time.perf_counter() - began, n_parameters)

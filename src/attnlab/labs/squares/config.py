@@ -66,7 +66,7 @@ class SquaresConfig:
     Raises:
         TypeError / ValueError: naming the setting, for an unknown model, a count
             or size below 1, a size the model does not have, a non-positive ``lr`` or
-            a ``teacher_forcing_prob`` outside [0, 1], or a ``device`` that is not a
+            a ``teacher_forcing_prob`` outside [0, 1], ``threads`` below 1, or a ``device`` that is not a
             cpu, cuda or mps device name (whether this machine has it is not checked).
     """
 
@@ -105,6 +105,10 @@ class SquaresConfig:
     # other models, which have no such choice; stored resolved ("sinusoidal", "auto") for the transformer.
     encoding: str | None = None
     backend: str | None = None
+    # Intra-op threads the run computes on (--threads); None: attnlab.training.threads' rule, by the work of a step
+    # (one thread for every model here at the labs' sizes). Like device, it says how the run trained, and a resume
+    # may use another.
+    threads: int | None = None
 
     def __post_init__(self) -> None:
         defaults = squares_sizes(check_choice("model", self.model, SQUARES_MODELS))
@@ -116,6 +120,8 @@ class SquaresConfig:
                 has = ", ".join(defaults)
                 raise ValueError(f"{name}: the {self.model} model has no such size (its sizes: {has})")
         check_int("epochs", self.epochs, minimum=1)
+        if self.threads is not None:
+            check_int("threads", self.threads, minimum=1)
         object.__setattr__(self, "device", _device_name(self.device))
         self._resolve_position()
         if self.seed is None:
@@ -188,6 +194,9 @@ class SquaresConfig:
             # had no choice. That is what the run was, not today's default.
             transformer = d.get("model") == "transformer"
             d = {**d, "encoding": "sinusoidal" if transformer else None, "backend": "auto" if transformer else None}
+        if isinstance(d, dict) and "threads" not in d:
+            # Written before --threads existed: the run took torch's default; a resume takes today's rule.
+            d = {**d, "threads": None}
         config = cls(**check_keys("config", d, [f.name for f in dataclasses.fields(cls)], complete=True))
         if d["seed"] is None:
             raise ValueError("config has 'seed' null (a run's config holds its seed resolved)")

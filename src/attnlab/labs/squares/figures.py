@@ -27,9 +27,11 @@ from attnlab.attention.recording import collect_attention, record_attention
 from attnlab.labs.squares.inference import run_eval
 from attnlab.labs.squares.viewer import ViewerData, ViewerLayer
 
-__all__ = ["SquaresTestSet", "attention_figures", "attention_viewer_data", "attention_weights", "layer_kind",
-           "layer_title", "predictions_figure", "write_figures"]
+__all__ = ["RunFigures", "SquaresTestSet", "attention_figures", "attention_viewer_data", "attention_weights",
+           "layer_kind", "layer_title", "predictions_figure", "write_figures", "write_run_figures"]
 
+#: test squares in the predictions figure, the report's viewer and the attention figures
+_PREDICTED, _VIEWER, _ATTENTION_FIGURE = 10, 8, 2
 _TITLES = {"encoder.self": "Encoder Self-Attention", "decoder.self": "Decoder Self-Attention",
            "decoder.cross": "Cross-Attention"}
 
@@ -136,15 +138,19 @@ def attention_figures(model: nn.Module, squares: SquaresTestSet, n: int = 2) -> 
     Raises:
         TypeError / ValueError: if ``n`` is not an int of at least 1.
     """
+    squares = squares.head(n)
+    return _attention_figures(attention_weights(model, squares.source, squares.source_mask), squares)
+
+
+def _attention_figures(weights: dict[str, Tensor], squares: SquaresTestSet) -> dict[str, Any]:
+    """The figures of :func:`attention_figures` from the layers' ``weights`` ``{name: [n, H, T, S]}`` on ``squares``."""
     from attnlab.plotting import plot_attention_weights
 
-    squares = squares.head(n)
-    inputs, mask = squares.source, squares.source_mask  # [n, S, 2], [n, 1, S] or None
     given, predicted = squares.labels()
     labels = _describe(squares, short=True)
     figures = {}
-    for name, weights in attention_weights(model, inputs, mask).items():
-        fig = plot_attention_weights(weights, labels, list(given), list(predicted),
+    for name, layer in weights.items():
+        fig = plot_attention_weights(layer, labels, list(given), list(predicted),
                                      decoder="decoder" in name, self_attn="self_attn" in name)
         fig.suptitle(layer_title(name))
         figures[name] = fig
@@ -171,12 +177,15 @@ def attention_viewer_data(model: nn.Module, squares: SquaresTestSet, n: int = 8)
         TypeError / ValueError: if ``n`` is not an int of at least 1.
     """
     squares = squares.head(n)
-    inputs, mask = squares.source, squares.source_mask  # [n, S, 2], [n, 1, S] or None
+    return _viewer_data(attention_weights(model, squares.source, squares.source_mask), squares)
+
+
+def _viewer_data(weights: dict[str, Tensor], squares: SquaresTestSet) -> ViewerData:
+    """:func:`attention_viewer_data` from the layers' ``weights`` ``{name: [n, H, T, S]}`` on ``squares``."""
     given, predicted = squares.labels()
     last_given = given[-1] if squares.source_mask is None else "Last given"
     keys = {"encoder.self": given, "decoder.cross": given, "decoder.self": (last_given, *predicted[:-1])}
     queries = {"encoder.self": given, "decoder.cross": predicted, "decoder.self": predicted}
-    weights = attention_weights(model, inputs, mask)  # {name: [n, H, T, S]}
     kinds = [layer_kind(name) for name in weights]
     layers, seen = [], dict.fromkeys(kinds, 0)
     for name, kind in zip(weights, kinds, strict=True):
@@ -192,19 +201,79 @@ def attention_viewer_data(model: nn.Module, squares: SquaresTestSet, n: int = 8)
 def predictions_figure(model: nn.Module, squares: SquaresTestSet) -> Any:
     """The model's predictions on the first 10 test squares: :func:`attnlab.plotting.plot_sequence_pred` for
     the labs' squares, :func:`attnlab.plotting.prefix_pred` for the variable-length ones."""
-    from attnlab.plotting import plot_sequence_pred, prefix_pred
+    squares = squares.head(_PREDICTED)
+    return _predictions_figure(_run(model, squares), squares)
 
-    squares = squares.head(10)
+
+def _run(model: nn.Module, squares: SquaresTestSet) -> Tensor:
+    """The model's predictions ``[n, T, 2]`` for ``squares`` (on the model's device; fed in its dtype, as the
+    book's figure fed it)."""
     param = next(model.parameters(), None)
     device = None if param is None else param.device
     if squares.source_mask is None:
-        # In the model's dtype, as the book's figure fed it.
         source = squares.source if param is None else squares.source.to(device, param.dtype)  # [n, 2, 2]
-        predicted = run_eval(model, source)  # [n, 2, 2]
+        return run_eval(model, source)  # [n, 2, 2]
+    return run_eval(model, squares.source.to(device), source_mask=squares.source_mask.to(device))
+
+
+def _predictions_figure(predicted: Tensor, squares: SquaresTestSet) -> Any:
+    """:func:`predictions_figure` from the model's predictions ``[n, T, 2]`` on ``squares``."""
+    from attnlab.plotting import plot_sequence_pred, prefix_pred
+
+    if squares.source_mask is None:
         return plot_sequence_pred(predicted.cpu(), torch.cat([squares.source, squares.target], dim=1),
                                   squares.directions)
-    predicted = run_eval(model, squares.source.to(device), source_mask=squares.source_mask.to(device))
     return prefix_pred(predicted.cpu(), squares.source, squares.lengths, squares.target, squares.directions)
+
+
+class RunFigures(NamedTuple):
+    """What :func:`write_run_figures` leaves: the files written and the report viewer's data."""
+
+    paths: list[Path]
+    viewer: ViewerData
+
+
+def write_run_figures(
+    model: nn.Module,
+    losses: list[float],
+    val_losses: list[float | None],
+    squares: SquaresTestSet,
+    out: Path,
+) -> RunFigures:
+    """A run's figures in one pass: the files of :func:`write_figures` and :func:`attention_viewer_data`'s data.
+
+    The model runs twice on the first 10 test squares (before: four times): once for the
+    predictions figure, once recording its attention, whose weights the viewer takes for
+    the first 8 squares and the attention figures for the first 2 (the same numbers as
+    running it on 8 or 2: each square is computed alone). Each figure is drawn once,
+    straight into its PNG.
+
+    Returns:
+        :class:`RunFigures`. The caller's random streams are left as they were.
+    """
+    from attnlab.plotting import plot_losses
+
+    first = squares.head(_PREDICTED)
+    predicted = _run(model, first)  # [10, T, 2]
+    # Recorded in a run of its own: recording takes another attention path (the weights kept), whose
+    # predictions can differ from the plain path's in the last bits, and the figure shows the plain path's.
+    weights = attention_weights(model, first.source, first.source_mask)  # {name: [10, H, T, S]}
+    paths = [_save(plot_losses(losses, val_losses), out / "losses.png"),
+             _save(_predictions_figure(predicted, first), out / "predictions.png")]
+    few = squares.head(_ATTENTION_FIGURE)
+    figures = _attention_figures({name: w[:len(few.source)] for name, w in weights.items()}, few)
+    paths += [_save(fig, out / f"attention-{name.replace('.', '-')}.png") for name, fig in figures.items()]
+    shown = squares.head(_VIEWER)
+    viewer = _viewer_data({name: w[:len(shown.source)] for name, w in weights.items()}, shown)
+    return RunFigures(paths, viewer)
+
+
+def _save(fig: Any, path: Path) -> Path:
+    """Write ``fig`` (a stand-alone Figure, which pyplot does not hold) to ``path`` as a PNG at 100 dpi, atomically."""
+    # Every figure here lays itself out (constrained layout), so no bbox_inches="tight":
+    # it would draw each figure a second time to measure it (a third of a run's drawing).
+    atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=100, format="png"))
+    return path
 
 
 def write_figures(
@@ -224,21 +293,13 @@ def write_figures(
 
     Returns:
         The paths written. The caller's random streams are left as they were (attnlab's
-        models draw nothing here).
+        models draw nothing here). A run draws its figures with :func:`write_run_figures`,
+        which runs the model once for them all and for the report's viewer.
     """
     from attnlab.plotting import plot_losses
 
-    written = []
-
-    def save(fig: Any, name: str) -> None:
-        path = out / name
-        # Every figure here lays itself out (constrained layout), so no bbox_inches="tight":
-        # it would draw each figure a second time to measure it (a third of a run's drawing).
-        atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=100, format="png"))
-        written.append(path)
-
-    save(plot_losses(losses, val_losses), "losses.png")
-    save(predictions_figure(model, squares), "predictions.png")
+    written = [_save(plot_losses(losses, val_losses), out / "losses.png"),
+               _save(predictions_figure(model, squares), out / "predictions.png")]
     for name, fig in attention_figures(model, squares).items():
-        save(fig, f"attention-{name.replace('.', '-')}.png")
+        written.append(_save(fig, out / f"attention-{name.replace('.', '-')}.png"))
     return written

@@ -39,16 +39,16 @@ def read_config(folder: Path, flag: str) -> SquaresConfig | None:
         raise ValueError(f"{flag} {str(folder)!r}: config.json is unreadable: {err}") from None
 
 
-#: the settings a resume may change: train until another total, on another device
-_MAY_DIFFER = ("epochs", "device")
+#: the settings a resume may change: train until another total, on another device, on other threads
+_MAY_DIFFER = ("epochs", "device", "threads")
 
 
 def resume_config(folder: str | os.PathLike[str], given: dict[str, Any], *,
                   names: Mapping[str, str] | None = None) -> SquaresConfig:
     """The config to resume the run in ``folder`` with: its saved settings, ``given`` ones on top.
 
-    Only ``epochs`` (train until that many) and ``device`` (where this session trains)
-    may differ from the saved settings.
+    Only ``epochs`` (train until that many), ``device`` (where this session trains) and
+    ``threads`` (how many intra-op threads it trains on) may differ from the saved settings.
 
     Args:
         folder: the run folder.

@@ -9,6 +9,7 @@ any kill) holds::
     config.json        every setting of the run (what predict/plot rebuild the model from)
     metrics.jsonl      one line per epoch: epoch, loss, val_loss, lr, seconds, best
     checkpoint.pt      model, optimizer, losses and every random stream, after every epoch
+                       (flushed to the disk every 10 s and at the end: see CHECKPOINT_SYNC_SECONDS)
     summary.json       final train and test MSE
     figures/           losses.png, predictions.png, attention-<layer>.png
     report.html        the figures and the metrics on one page
@@ -38,21 +39,26 @@ import torch
 from torch import Tensor, nn
 
 from attnlab._io import atomic_write, read_text
+from attnlab._validate import check_int
 from attnlab.labs.report import Report, write_report
 from attnlab.labs.run_folder import RunFolder, claim, run_kind
 from attnlab.labs.squares.config import DEFAULT_WEIGHT_SEED, LAB_WEIGHT_SEEDS, UNSEEDED_LOADER_SEED, SquaresConfig
-from attnlab.labs.squares.figures import SquaresTestSet, write_figures
+from attnlab.labs.squares.figures import SquaresTestSet, write_run_figures
 from attnlab.labs.squares.folder import CHECKPOINT, check_outputs, check_train_folder, read_config, resume_config
 from attnlab.labs.squares.history import resumed_lines
+from attnlab.labs.squares.viewer import ViewerData
 from attnlab.training import Checkpoint, MetricsFile, Trainer
 from attnlab.training.distributed import DistributedContext
 from attnlab.training.rng import preserved_rng
+from attnlab.training.threads import intra_op_threads, step_work, threads_for
 
 __all__ = ["CHECKPOINT", "DEFAULT_WEIGHT_SEED", "LAB_WEIGHT_SEEDS", "UNSEEDED_LOADER_SEED", "RunResult",
            "SquaresConfig", "SquaresTestSet", "build_model", "check_train_folder", "load_run", "make_optimizer",
-           "predict_corners", "resume_config", "test_squares", "train_run"]
+           "predict_corners", "resume_config", "run_threads", "test_squares", "train_run"]
 
-_RUN_FIGURES = ("attention", "predictions", "losses")  # attnlab plot's figures of a run (they call load_run)
+_RUN_FIGURES = ("attention", "predictions", "losses")
+#: how often a run's per-epoch checkpoint is also flushed to the disk (and always at the end of training)
+CHECKPOINT_SYNC_SECONDS = 10.0  # attnlab plot's figures of a run (they call load_run)
 
 @dataclass
 class RunResult:
@@ -81,6 +87,22 @@ def make_optimizer(model: nn.Module, config: SquaresConfig) -> torch.optim.Optim
     them, which at these models' sizes costs more than the forward pass. Same algorithm as the
     labs' ``optim.Adam``; results differ only in the last bits."""
     return torch.optim.Adam(model.parameters(), lr=config.lr, fused=True)
+
+
+def run_threads(config: SquaresConfig, model: nn.Module, *, squares: int | None = None,
+                threads: int | None = None) -> int:
+    """The intra-op threads ``config``'s model computes on: ``threads`` if given (``--threads``), else the rule
+    of :mod:`attnlab.training.threads` for a step on ``squares`` squares (None: a training batch), each ``S + 2``
+    points (``S`` = 2 given corners, 4 padded ones for ``variable_len``; 2 predicted).
+
+    Raises:
+        TypeError / ValueError: if ``threads`` or ``squares`` is given and not an int of at least 1.
+    """
+    if threads is not None:
+        return check_int("threads", threads, minimum=1)
+    squares = config.batch_size if squares is None else check_int("squares", squares, minimum=1)
+    points = (4 if config.variable_len else 2) + 2
+    return threads_for(work=step_work(model, tokens=squares * points))
 
 
 def _data(config: SquaresConfig, shard: tuple[int, int] | None = None) -> Any:
@@ -171,13 +193,15 @@ def train_run(
         # Neither checked nor claimed here: probing the lock rank 0 holds would fail, and only rank 0 writes.
         with preserved_rng({}):
             built = _build(config, progress=False, distributed=distributed)
-            return _train(config, RunFolder(Path(folder).expanduser().resolve(), "train", resume), built,
-                          announce=None, note=None, distributed=distributed)
+            with intra_op_threads(run_threads(config, built.model, threads=config.threads)):
+                return _train(config, RunFolder(Path(folder).expanduser().resolve(), "train", resume), built,
+                              announce=None, note=None, distributed=distributed)
     check_train_folder(config, folder, resume=resume)
     with preserved_rng({}):
         # Whatever the settings alone can refuse (the loaders' seeds, the sizes) is refused before the folder is made.
         built = _build(config, progress=progress, distributed=distributed)
-        with claim(folder, kind="train", resume=resume) as run:
+        threads = run_threads(config, built.model, threads=config.threads)
+        with intra_op_threads(threads), claim(folder, kind="train", resume=resume) as run:
             return _train(config, run, built, announce=announce, note=note, distributed=distributed)
 
 
@@ -238,7 +262,11 @@ def _train(config: SquaresConfig, run: RunFolder, built: _Built, *, announce: Ca
     if remaining > 0:
         # The metrics line first, then the checkpoint: a kill between them leaves a line the
         # checkpoint does not know of, which the next resume drops.
-        writers = [MetricsFile(metrics), Checkpoint(run.file(CHECKPOINT), trainer.state_dict)] if main else []
+        # A checkpoint every epoch, flushed to the disk every 10 s and at the end: a killed process leaves its
+        # last epoch's checkpoint whatever the flushing (it is renamed into place whole), which only a power
+        # loss could take back; flushing each one was most of a small model's checkpoint (17% of a run).
+        writers = [MetricsFile(metrics), Checkpoint(run.file(CHECKPOINT), trainer.state_dict,
+                                                    sync_every=CHECKPOINT_SYNC_SECONDS)] if main else []
         trainer.train(remaining, seed=None if resumed else config.train_seed, callbacks=writers)
     elif main:
         trainer.save_checkpoint(run.file(CHECKPOINT))
@@ -247,20 +275,19 @@ def _train(config: SquaresConfig, run: RunFolder, built: _Built, *, announce: Ca
 
     squares = _test_set(data)
     test_mse = _test_mse(model, squares)
-    figures = write_figures(model, trainer.losses, trainer.val_losses, squares, figures_folder)
+    figures = write_run_figures(model, trainer.losses, trainer.val_losses, squares, figures_folder)
     summary = {"train_mse": trainer.losses[-1], "test_mse": test_mse, "epochs": trainer.total_epochs}
     run.write_json("summary.json", summary)
-    _write_report(run, config, summary, figures, model=model, squares=squares)
+    _write_report(run, config, summary, figures.paths, viewer=figures.viewer)
     files = sorted(str(p.relative_to(folder)) for p in folder.rglob("*")
                    if p.is_file() and not p.name.startswith("."))
     return RunResult(folder, trainer.losses[-1], test_mse, trainer.total_epochs, files)
 
 
 def _write_report(run: RunFolder, config: SquaresConfig, summary: dict[str, Any], figures: list[Path], *,
-                  model: nn.Module, squares: SquaresTestSet) -> None:
+                  viewer: ViewerData) -> None:
     """``report.html``: the numbers, the figures, an interactive view of every attention map, the settings."""
     from attnlab.labs.report import Html
-    from attnlab.labs.squares.figures import attention_viewer_data
     from attnlab.labs.squares.viewer import render_viewer
 
     metrics = read_text(run.path / "metrics.jsonl", what="metrics.jsonl")
@@ -269,7 +296,6 @@ def _write_report(run: RunFolder, config: SquaresConfig, summary: dict[str, Any]
                  if config.variable_len else "corners 3 and 4")
     paragraphs = [f"Test MSE: the model's own free-running predictions of {predicted} of {config.n_test} "
                   "test squares (data seed 19), which it never trained on."]
-    viewer = attention_viewer_data(model, squares)
     if viewer.layers:
         sections = [Html(render_viewer(viewer))]
     else:

@@ -1,0 +1,101 @@
+"""How many intra-op threads a model computes on: chosen by the work of one step, the one rule attnlab uses.
+
+torch's default is one thread per core, whatever the model. For the labs'
+models a step is a few hundred small kernels of a few microseconds each, and a
+second thread only adds the cost of waking it and waiting for it; on a shared
+machine (other work on every core) each kernel also waits for a core, and a
+step slows down a hundredfold: issue 28 measured an epoch of the default
+``attnlab train`` at 18.5 ms on one thread and 5.5 s on two, with the machine at
+load 10 on 2 cores.
+
+The rule (:func:`threads_for`): one thread while a step's work, ``parameters x
+tokens`` (tokens = batch x sequence length: about a sixth of the step's
+floating-point operations), is below :data:`TWO_THREADS_FROM`; from there on,
+every core this process may run on. It is applied by ``attnlab train``,
+``predict``, ``plot`` (the run figures) and ``compare``'s runs, wherever they run
+(:func:`intra_op_threads`); ``--threads N`` overrides it.
+
+The measurement behind it (``benchmarks/bench_threads.py``, a training step on 1
+and 2 threads interleaved, on the 2-core machine attnlab is developed on, shared
+with other work: load 5.7 to 7.4): a second thread slowed every step down from
+the labs' models (selfattn-pe: 1.9 ms a step on one thread, 78 ms on two; work
+2e4) up to a squares Transformer of width 1024 on batches of 1024 squares (1.7 s
+against 3.5 s; work 5.2e10) and the length lab's model at width 256 on 128 x 64
+tokens (2.4 s against 3.8 s; work 2.6e10). It first paid at width 512 on 128 x
+64 tokens (13.7 s against 9.7 s; work 1.0e11), where a step is long enough for
+the threads' wake-ups and waits to be lost in it. So the boundary is 1e11:
+everything the labs train, at any size a 2-core machine trains in reasonable
+time, computes on one thread. Being a function of the work and the core count
+only, the choice never depends on the machine's load or on how many runs share
+it, so ``compare --jobs N`` keeps giving ``--jobs 1``'s records.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+from torch import nn
+
+from attnlab._validate import check_int
+
+__all__ = ["TWO_THREADS_FROM", "cores", "intra_op_threads", "step_work", "threads_for"]
+
+#: work per step (parameters x tokens) from which the cores are used: where a second thread first paid (1.0e11;
+#: at 5.2e10 two threads were still twice as slow as one; see the module docstring)
+TWO_THREADS_FROM = 10**11
+
+
+def cores() -> int:
+    """The cores this process may run on (its affinity, where the system tells it), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # macOS, Windows
+        return max(1, os.cpu_count() or 1)
+
+
+def step_work(model: nn.Module, *, tokens: int) -> int:
+    """The work of one step of ``model`` on ``tokens`` tokens (batch x sequence length): ``parameters x tokens``.
+
+    Raises:
+        TypeError / ValueError: if ``model`` is not a module or ``tokens`` is not an int of at least 1.
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    tokens = check_int("tokens", tokens, minimum=1)
+    return sum(p.numel() for p in model.parameters()) * tokens
+
+
+def threads_for(*, work: int, available: int | None = None) -> int:
+    """The intra-op threads for a step of ``work`` (see :func:`step_work`): the rule of this module.
+
+    One thread below :data:`TWO_THREADS_FROM`; from it on, all ``available`` cores.
+
+    Args:
+        work: parameters x tokens of one step, at least 0.
+        available: the cores to use from the boundary on; None: :func:`cores`.
+
+    Raises:
+        TypeError / ValueError: naming the argument, for a negative ``work`` or ``available`` below 1.
+    """
+    work = check_int("work", work, minimum=0)
+    available = cores() if available is None else check_int("available", available, minimum=1)
+    return 1 if work < TWO_THREADS_FROM else available
+
+
+@contextmanager
+def intra_op_threads(threads: int) -> Iterator[None]:
+    """Run the block on ``threads`` intra-op threads; torch's own count comes back after.
+
+    Raises:
+        TypeError / ValueError: if ``threads`` is not an int of at least 1.
+    """
+    threads = check_int("threads", threads, minimum=1)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

@@ -1,0 +1,168 @@
+"""The intra-op thread rule (issue 28): threads chosen by the work of a step, ``--threads`` overriding it.
+
+The boundary's numbers are the measurement of ``benchmarks/bench_threads.py`` (recorded in
+``benchmarks/results/threads*.json``): at 5.2e10 parameters x tokens a second thread was still
+twice as slow as one, at 1.0e11 it paid. The runs' thread counts are read inside the run
+(``torch.get_num_threads()`` when training starts), whatever the machine's cores: the rule is
+given the core count, or the count is one the rule picks without it.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from attnlab.cli import main
+from attnlab.labs.lengths.config import CompareConfig
+from attnlab.labs.squares.config import SquaresConfig
+from attnlab.training import Trainer
+from attnlab.training.threads import TWO_THREADS_FROM, intra_op_threads, step_work, threads_for
+
+# benchmarks/bench_threads.py, the largest step where two threads were slower (a squares Transformer of width
+# 1024 on 1024 squares) and the smallest where they paid (the length lab's model at width 512 on 128 x 64 tokens)
+SLOWER_AT = 52_215_160_832
+PAID_AT = 104_341_259_904
+
+
+@pytest.mark.parametrize("available", [1, 2, 16])
+def test_the_rule_at_the_measured_boundary(available):
+    assert threads_for(work=SLOWER_AT, available=available) == 1
+    assert threads_for(work=TWO_THREADS_FROM - 1, available=available) == 1
+    assert threads_for(work=TWO_THREADS_FROM, available=available) == available
+    assert threads_for(work=PAID_AT, available=available) == available
+    assert SLOWER_AT < TWO_THREADS_FROM <= PAID_AT
+
+
+def test_the_labs_models_get_one_thread_whatever_the_cores():
+    squares = SquaresConfig(device="cpu", epochs=1)  # the positional-encoding lab's model, batches of 16
+    model = squares.build_model()
+    assert threads_for(work=step_work(model, tokens=16 * 4), available=64) == 1
+    lengths = CompareConfig()  # the length lab's default model and batch
+    work = step_work(lengths.build_model("sinusoidal"), tokens=lengths.batch_size * lengths.sequence_length(8))
+    assert threads_for(work=work, available=64) == 1
+
+
+@pytest.mark.parametrize(("kwargs", "error", "match"), [
+    ({"work": -1}, ValueError, "work"), ({"work": 1.5}, TypeError, "work"),
+    ({"work": 10, "available": 0}, ValueError, "available"),
+])
+def test_the_rule_names_a_bad_argument(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        threads_for(**kwargs)
+
+
+def test_intra_op_threads_comes_back_after_an_error():
+    before = torch.get_num_threads()
+    with pytest.raises(RuntimeError, match="inside"), intra_op_threads(3):
+        assert torch.get_num_threads() == 3
+        raise RuntimeError("inside")
+    assert torch.get_num_threads() == before
+    with pytest.raises(ValueError, match="threads"), intra_op_threads(0):
+        pass
+
+
+@pytest.fixture
+def seen_threads(monkeypatch):
+    """The intra-op threads each ``Trainer.train`` call of the test starts on."""
+    seen: list[int] = []
+    train = Trainer.train
+
+    def spy(self, *args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return train(self, *args, **kwargs)
+
+    monkeypatch.setattr(Trainer, "train", spy)
+    return seen
+
+
+def _train(folder, *flags):
+    return main(["train", "--epochs", "1", "--device", "cpu", "--no-progress", "--out", str(folder), *map(str, flags)])
+
+
+def test_train_takes_the_rule_records_none_and_restores_the_count(tmp_path, seen_threads):
+    torch.set_num_threads(3)  # whatever the caller had: the run takes one thread, and gives the 3 back
+    try:
+        assert _train(tmp_path / "r") == 0
+        assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(1)
+    assert seen_threads == [1]
+    assert json.loads((tmp_path / "r" / "config.json").read_text())["threads"] is None
+
+
+def test_threads_is_recorded_honoured_and_kept_by_a_resume(tmp_path, seen_threads):
+    folder = tmp_path / "r"
+    assert _train(folder, "--threads", 3) == 0
+    assert json.loads((folder / "config.json").read_text())["threads"] == 3
+    assert main(["train", "--resume", "--epochs", "2", "--no-progress", "--out", str(folder)]) == 0
+    assert main(["train", "--resume", "--epochs", "3", "--no-progress", "--out", str(folder), "--threads", "2"]) == 0
+    assert seen_threads == [3, 3, 2]  # given, kept by a resume, given again (like --device, a resume may change it)
+    assert json.loads((folder / "config.json").read_text())["threads"] == 2
+
+
+def test_a_config_written_before_threads_existed_still_resumes(tmp_path, seen_threads):
+    folder = tmp_path / "r"
+    assert _train(folder) == 0
+    config = json.loads((folder / "config.json").read_text())
+    del config["threads"]
+    (folder / "config.json").write_text(json.dumps(config))
+    assert main(["train", "--resume", "--epochs", "2", "--no-progress", "--out", str(folder)]) == 0
+    assert seen_threads == [1, 1]
+    assert [json.loads(line)["epoch"] for line in (folder / "metrics.jsonl").read_text().splitlines()] == [1, 2]
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "two"])
+def test_a_bad_threads_is_one_line_naming_the_flag(tmp_path, capsys, bad):
+    assert _train(tmp_path / "r", "--threads", bad) == 2
+    err = capsys.readouterr().err
+    assert "--threads" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "r").exists()
+
+
+def test_predict_and_plot_compute_on_the_rule_or_the_flag(tmp_path, monkeypatch, capsys):
+    import attnlab.labs.squares.inference as inference
+
+    folder = tmp_path / "r"
+    assert _train(folder, "--threads", 3) == 0  # the training's count is not the prediction's
+    seen: list[int] = []
+    run_eval = inference.run_eval
+
+    def spy(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return run_eval(*args, **kwargs)
+
+    monkeypatch.setattr(inference, "run_eval", spy)
+    assert main(["predict", "--run", str(folder), "--points", "1,1 1,-1"]) == 0
+    assert main(["predict", "--run", str(folder), "--points", "1,1 1,-1", "--threads", "2"]) == 0
+    assert seen == [1, 2]
+    monkeypatch.setattr("attnlab.labs.squares.figures.run_eval", spy)
+    assert main(["plot", "predictions", "--run", str(folder), "--out", str(tmp_path / "p.png"), "--threads", "2"]) == 0
+    assert seen == [1, 2, 2]
+    assert main(["plot", "exponential-dials", "--out", str(tmp_path / "d.png"), "--threads", "2"]) == 2
+    assert "--threads goes with the run figures" in capsys.readouterr().err
+
+
+def test_compare_runs_take_the_rule_or_the_setting(monkeypatch):
+    import attnlab.labs.lengths.train as lengths_train
+
+    seen: list[int] = []
+    fit = lengths_train.fit
+
+    def spy(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return fit(*args, **kwargs)
+
+    monkeypatch.setattr(lengths_train, "fit", spy)
+    tiny = {"encodings": ("sinusoidal",), "n_seeds": 1, "epochs": 1, "n_train": 16, "n_test": 8, "d_model": 8,
+            "n_heads": 2, "n_layers": 1, "train_len": 4, "test_lens": (4,), "batch_size": 8}
+    for threads in (None, 2):
+        config = CompareConfig(**tiny, threads=threads)
+        lengths_train.train_one(config, config.task_sets(), "sinusoidal", 0)
+    assert seen == [1, 2]
+    old = CompareConfig(**tiny).to_dict()
+    del old["threads"]  # a comparison saved before --threads
+    assert CompareConfig.from_dict(old).threads is None
+    with pytest.raises(ValueError, match="threads"):
+        CompareConfig(**tiny, threads=0)
