@@ -43,7 +43,6 @@ from attnlab.labs.lengths.report import output_names, write_outputs
 from attnlab.labs.lengths.saved import MODELS, check_model_record, model_name, read_config, saved_models
 from attnlab.labs.lengths.train import ModelResult
 from attnlab.labs.run_folder import RunFolder, check_claim, check_files, claim
-from attnlab.labs.sweep import connect_ray
 from attnlab.training.checkpoint import write_checkpoint
 
 __all__ = ["CompareResult", "check_compare", "check_compare_folder", "resume_config", "run_compare"]
@@ -165,7 +164,7 @@ def run_compare(
         return _compare(config, None, progress, announce, {}, place, where)
     check_compare(config, folder, resume=resume)  # all of it, before anything in the folder is written
     if ray_address is not None:
-        connect_ray(ray_address)  # an unreachable cluster is named before the folder is touched
+        sweep.connect_ray(ray_address)  # an unreachable cluster is named before the folder is touched
     with claim(folder, kind="compare", resume=resume) as run:
         done = _checked(config, run.path, resume=resume, shown=folder)  # again, under the lock: another
         # writer may have been there in between
@@ -206,7 +205,7 @@ def _executor(config: CompareConfig, todo: list[tuple[str, int]], bar: Any, *, j
               ray_address: str | None, device: str) -> Iterator[ModelResult]:
     """The runs ``todo``, trained where the caller asked, in the order they finish."""
     if ray_address is not None:
-        connect_ray(ray_address)
+        sweep.connect_ray(ray_address)
         return sweep.ray_tasks(config, todo, bar, address=ray_address, device=device)
     if jobs > 1 and len(todo) > 1:  # one model left: no worker to start
         return sweep.local_workers(config, todo, bar, jobs=jobs, device=device)
