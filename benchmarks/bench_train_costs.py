@@ -55,7 +55,10 @@ CHILD = r"""
 import json, sys, time
 T_START = float(sys.argv[1])
 import importlib
-import attnlab.cli, attnlab.training as training
+import attnlab.cli
+if hasattr(attnlab.cli, "program_start"):  # what the program does first (main() does it too, harmlessly, again)
+    attnlab.cli.program_start()
+import attnlab.training as training
 try:  # the squares lab's runner: a package today, one module at older commits (cefd342)
     run_mod = importlib.import_module("attnlab.labs.squares.train")
 except ImportError:
