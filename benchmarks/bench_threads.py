@@ -23,6 +23,7 @@ Run: ``python benchmarks/bench_threads.py [--repeats 7] [--quick]``; writes
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -127,13 +128,13 @@ def cases(quick: bool, large: bool) -> list[tuple[str, Callable[[], tuple[Callab
     return out
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--quick", action="store_true", help="fewer widths and batches")
     parser.add_argument("--large", action="store_true", help="add four cases of 1e10 to 1e11 work per step")
     parser.add_argument("--only-large", action="store_true", help="only those four")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     rows = []
     todo = cases(args.quick, args.large or args.only_large)
     if args.only_large:
@@ -150,9 +151,29 @@ def main() -> None:
         print(f"{label:38s} work {n_params * tokens:>12,d}  1t {1e3 * t['1']['median']:8.2f} ms  "
               f"2t {1e3 * t['2']['median']:8.2f} ms  x{ratio:5.2f}  load {load:.1f}", flush=True)
     rows.sort(key=lambda r: r["work"])
-    path = write_result("threads_large" if args.only_large else "threads", {"settings": vars(args), "rows": rows})
+    result = {"settings": vars(args), "rows": rows}
+    path = write_result("threads_large" if args.only_large else "threads", result)
     print(f"written {path}")
+    return result
+
+
+def summary(result: dict) -> list[tuple[str, str, str, str, str, bool | None]]:
+    """For ``benchmarks/run.py``'s table: the labs' model, and the largest step where one thread still won."""
+    rows = result["rows"]
+    lab = next((r for r in rows if r["case"].startswith("squares selfattn-pe")), None)
+    won = [r for r in rows if r["speedup_2_threads"] < 1]
+    largest = max(won, key=lambda r: r["work"]) if won else None
+    out: list[tuple[str, str, str, str, str, bool | None]] = []
+    if lab is not None:
+        out.append(("PE lab train step, 1 vs 2 threads", f"{1e3 * lab['one_thread_s']['median']:.2f} ms",
+                    f"{1e3 * lab['two_threads_s']['median']:.2f} ms on 2",
+                    f"{1 / lab['speedup_2_threads']:.1f}x faster", "1 thread (the rule)", lab["speedup_2_threads"] < 1))
+    if largest is not None:
+        out.append((f"largest step 1 thread won: {largest['case']}", f"work {largest['work']:.1e}",
+                    "rule's boundary 1e11", f"{1 / largest['speedup_2_threads']:.2f}x", "< 1e11",
+                    largest["work"] < 1e11))
+    return out
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -29,8 +29,11 @@ duration, the "loaded machine" of issue 28; ``--threads N`` sets
 can be told), ``--flag-threads N`` passes ``--threads N`` to ``attnlab train``.
 The load average (``/proc/loadavg``) is recorded before and after every run.
 
-Run: ``python benchmarks/bench_train_costs.py [--epochs 100] [--repeats 3] [--busy 0] [--name NAME]``;
-writes ``benchmarks/results/NAME.json`` (default ``train_costs``).
+Run: ``python benchmarks/bench_train_costs.py [--epochs 100] [--repeats 3] [--busy 0] [--name NAME]
+[--tree NAME=SRC[@OMP] ...]``; writes ``benchmarks/results/NAME.json`` (default ``train_costs``). With
+several ``--tree``, their runs are interleaved (tree A, tree B, tree A, ...), so that the machine's load
+from elsewhere falls on each alike; e.g. ``--tree base=/work/wt/base/src@1 --tree new=src`` compares an
+older commit, on one thread, with this tree.
 """
 
 from __future__ import annotations
@@ -52,7 +55,10 @@ CHILD = r"""
 import json, sys, time
 T_START = float(sys.argv[1])
 import importlib
-import attnlab.cli, attnlab.training as training
+import attnlab.cli
+if hasattr(attnlab.cli, "program_start"):  # what the program does first (main() does it too, harmlessly, again)
+    attnlab.cli.program_start()
+import attnlab.training as training
 try:  # the squares lab's runner: a package today, one module at older commits (cefd342)
     run_mod = importlib.import_module("attnlab.labs.squares.train")
 except ImportError:
@@ -116,11 +122,17 @@ def loadavg() -> float:
     return float(Path("/proc/loadavg").read_text().split()[0])
 
 
-def run_once(args: argparse.Namespace, *, wrapped: bool, folder: Path) -> dict:
-    """One ``attnlab train`` in a fresh process: its wall time and (``wrapped``) the phases'."""
+def run_once(args: argparse.Namespace, tree: tuple[str | None, int | None], *, wrapped: bool, folder: Path) -> dict:
+    """One ``attnlab train`` in a fresh process: its wall time and (``wrapped``) the phases'.
+
+    ``tree``: ``(src folder for PYTHONPATH or None: this process's, OMP_NUM_THREADS or None)``.
+    """
     env = dict(os.environ, MPLBACKEND="Agg", PYTHONDONTWRITEBYTECODE="1")
-    if args.threads is not None:
-        env["OMP_NUM_THREADS"] = str(args.threads)
+    src, omp = tree
+    if src is not None:
+        env["PYTHONPATH"] = src
+    if omp is not None:
+        env["OMP_NUM_THREADS"] = str(omp)
     train_args = ["train", "--model", args.model, "--epochs", str(args.epochs), "--out", str(folder),
                   "--device", "cpu"]
     if args.flag_threads is not None:
@@ -146,6 +158,25 @@ def run_once(args: argparse.Namespace, *, wrapped: bool, folder: Path) -> dict:
     return result
 
 
+#: what any program pays before it trains with torch.optim: Python, torch, and torch._dynamo (which every
+#: torch.optim optimizer imports when it is made and when it steps); timed as fresh processes
+FLOOR = {"python": "pass", "import torch": "import torch",
+         "import torch + torch._dynamo": "import torch, torch._dynamo",
+         "torch + torch._dynamo + matplotlib": "import torch, torch._dynamo, matplotlib.figure, "
+                                               "matplotlib.backends.backend_agg"}
+
+
+def floor(repeats: int) -> dict:
+    """Median wall time of each :data:`FLOOR` program, interleaved, from start to exit."""
+    times: dict[str, list[float]] = {name: [] for name in FLOOR}
+    for _ in range(repeats):
+        for name, code in FLOOR.items():
+            start = time.perf_counter()
+            subprocess.run([sys.executable, "-c", code], check=True)
+            times[name].append(time.perf_counter() - start)
+    return {name: {"median": statistics.median(ts), "all": ts} for name, ts in times.items()}
+
+
 def busy_loops(n: int) -> list[subprocess.Popen]:
     """``n`` processes spinning forever (the loaded machine); the caller stops them."""
     return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
@@ -162,47 +193,82 @@ def summarise(runs: list[dict]) -> dict:
     return out
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--epochs", type=int, default=100)
     parser.add_argument("--model", default="selfattn-pe")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--busy", type=int, default=0, help="busy loops to run meanwhile")
     parser.add_argument("--threads", type=int, default=None, help="OMP_NUM_THREADS for the child")
+    parser.add_argument("--tree", action="append", default=None, metavar="NAME=SRC[@OMP]",
+                        help="an attnlab src folder to time (repeatable; the trees' runs are interleaved), with "
+                             "OMP_NUM_THREADS after @; default: this process's attnlab")
     parser.add_argument("--flag-threads", type=int, default=None, help="pass --threads N to attnlab train")
     parser.add_argument("--plain", action=argparse.BooleanOptionalAction, default=True,
                         help="also time unwrapped runs, interleaved")
     parser.add_argument("--name", default="train_costs")
-    args = parser.parse_args()
+    parser.add_argument("--floor", action="store_true",
+                        help="also time Python, torch and torch._dynamo's imports alone, interleaved with the runs")
+    args = parser.parse_args(argv)
     import attnlab  # where the child's attnlab comes from (PYTHONPATH), recorded
 
+    trees: dict[str, tuple[str | None, int | None]] = {"this": (None, args.threads)}
+    if args.tree:
+        trees = {}
+        for spec in args.tree:
+            name, _, rest = spec.partition("=")
+            src, _, omp = rest.partition("@")
+            trees[name] = (src, int(omp) if omp else args.threads)
     busy = busy_loops(args.busy)
-    runs: dict[str, list[dict]] = {"wrapped": [], "plain": []}
+    runs: dict[str, dict[str, list[dict]]] = {name: {"wrapped": [], "plain": []} for name in trees}
+    floors: list[dict] = []
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for i in range(args.repeats):
-                runs["wrapped"].append(run_once(args, wrapped=True, folder=Path(tmp) / f"w{i}"))
-                print("wrapped", json.dumps(runs["wrapped"][-1]), flush=True)
-                if args.plain:
-                    runs["plain"].append(run_once(args, wrapped=False, folder=Path(tmp) / f"p{i}"))
-                    print("plain", json.dumps(runs["plain"][-1]), flush=True)
+                for name, tree in trees.items():
+                    for kind in ("wrapped", "plain") if args.plain else ("wrapped",):
+                        result = run_once(args, tree, wrapped=kind == "wrapped", folder=Path(tmp) / f"{name}-{kind}{i}")
+                        runs[name][kind].append(result)
+                        print(name, kind, json.dumps(result), flush=True)
+                if args.floor:
+                    floors.append(floor(1))
+                    print("floor", json.dumps(floors[-1]), flush=True)
     finally:
         for p in busy:
             p.kill()
             p.wait()
-    result = {"settings": {**vars(args), "attnlab": str(Path(attnlab.__file__).parent)},
-              "wrapped": summarise(runs["wrapped"]), "runs": runs}
-    if runs["plain"]:
-        result["plain"] = summarise(runs["plain"])
+    result: dict = {"settings": {**vars(args), "attnlab": str(Path(attnlab.__file__).parent)}, "trees": {}}
+    for name, kinds in runs.items():
+        result["trees"][name] = {"src": trees[name][0], "omp_num_threads": trees[name][1],
+                                 "wrapped": summarise(kinds["wrapped"]), "runs": kinds}
+        if kinds["plain"]:
+            result["trees"][name]["plain"] = summarise(kinds["plain"])
+    if floors:
+        result["floor"] = {name: statistics.median(f[name]["median"] for f in floors) for name in FLOOR}
     path = write_result(args.name, result)
-    s = result["wrapped"]
-    print(f"wall median {s['wall_median']:.2f} s (threads {s['threads']}); phases (s, share):")
-    for p in PHASES:
-        print(f"  {p:12s} {s['phases_median'][p]:7.3f}  {100 * s['share_median'][p]:5.1f}%")
-    if runs["plain"]:
-        print(f"plain runs: wall median {result['plain']['wall_median']:.2f} s")
+    for name, seconds in result.get("floor", {}).items():
+        print(f"floor: {name:40s} {seconds:.3f} s")
+    for name, tree_result in result["trees"].items():
+        s = tree_result["wrapped"]
+        print(f"[{name}] wall median {s['wall_median']:.2f} s (training on {s['threads']} threads); phases (s, share):")
+        for p in PHASES:
+            print(f"  {p:12s} {s['phases_median'][p]:7.3f}  {100 * s['share_median'][p]:5.1f}%")
+        if "plain" in tree_result:
+            print(f"  plain runs: wall median {tree_result['plain']['wall_median']:.2f} s")
     print(f"written {path}")
+    return result
+
+
+def summary(result: dict) -> list[tuple[str, str, str, str, str, bool | None]]:
+    """For ``benchmarks/run.py``'s table: each tree's share of the wall time spent training (target >= 60%)."""
+    rows: list[tuple[str, str, str, str, str, bool | None]] = []
+    for name, tree in result["trees"].items():
+        s = tree["wrapped"]
+        share = s["share_median"]["training"]
+        rows.append((f"100-epoch attnlab train [{name}]: training's share", f"{100 * share:.0f}%",
+                     f"{s['wall_median']:.2f} s wall", "", ">= 60%", share >= 0.6))
+    return rows
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

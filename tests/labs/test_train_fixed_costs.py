@@ -71,3 +71,20 @@ def test_importing_the_squares_lab_leaves_the_length_lab_and_matplotlib_alone():
     assert set(labs.__all__) <= set(dir(labs))
     with pytest.raises(AttributeError, match="no_such_name"):
         labs.no_such_name  # noqa: B018
+
+
+def test_the_program_collects_garbage_again_once_torch_is_in():
+    # The program turns the collector off while torch is imported (attnlab.cli.program_start); a verb runs
+    # with it on again, and torch's import frozen out of its walks.
+    code = ("import gc, sys, attnlab.cli, attnlab.cli.encode as encode; run = encode.run\n"
+            "def spy(args):\n"
+            "    frozen = gc.get_freeze_count() > 100000\n"
+            "    print('collecting', gc.isenabled(), 'frozen', frozen, 'torch' in sys.modules)\n"
+            "    return run(args)\n"
+            "encode.run = spy\n"
+            "sys.argv = ['attnlab', 'encode', '--d-model', '4', '--max-len', '3']\n"
+            "sys.exit(attnlab.cli.main())\n")
+    env = dict(os.environ, PYTHONPATH=str(Path(attnlab.__file__).parents[1]))
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
+                          check=True)
+    assert done.stdout.splitlines()[0] == "collecting True frozen True True", done.stdout

@@ -38,6 +38,7 @@ _HOMES = {"CompareResult": "lengths.compare", "run_compare": "lengths.compare", 
 
 
 def __getattr__(name: str) -> Any:
+    """One of :data:`__all__`, imported from its module the first time it is asked for."""
     if name not in _HOMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
@@ -46,4 +47,5 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
+    """The module's names, the lazily imported ones included."""
     return sorted([*globals(), *__all__])
