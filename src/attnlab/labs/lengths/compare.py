@@ -37,6 +37,7 @@ from typing import Any
 import torch
 
 from attnlab._validate import check_int
+
 # The module, not its names: a spawned worker imports attnlab.labs.sweep first, which imports this
 # package's config, whose __init__ imports this module while sweep is still half initialised.
 from attnlab.labs import sweep
