@@ -1,14 +1,17 @@
-"""The labs' own model code, copied from the positional-encoding lab and the attention lab (shared by the tests).
+"""The labs' own model code, copied from the positional-encoding lab, the attention lab and the PE walkthrough (shared by the tests).
 
 Verbatim from the documents (the classes as the labs define them, and the book's data
 generator), so that tests can run the labs' procedure side by side with attnlab's.
 Nothing here is attnlab's: it is the reference attnlab is checked against.
 """
 # ruff: noqa
+import math
+
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch import Tensor
 
 class PositionalEncoding(nn.Module):
     def __init__(self, max_len, d_model):
@@ -203,3 +206,22 @@ def generate_sequences(n=128, variable_len=False, seed=13):
     directions = np.random.randint(2, size=n)
     points = [basic_corners[[(b + i) % 4 for i in range(4)]][slice(None, None, d*2-1)][:l] + np.random.randn(l, 2) * 0.1 for b, d, l in zip(bases, directions, lengths)]
     return points, directions
+
+
+# The PE walkthrough's PositionalEncoding (its comments left out); it shares the lab's class name.
+class WalkthroughPositionalEncoding(nn.Module):
+    def __init__(self, encoding_size: int, dropout_prob: float, max_len: int = 5000):
+        super().__init__()
+        self.dropout = nn.Dropout(p=dropout_prob, inplace=False)
+        positional_encoding = torch.zeros(size=(max_len, encoding_size), dtype=torch.float)
+        positional_encoding_numerators = torch.arange(0, max_len, dtype=torch.float).unsqueeze(1)
+        numerators_in_exponent = torch.arange(0, encoding_size, 2, dtype=torch.float)
+        positional_encoding_denominators = torch.exp(numerators_in_exponent * (-math.log(10000.0) / encoding_size))
+        positional_encoding[:, 0::2] = torch.sin(positional_encoding_numerators * positional_encoding_denominators)
+        positional_encoding[:, 1::2] = torch.cos(positional_encoding_numerators * positional_encoding_denominators)
+        positional_encoding = positional_encoding.unsqueeze(0)
+        self.register_buffer('positional_encoding', positional_encoding)
+
+    def forward(self, input: Tensor) -> Tensor:
+        input = input + self.positional_encoding[:, :input.size(1)].requires_grad_(False)
+        return self.dropout(input)

@@ -10,12 +10,9 @@ after a forward, the labs' 0/1 float masks, and the labs' checkpoints.
 """
 
 import io
-import math
 
 import pytest
 import torch
-import torch.nn as nn
-from torch import Tensor
 
 import attnlab.models as ours
 from attnlab.attention import Attention as OurAttention
@@ -46,31 +43,8 @@ from lab_code import (  # noqa: E402
     EncoderPe,
     EncoderSelfAttn,
     MultiHeadAttention,
+    WalkthroughPositionalEncoding,
 )
-
-
-def walkthrough_positional_encoding():
-    """The PE walkthrough's ``PositionalEncoding`` (its comments left out), which shares the lab's class name."""
-
-    class PositionalEncoding(nn.Module):
-        def __init__(self, encoding_size: int, dropout_prob: float, max_len: int = 5000):
-            super().__init__()
-            self.dropout = nn.Dropout(p=dropout_prob, inplace=False)
-            positional_encoding = torch.zeros(size=(max_len, encoding_size), dtype=torch.float)
-            positional_encoding_numerators = torch.arange(0, max_len, dtype=torch.float).unsqueeze(1)
-            numerators_in_exponent = torch.arange(0, encoding_size, 2, dtype=torch.float)
-            positional_encoding_denominators = torch.exp(numerators_in_exponent * (-math.log(10000.0) / encoding_size))
-            positional_encoding[:, 0::2] = torch.sin(positional_encoding_numerators * positional_encoding_denominators)
-            positional_encoding[:, 1::2] = torch.cos(positional_encoding_numerators * positional_encoding_denominators)
-            positional_encoding = positional_encoding.unsqueeze(0)
-            self.register_buffer('positional_encoding', positional_encoding)
-
-        def forward(self, input: Tensor) -> Tensor:
-            input = input + self.positional_encoding[:, :input.size(1)].requires_grad_(False)
-            return self.dropout(input)
-
-    return PositionalEncoding
-
 
 # -- building both side by side ---------------------------------------------------------------------------------
 
@@ -426,8 +400,7 @@ def test_a_checkpoint_in_neither_layout_gets_torchs_error():
 
 
 def test_the_walkthroughs_positional_encoding_checkpoint_loads():
-    Walkthrough = walkthrough_positional_encoding()
-    theirs = Walkthrough(encoding_size=16, dropout_prob=0.2, max_len=64).eval()
+    theirs = WalkthroughPositionalEncoding(encoding_size=16, dropout_prob=0.2, max_len=64).eval()
     state = saved(theirs)
     assert list(state) == ["positional_encoding"] and state["positional_encoding"].shape == (1, 64, 16)
     mine = OurPositionalEncoding(64, 16, dropout=0.2, scale_input=False)
@@ -445,6 +418,6 @@ def test_the_walkthroughs_positional_encoding_checkpoint_loads():
 
 @pytest.mark.bad_input("catalogue")
 def test_the_walkthroughs_table_of_another_length_gets_torchs_error():
-    state = saved(walkthrough_positional_encoding()(encoding_size=16, dropout_prob=0.0, max_len=32))
+    state = saved(WalkthroughPositionalEncoding(encoding_size=16, dropout_prob=0.0, max_len=32))
     with pytest.raises(RuntimeError, match=r"size mismatch for pe"):
         OurPositionalEncoding(64, 16, scale_input=False).load_state_dict(state)

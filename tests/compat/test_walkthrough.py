@@ -1,7 +1,7 @@
 """attnlab.compat.walkthrough against the PE walkthrough's own module, run side by side, and its cells run unchanged.
 
-The reference below is the walkthrough's ``PositionalEncoding`` as it defines it (its
-comments left out). The walkthrough prints one forward of ``arange(128).reshape(2, 4, 16)``
+The reference is the walkthrough's ``PositionalEncoding`` as it defines it
+(``tests/lab_code.py``). The walkthrough prints one forward of ``arange(128).reshape(2, 4, 16)``
 through ``PositionalEncoding(encoding_size=16, dropout_prob=0.2)``; its dropout mask came
 from an unseeded generator, but every element it kept is ``(input + table) * 1.25``.
 """
@@ -10,30 +10,13 @@ import math
 
 import pytest
 import torch
-from torch import Tensor, nn
 
 from attnlab.compat.walkthrough import PositionalEncoding
 from attnlab.encodings import PositionalEncoding as LabPositionalEncoding
 
+from lab_code import WalkthroughPositionalEncoding as TheirPositionalEncoding
+
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-class TheirPositionalEncoding(nn.Module):
-    def __init__(self, encoding_size: int, dropout_prob: float, max_len: int = 5000):
-        super().__init__()
-        self.dropout = nn.Dropout(p=dropout_prob, inplace=False)
-        positional_encoding = torch.zeros(size=(max_len, encoding_size), dtype=torch.float)
-        positional_encoding_numerators = torch.arange(0, max_len, dtype=torch.float).unsqueeze(1)
-        numerators_in_exponent = torch.arange(0, encoding_size, 2, dtype=torch.float)
-        positional_encoding_denominators = torch.exp(numerators_in_exponent * (-math.log(10000.0) / encoding_size))
-        positional_encoding[:, 0::2] = torch.sin(positional_encoding_numerators * positional_encoding_denominators)
-        positional_encoding[:, 1::2] = torch.cos(positional_encoding_numerators * positional_encoding_denominators)
-        positional_encoding = positional_encoding.unsqueeze(0)
-        self.register_buffer('positional_encoding', positional_encoding)
-
-    def forward(self, input: Tensor) -> Tensor:
-        input = input + self.positional_encoding[:, :input.size(1)].requires_grad_(False)
-        return self.dropout(input)
 
 
 # The walkthrough's printed output, first square, second and third rows (0.0000: dropped).
