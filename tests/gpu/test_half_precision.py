@@ -65,14 +65,15 @@ def check_against_float32(*, device: str, dtype: torch.dtype, need_weights: bool
     B, H, T, Dh = 2, 4, 37, 16
     g = torch.Generator().manual_seed(5)
     # Rounded to dtype first: the float32 reference then sees exactly the numbers the half call sees.
-    q, k, v, bias = (torch.randn(*shape, generator=g).to(dtype).float()
-                     for shape in ((B, H, T, Dh), (B, H, T, Dh), (B, H, T, Dh), (H, T, T)))
+    q, k, v = (torch.randn(B, H, T, Dh, generator=g).to(dtype).float() for _ in range(3))
+    # The bias stays float32 in both calls, as a positional scheme's term is: each path decides what
+    # it does with it (the explicit path adds it in float32, the fused one rounds it on CUDA).
+    bias = torch.randn(H, T, T, generator=g)
     mask = torch.ones(B, 1, 1, T, dtype=torch.bool)
     mask[1, ..., :4] = False  # left padding: sequence 1's first 4 queries see no key under the causal mask
-    kw = {"mask": mask.to(device), "is_causal": True, "need_weights": need_weights}
-    ref, ref_w = attend(*(t.to(device) for t in (q, k, v)), bias=bias.to(device), **kw)
-    out, w = attend(*(t.to(device=device, dtype=dtype) for t in (q, k, v)), bias=bias.to(device=device, dtype=dtype),
-                    **kw)
+    kw = {"mask": mask.to(device), "bias": bias.to(device), "is_causal": True, "need_weights": need_weights}
+    ref, ref_w = attend(*(t.to(device) for t in (q, k, v)), **kw)
+    out, w = attend(*(t.to(device=device, dtype=dtype) for t in (q, k, v)), **kw)
     u = ROUNDOFF[dtype]
     # The error, step by step (inputs exact in both): q . k of half inputs accumulated in float32
     # (each product exact, 16 of them: ~1e-6 relative, negligible); the bias rounded to dtype where
