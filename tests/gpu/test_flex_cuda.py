@@ -6,7 +6,8 @@ weights (grouped-query, 2 key/value heads), one on ``backend="flex"``, the other
 tested against float64 formulas and peers in tests/encodings). Both are float32 on the GPU.
 Lengths cross FlexAttention's 128-block boundary, one sequence is padded at each end (the
 left-padded one has query rows with no key to attend to: zeros on both paths), and a causal
-scheme is also run step by step from a cache (queries after an offset).
+scheme is also run step by step from a cache (queries after an offset). ``backend="auto"`` must
+take FlexAttention on CUDA for a sequence past the dense path's limit (2**20 scores).
 
 On the CPU, torch 2.13 has no FlexAttention backward, and a compile takes about a minute
 (62 s for ALiBi at T=150 here, loaded): the unmarked twin of the CUDA test runs the same check
@@ -71,8 +72,9 @@ def assert_near(got: torch.Tensor, ref: torch.Tensor, *, rel: float, what: str, 
 # Both paths are float32 with full-precision float32 products (the fixture below: no TF32); they
 # differ in the order of their sums: the kernel's blocked online softmax against SDPA's or the
 # chunked path's. A sum of n float32 terms is off by about sqrt(n) * 2**-24 relative (n * 2**-24 at
-# worst): outputs sum over S <= 256 keys (1e-6 typical, 1.5e-5 at worst: 1e-4 allowed); gradients of
-# the scheme's parameters sum over every score, B * H * T * S = 180 000 of them (3e-5 typical: 1e-3).
+# worst): outputs sum over S <= 1100 keys (2e-6 typical, 6.6e-5 at worst: 1e-4 allowed); gradients of
+# the scheme's parameters sum over every score, B * H * T * S = 180 000 of them at T = 150 (3e-5
+# typical: 1e-3 allowed).
 # Some gradients are zero exactly, in exact arithmetic: a term shared by a whole softmax row cancels
 # (FIRE's output bias, the keys' projection bias); what is left is float32 noise from sums of terms of
 # size <= 1 (2e-6 on the CPU's chunked path here), hence an absolute floor, 100x that, well below any
@@ -121,6 +123,30 @@ def check_cached_steps_against_dense(name: str, *, device: str, backend: str) ->
     assert_near(torch.cat(steps, 1), ref, rel=OUT_REL, what=f"{name} {backend} cached steps")
 
 
+def check_auto_route(monkeypatch, *, device: str, expected: str, length: int = 1100) -> None:
+    """``backend="auto"`` past the dense path's limit (1100 x 1100 > 2**20 scores) takes ``expected``, and equals dense.
+
+    ALiBi, forward and backward: the path a long sequence takes on ``device`` unless told otherwise.
+    A shorter ``length`` lowers the limit to match (for the CPU's twin: 1100 steps cost 5 s there).
+    """
+    from attnlab.attention.backends import choose
+
+    if length != 1100:
+        monkeypatch.setattr(choose, "DENSE_SCORES", length * length - 1)
+    assert length * length > choose.DENSE_SCORES
+    taken = []
+    for path in ("flex", "chunked"):
+        real = getattr(choose, f"{path}_attend")
+
+        def spy(*args, _real=real, _path=path, **kwargs):
+            taken.append(_path)
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(choose, f"{path}_attend", spy)
+    check_against_dense("alibi", device=device, backend="auto", length=length)
+    assert taken == [expected], taken
+
+
 @pytest.fixture
 def full_float32():
     """Full-precision float32 products for the test (no TF32), the tolerances' premise; restored after."""
@@ -142,6 +168,16 @@ def test_flex_on_cuda_equals_the_dense_path_forward_and_backward(name):
 @pytest.mark.parametrize("name", CAUSAL)
 def test_flex_on_cuda_from_a_cache_equals_the_dense_path(name):
     check_cached_steps_against_dense(name, device="cuda", backend="flex")
+
+
+@pytest.mark.cuda
+@pytest.mark.usefixtures("full_float32")
+def test_auto_on_cuda_takes_flex_for_a_long_sequence(monkeypatch):
+    check_auto_route(monkeypatch, device="cuda", expected="flex")
+
+
+def test_auto_on_the_cpu_takes_the_chunked_path_for_a_long_sequence(monkeypatch):
+    check_auto_route(monkeypatch, device="cpu", expected="chunked", length=40)
 
 
 @pytest.mark.parametrize("name", sorted(SCHEMES))
