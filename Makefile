@@ -55,6 +55,15 @@ test-browser: $(TEST_STAMP)
 	command -v chromium || (apt-get update && apt-get install -y chromium)
 	MPLBACKEND=Agg $(BIN)/python -m pytest -m browser
 
+# The tests that compute on a CUDA GPU (tests/gpu/: FlexAttention's compiled kernel forward and
+# backward, float16/bfloat16 attention, train and compare with --device cuda, torchrun with nccl).
+# `make test` skips them without a GPU; here too, each listed with the reason (-rs). In one process:
+# the workers would share the one GPU and each compile FlexAttention's kernels again. They need a
+# CUDA build of torch (torch.version.cuda set) and a GPU it finds: the skip reason says which is missing.
+.PHONY: test-gpu
+test-gpu: $(TEST_STAMP)
+	PYTHONDONTWRITEBYTECODE= MPLBACKEND=Agg $(BIN)/python -m pytest -m cuda -rs
+
 bench: $(TEST_STAMP)
 	$(BIN)/python benchmarks/run.py
 
