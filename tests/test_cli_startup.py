@@ -49,7 +49,7 @@ def loaded_by(args, tmp_path):
     where = tmp_path / "modules.json"
     env = dict(os.environ, MPLBACKEND="Agg")
     proc = subprocess.run([sys.executable, "-c", DRIVER, str(where), json.dumps(list(args))],
-                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
     return proc.returncode, proc.stdout, proc.stderr, json.loads(where.read_text())
 
 
@@ -98,7 +98,7 @@ def test_out_of_memory_is_recognised_with_and_without_torch(tmp_path):
     # Before any verb imported torch, the check reads the message and imports nothing.
     code = ("import sys; from attnlab.cli import _out_of_memory as oom; "
             "print(oom(RuntimeError('CUDA out of memory')), oom(RuntimeError('a bug')), 'torch' in sys.modules)")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert proc.stdout.split() == ["True", "False", "False"], proc.stderr
 
 

@@ -573,7 +573,7 @@ def test_refusals_stay_under_200_mb(runs, bomb_runs):
     bad += [declared, oversized]
     code = PEAK.format(here=str(Path(__file__).parent), good=str(runs / "ok"), bad=[str(b) for b in bad])
     env = {**os.environ, "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert set(report["outcomes"].values()) == {"refused"}, report["outcomes"]

@@ -175,7 +175,7 @@ def dump_dom(path, fragment, tmp_path):
         [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          f"--user-data-dir={profile}", "--dump-dom", f"{path.as_uri()}#{fragment}"],
-        capture_output=True, text=True, timeout=120, check=False)
+        capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode == 0, result.stderr[-2000:]
     return Dom(result.stdout)
 

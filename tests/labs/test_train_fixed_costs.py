@@ -59,7 +59,7 @@ def test_importing_the_squares_lab_leaves_the_length_lab_and_matplotlib_alone():
     code = ("import json, sys, attnlab.labs.squares.train, attnlab.labs; "
             "print(json.dumps(sorted(sys.modules)))")
     env = dict(os.environ, PYTHONPATH=str(Path(attnlab.__file__).parents[1]))
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600,
                           check=True)
     loaded = json.loads(done.stdout)
     assert not [m for m in loaded if m.startswith(("attnlab.labs.lengths", "matplotlib", "attnlab.plotting"))]
@@ -85,6 +85,6 @@ def test_the_program_collects_garbage_again_once_torch_is_in():
             "sys.argv = ['attnlab', 'encode', '--d-model', '4', '--max-len', '3']\n"
             "sys.exit(attnlab.cli.main())\n")
     env = dict(os.environ, PYTHONPATH=str(Path(attnlab.__file__).parents[1]))
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600,
                           check=True)
     assert done.stdout.splitlines()[0] == "collecting True frozen True True", done.stdout

@@ -415,7 +415,7 @@ def _wait_for_line(stream, pattern: str) -> list[str]:
 
 
 def _check_interrupted(proc: subprocess.Popen, early: list[str], folder: Path) -> None:
-    out, rest = proc.communicate(timeout=120)
+    out, rest = proc.communicate(timeout=600)
     err = [line for line in [*early, *rest.splitlines(keepends=True)] if not line.startswith("import time:")]
     text = "".join(err)
     assert proc.returncode in (130, 0), (proc.returncode, text[-3000:])  # 0: it finished before the signal

@@ -333,7 +333,7 @@ def savers(tmp_path_factory):
         proc.stderr.close()
 
 
-def _wait_until(proc, condition, what, timeout=120.0, pause=0.02):
+def _wait_until(proc, condition, what, timeout=600.0, pause=0.02):
     """Poll ``condition()`` until true; fail (with the child's stderr) if the child dies or time runs out."""
     deadline = time.monotonic() + timeout
     while not condition():
@@ -346,7 +346,7 @@ def _wait_until(proc, condition, what, timeout=120.0, pause=0.02):
 
 def _kill(proc):
     os.kill(proc.pid, signal.SIGKILL)
-    assert proc.wait(timeout=60) == -signal.SIGKILL
+    assert proc.wait(timeout=600) == -signal.SIGKILL
 
 
 def _temporaries(folder):

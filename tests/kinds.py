@@ -1,0 +1,112 @@
+"""The kinds of test that ``make test-fast`` leaves out, marked by rule, and the guard that keeps the marks true.
+
+``make test-fast`` runs ``pytest -m "not process and not training"``: the tests that start no other
+process and train no model through a whole run, for a developer at work (``make test`` runs them all).
+
+* ``process``: the test starts another process, in its setup or its call: a command run in a
+  subprocess, a pool of workers, Ray, torchrun, a notebook's kernel, a browser. Marked by hand
+  (``@pytest.mark.process``, or a module's ``pytestmark``), and by rule: a test that carries
+  ``notebook`` or ``browser`` (both start processes), or that uses a fixture named in
+  :data:`PROCESS_FIXTURES`.
+* ``notebook``: the test executes a notebook in a kernel (implies ``process``).
+* ``training``: the test trains through whole runs in its own process (``train_run``, ``run_compare``,
+  a Trainer for many epochs) and takes seconds: marked by hand, and by rule for the fixtures of
+  :data:`TRAINING_FIXTURES`.
+
+The guard: while a test's setup and call run, every start of a process from the test's process is
+seen (Python's audit events for ``subprocess``, ``os.fork``, ``os.posix_spawn``, ``os.system``,
+``os.exec*``, ``os.spawn*``; multiprocessing's ``spawn`` and ``forkserver`` starts go through
+``_posixsubprocess.fork_exec``, which raises no audit event on Python 3.11, so that function is
+wrapped). A test that starts one without carrying ``process`` fails, naming what it started: a new
+test that starts a process cannot slip into ``make test-fast`` unnoticed, it fails there (and in
+``make test``) until it is marked. The guard decides nothing about the code under test.
+"""
+
+from __future__ import annotations
+
+import _posixsubprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+# Fixtures that start processes (or hand the test a service that does): every test using one is ``process``.
+PROCESS_FIXTURES = frozenset({
+    "local_ray",     # tests/labs/test_ray_sweep.py: a private Ray instance
+    "chromium",      # tests/test_docs_site.py: headless Chromium
+    "served",        # tests/test_docs_site.py: python -m http.server
+    "built",         # tests/test_docs_site.py: docs/build.py in a subprocess (notebooks, MkDocs)
+    "sweeps",        # tests/reliability/test_processes.py: `attnlab compare --jobs 2` in its own session
+    "ddp_run",       # tests/training/test_distributed.py: torchrun
+    "kernel_specs",  # tests/test_notebooks.py: the kernel the notebooks run in
+})
+
+# Fixtures that train through whole runs (shared by a module's tests): every test using one is ``training``.
+TRAINING_FIXTURES = frozenset()
+
+# Audit events that start a process (the os.exec* and os.spawn* events are "os.exec", "os.spawn").
+_EVENTS = frozenset({"subprocess.Popen", "os.fork", "os.forkpty", "os.posix_spawn", "os.system", "os.exec",
+                     "os.spawn", "pty.spawn"})
+
+_started: list[str] = []  # what the running test started, while _watching
+_watching = False
+
+
+def _audit(event: str, args: tuple) -> None:
+    if _watching and event in _EVENTS:
+        what = args[1] if event == "subprocess.Popen" and len(args) > 1 else args[0] if args else ""
+        _started.append(f"{event} {str(what)[:120]}")
+
+
+_fork_exec = _posixsubprocess.fork_exec
+
+
+def _watched_fork_exec(*args, **kwargs):
+    # multiprocessing's spawn and forkserver start their processes through here without an audit event
+    # (subprocess comes through here too, after its own event).
+    if _watching:
+        _started.append(f"_posixsubprocess.fork_exec {str(args[0] if args else '')[:120]}")
+    return _fork_exec(*args, **kwargs)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The markers themselves are declared in pyproject.toml ([tool.pytest.ini_options]). The watch is installed
+    # once per process (audit hooks cannot be removed) and is inert outside a test's setup and call.
+    if _posixsubprocess.fork_exec is not _watched_fork_exec:  # configured again (a pytester run): one watch
+        sys.addaudithook(_audit)
+        _posixsubprocess.fork_exec = _watched_fork_exec
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if item.get_closest_marker("notebook") or item.get_closest_marker("browser") or fixtures & PROCESS_FIXTURES:
+            item.add_marker(pytest.mark.process)
+        if fixtures & TRAINING_FIXTURES:
+            item.add_marker(pytest.mark.training)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    global _watching
+    _started.clear()
+    _watching = True
+    try:
+        return (yield)
+    finally:
+        _watching = False
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    global _watching
+    _watching = True
+    try:
+        result = yield
+    finally:
+        _watching = False
+    if _started and item.get_closest_marker("process") is None:
+        pytest.fail(f"this test starts another process ({'; '.join(sorted(set(_started))[:3])}) but is not "
+                    "marked `process`: mark it (@pytest.mark.process, or a fixture in tests/kinds.py's "
+                    "PROCESS_FIXTURES) so that `make test-fast` leaves it out", pytrace=False)
+    return result
