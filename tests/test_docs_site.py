@@ -133,6 +133,7 @@ def test_the_parameters_reach_the_notebooks(built):
     assert "EPOCHS = 2" in text
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("flag", ["--out", "--build"])
 def test_a_folder_of_other_files_is_refused_untouched(flag, tmp_path):
     mine = tmp_path / "mine"
@@ -153,6 +154,7 @@ def test_a_folder_of_other_files_is_refused_untouched(flag, tmp_path):
     ('{"EPOCH": 2}', "--parameters: no notebook's parameters cell defines EPOCH"),
     ('{"05_pe_walkthrough.ipynb": {"EPOCHS": 1}}', "defines EPOCHS (in 05_pe_walkthrough.ipynb)"),
 ])
+@pytest.mark.process
 def test_bad_parameters_are_one_line(value, message, tmp_path):
     result = subprocess.run([sys.executable, str(ROOT / "docs" / "build.py"), "--out", str(tmp_path / "site"),
                              "--build", str(tmp_path / "build"), "--parameters", value],

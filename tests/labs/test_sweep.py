@@ -24,6 +24,8 @@ from attnlab.labs import sweep
 from attnlab.labs.lengths.compare import run_compare
 from attnlab.labs.lengths.config import CompareConfig
 
+pytestmark = pytest.mark.process  # every test here starts a sweep's worker processes
+
 TINY = dict(encodings=("rotary", "alibi"), n_seeds=2, epochs=1, n_train=64, n_test=16, d_model=16, n_heads=2,
             n_layers=1, train_len=4, test_lens=(4, 6))
 # alibi's two models, then the gated scheme's two (held mid-training while the gate is closed).

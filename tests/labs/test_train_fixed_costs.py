@@ -55,6 +55,7 @@ def test_the_one_pass_figures_are_the_per_figure_paths_bytes(tmp_path, model, va
         assert torch.equal(x.weights, y.weights), x.name
 
 
+@pytest.mark.process
 def test_importing_the_squares_lab_leaves_the_length_lab_and_matplotlib_alone():
     code = ("import json, sys, attnlab.labs.squares.train, attnlab.labs; "
             "print(json.dumps(sorted(sys.modules)))")
@@ -73,6 +74,7 @@ def test_importing_the_squares_lab_leaves_the_length_lab_and_matplotlib_alone():
         labs.no_such_name  # noqa: B018
 
 
+@pytest.mark.process
 def test_the_program_collects_garbage_again_once_torch_is_in():
     # The program turns the collector off while torch is imported (attnlab.cli.program_start); a verb runs
     # with it on again, and torch's import frozen out of its walks.

@@ -118,6 +118,7 @@ def _child_cost(setup, work, timeout=600):
     return float(seconds), float(grown)
 
 
+@pytest.mark.process
 @BOUNDED
 def test_a_randomized_forward_costs_its_length_not_max_len():
     # RandomizedPositions(max_len=10**8) took 82 s and 1 GB for one forward of length 5.
@@ -420,6 +421,7 @@ def test_the_budget_replaces_the_machines_free_memory(monkeypatch):
         check_memory("a run of 2 GB", 2 * 2**30)
 
 
+@pytest.mark.process
 @MACHINE
 def test_the_suite_plans_for_one_budget_in_every_test_and_subprocess():
     assert os.environ.get("ATTNLAB_MEMORY_BUDGET") == "16G"
@@ -452,6 +454,7 @@ def test_a_figures_table_is_judged_the_same_on_any_machine(capsys, tmp_path, mon
     assert not out.exists()
 
 
+@pytest.mark.process
 @MACHINE
 def test_a_subprocess_run_is_refused_the_same_under_a_budget(tmp_path):
     # The child reads the budget, not its machine: the same line whatever the machine has free.

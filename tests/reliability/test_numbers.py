@@ -301,6 +301,7 @@ def _cli_env(tmp_path, home):
     return env
 
 
+@pytest.mark.process
 @MESSAGES
 def test_an_unwritable_home_leaves_the_error_one_line(tmp_path):
     # The example: matplotlib printed two warnings before the one-line error.

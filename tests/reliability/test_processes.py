@@ -23,6 +23,7 @@ import sweep_gate
 
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.process,
     pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds a sweep's processes in /proc (Linux)"),
 ]
 
