@@ -51,7 +51,9 @@ PROCESS_FIXTURES = frozenset({
 })
 
 # Fixtures that train through whole runs (shared by a module's tests): every test using one is ``training``.
-TRAINING_FIXTURES = frozenset()
+TRAINING_FIXTURES = frozenset({
+    "default_run",   # tests/test_runs.py: `attnlab train`'s default run, the labs' 100 epochs
+})
 
 # Audit events that start a process (the os.exec* and os.spawn* events are "os.exec", "os.spawn").
 _EVENTS = frozenset({"subprocess.Popen", "os.fork", "os.forkpty", "os.posix_spawn", "os.system", "os.exec",

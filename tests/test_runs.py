@@ -23,7 +23,7 @@ def default_run(tmp_path_factory):
 def test_default_run_learns_the_seed19_squares_as_the_lab_does(default_run):
     assert default_run.epochs == 100
     # The lab's own procedure ends at a test MSE of 0.154 (an untrained model: about 1.0); attnlab's
-    # run follows it epoch by epoch for about 30 epochs (tests/labs/test_lab_parity.py), then float32
+    # run follows it epoch by epoch for about 30 epochs (benchmarks/lab_parity.py), then float32
     # rounding, amplified by this tiny chaotic model, takes it to 0.204.
     assert default_run.test_mse <= 0.25, default_run.test_mse
     files = set(default_run.files)
