@@ -11,7 +11,7 @@ TEST_STAMP      := $(VENV)/.installed-test
 NOTEBOOKS_STAMP := $(VENV)/.installed-notebooks
 DOCS_STAMP      := $(VENV)/.installed-docs
 
-.PHONY: install run test test-browser notebooks bench docs lint clean
+.PHONY: install run test test-fast test-browser notebooks bench docs lint clean
 
 install: $(STAMP)
 
@@ -47,6 +47,13 @@ TEST_WORKERS ?= auto
 # runs, sweep workers, torchrun ranks, notebook kernels) compiles attnlab's sources again, ~0.5 s each.
 test: $(TEST_STAMP)
 	PYTHONDONTWRITEBYTECODE= MPLBACKEND=Agg $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal
+
+# The quick subset, for working: the tests that start no other process (no CLI in a subprocess, no workers,
+# Ray, torchrun, notebook kernel or browser) and train through no whole run, by their markers `process` and
+# `training` (tests/kinds.py marks by rule, and fails a test that starts a process without its mark).
+test-fast: $(TEST_STAMP)
+	PYTHONDONTWRITEBYTECODE= MPLBACKEND=Agg $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal \
+		-m "not process and not training"
 
 # The tests that open a page in headless Chromium, the report's viewer and the documentation site
 # (`make test` skips them when no browser is installed): installs Chromium from the system's

@@ -5,6 +5,10 @@ import os
 import pytest
 import torch
 
+# The kinds of test `make test-fast` leaves out (``process``, ``notebook``, ``training``): marked by rule, and a
+# guard that fails a test starting a process without its mark (tests/kinds.py).
+pytest_plugins = ["kinds"]
+
 # `make test` runs the suite in pytest-xdist workers, one per core: each worker then takes its
 # share of the cores for torch's intra-op threads, instead of every worker taking them all.
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):

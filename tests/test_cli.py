@@ -109,6 +109,7 @@ def test_bad_input_is_one_line_and_exit_2(argv, words, tmp_path, monkeypatch, ca
     assert list(tmp_path.iterdir()) == []  # nothing written
 
 
+@pytest.mark.process
 def test_console_script_and_module_exit_2_without_traceback(tmp_path):
     env = dict(os.environ, MPLBACKEND="Agg")
     script = os.path.join(os.path.dirname(sys.executable), "attnlab")
@@ -136,6 +137,7 @@ def test_teacher_forcing_is_a_probability_for_the_gru_models(capsys, tmp_path, a
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.training
 def test_teacher_forcing_and_the_test_loaders_draws_are_recorded_in_the_run(capsys, tmp_path):
     code, _, err = cli(capsys, "train", "--model", "gru", "--teacher-forcing", "0", "--no-test-draws-global",
                             "--epochs", "1", "--n-train", "16", "--out", str(tmp_path / "r"), "--no-progress")

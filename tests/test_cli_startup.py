@@ -49,7 +49,7 @@ def loaded_by(args, tmp_path):
     where = tmp_path / "modules.json"
     env = dict(os.environ, MPLBACKEND="Agg")
     proc = subprocess.run([sys.executable, "-c", DRIVER, str(where), json.dumps(list(args))],
-                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
     return proc.returncode, proc.stdout, proc.stderr, json.loads(where.read_text())
 
 
@@ -63,6 +63,7 @@ def test_every_verb_is_checked():
     assert tuple(sub.choices) == VERBS  # a new verb joins the startup checks below
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("args", [["--help"], ["--version"], *([verb, "--help"] for verb in VERBS)],
                          ids=lambda args: " ".join(args))
 def test_help_and_version_import_no_torch(args, tmp_path):
@@ -74,6 +75,7 @@ def test_help_and_version_import_no_torch(args, tmp_path):
     assert "attnlab.cli" in modules  # the modules read are those of the command that ran
 
 
+@pytest.mark.process
 def test_a_verb_that_runs_imports_what_it_needs(tmp_path):
     # The same driver sees torch when a verb uses it: the checks above can fail.
     code, out, err, modules = loaded_by(["encode", "--d-model", "2", "--max-len", "2"], tmp_path)
@@ -82,6 +84,7 @@ def test_a_verb_that_runs_imports_what_it_needs(tmp_path):
     assert "torch" in modules and "attnlab.encodings" in modules
 
 
+@pytest.mark.process
 def test_bad_input_before_any_work_is_one_line_without_torch(tmp_path):
     code, out, err, modules = loaded_by(["encode", "--d-model", "0"], tmp_path)
     assert (code, out) == (2, "")
@@ -89,6 +92,7 @@ def test_bad_input_before_any_work_is_one_line_without_torch(tmp_path):
     assert "torch" not in modules
 
 
+@pytest.mark.process
 def test_out_of_memory_is_recognised_with_and_without_torch(tmp_path):
     from attnlab.cli import _out_of_memory
 
@@ -98,7 +102,7 @@ def test_out_of_memory_is_recognised_with_and_without_torch(tmp_path):
     # Before any verb imported torch, the check reads the message and imports nothing.
     code = ("import sys; from attnlab.cli import _out_of_memory as oom; "
             "print(oom(RuntimeError('CUDA out of memory')), oom(RuntimeError('a bug')), 'torch' in sys.modules)")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert proc.stdout.split() == ["True", "False", "False"], proc.stderr
 
 

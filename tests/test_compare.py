@@ -116,6 +116,7 @@ def test_the_same_config_gives_the_same_records(tiny_run):
     assert again.folder is None
 
 
+@pytest.mark.training
 def test_squares_are_scored_by_mse_and_drawn_in_mse_png(tmp_path):
     config = CompareConfig(**{**TINY, "task": "squares", "encodings": ("rotary",), "train_len": 3,
                               "test_lens": (3, 5)})
@@ -404,6 +405,7 @@ def cli(capsys, *argv):
     return code, out, err
 
 
+@pytest.mark.training
 def test_cli_compare_prints_the_table_and_writes_the_folder(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     code, out, err = cli(capsys, "compare", *TINY_FLAGS, "--out", "runs_x")

@@ -48,6 +48,7 @@ def test_parse_device():
         parse_device("x")
 
 
+@pytest.mark.training
 def test_device_cpu_is_recorded_and_a_resume_may_train_elsewhere(capsys, tmp_path):
     # The plain GRU: no attention figures to draw, so the run is quick.
     folder = tmp_path / "r"

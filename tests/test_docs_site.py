@@ -133,6 +133,7 @@ def test_the_parameters_reach_the_notebooks(built):
     assert "EPOCHS = 2" in text
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("flag", ["--out", "--build"])
 def test_a_folder_of_other_files_is_refused_untouched(flag, tmp_path):
     mine = tmp_path / "mine"
@@ -140,7 +141,7 @@ def test_a_folder_of_other_files_is_refused_untouched(flag, tmp_path):
     (mine / "notes.txt").write_text("keep me")
     other = "--build" if flag == "--out" else "--out"
     result = subprocess.run([sys.executable, str(ROOT / "docs" / "build.py"), flag, str(mine), other,
-                             str(tmp_path / "x")], capture_output=True, text=True, timeout=120, check=False)
+                             str(tmp_path / "x")], capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and f"{flag} {mine} is not a folder this script wrote" in result.stderr
     assert [p.name for p in mine.iterdir()] == ["notes.txt"] and not (tmp_path / "x").exists()
@@ -153,10 +154,11 @@ def test_a_folder_of_other_files_is_refused_untouched(flag, tmp_path):
     ('{"EPOCH": 2}', "--parameters: no notebook's parameters cell defines EPOCH"),
     ('{"05_pe_walkthrough.ipynb": {"EPOCHS": 1}}', "defines EPOCHS (in 05_pe_walkthrough.ipynb)"),
 ])
+@pytest.mark.process
 def test_bad_parameters_are_one_line(value, message, tmp_path):
     result = subprocess.run([sys.executable, str(ROOT / "docs" / "build.py"), "--out", str(tmp_path / "site"),
                              "--build", str(tmp_path / "build"), "--parameters", value],
-                            capture_output=True, text=True, timeout=120, check=False)
+                            capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode == 2 and result.stderr.startswith("build.py: ") and message in result.stderr
     assert result.stderr.count("\n") == 1 and not list(tmp_path.iterdir())  # nothing written, nothing run
 
@@ -297,7 +299,7 @@ class Chromium:
         target = self.call("Target.createTarget", url=url)["targetId"]
         return self.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
 
-    def wait_for(self, session, expression, timeout=60.0):
+    def wait_for(self, session, expression, timeout=300.0):
         """The value of ``expression`` in the page once it is truthy (polled; the time limit is generous)."""
         deadline = time.monotonic() + timeout
         while True:
@@ -310,7 +312,7 @@ class Chromium:
     def close(self):
         try:
             self.call("Browser.close")
-            self.process.wait(timeout=30)
+            self.process.wait(timeout=300)
         finally:
             if self.process.poll() is None:
                 self.process.kill()
@@ -339,7 +341,7 @@ def served(built):
         yield f"http://127.0.0.1:{port.group(1)}"
     finally:
         server.terminate()
-        server.wait(timeout=30)
+        server.wait(timeout=300)
 
 
 READY = "document.readyState === 'complete'"

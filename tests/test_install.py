@@ -53,16 +53,19 @@ def installed_specs(commands: list[str]) -> list[str]:
     return specs
 
 
+@pytest.mark.process
 def test_make_run_installs_the_runtime_dependencies_only(tmp_path):
     specs = installed_specs(make_commands("run", tmp_path))
     assert specs == ["pip", "torch", "."], specs
 
 
+@pytest.mark.process
 def test_make_test_adds_the_test_extra(tmp_path):
     specs = installed_specs(make_commands("test", tmp_path))
     assert specs == ["pip", "torch", ".", ".[test]"], specs
 
 
+@pytest.mark.process
 def test_every_pip_install_is_constrained(tmp_path):
     for target in ("run", "test", "notebooks", "lint"):
         for command in make_commands(target, tmp_path):
@@ -76,6 +79,7 @@ def test_the_readme_names_only_extras_that_exist():
     assert {"ray", "notebooks", "test", "dev"} <= named
 
 
+@pytest.mark.process
 @pytest.mark.slow
 def test_the_readmes_wheel_installs_and_trains(tmp_path):
     wheel_name = re.search(r"dist/(attnlab-[\w.]+-py3-none-any\.whl)", INSTALL).group(1)

@@ -203,6 +203,7 @@ def test_injected_parameters_override_the_defaults(kernel_specs, tmp_path):
     assert nb.cells[2].outputs[0]["text"] == "3 epochs\n"
 
 
+@pytest.mark.notebook
 @pytest.mark.parametrize("name", EXPECTED)
 def test_notebook_runs(name, kernel_specs, tmp_path):
     parameters, printed = QUICK[name]

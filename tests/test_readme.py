@@ -66,6 +66,7 @@ def console_chains():
     return list(chains.items())
 
 
+@pytest.mark.training
 @pytest.mark.parametrize("key, chain", console_chains(), ids=[key for key, _ in console_chains()])
 def test_console_examples_run_and_print_what_is_shown(key, chain, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)

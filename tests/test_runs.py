@@ -23,7 +23,7 @@ def default_run(tmp_path_factory):
 def test_default_run_learns_the_seed19_squares_as_the_lab_does(default_run):
     assert default_run.epochs == 100
     # The lab's own procedure ends at a test MSE of 0.154 (an untrained model: about 1.0); attnlab's
-    # run follows it epoch by epoch for about 30 epochs (tests/labs/test_lab_parity.py), then float32
+    # run follows it epoch by epoch for about 30 epochs (benchmarks/lab_parity.py), then float32
     # rounding, amplified by this tiny chaotic model, takes it to 0.204.
     assert default_run.test_mse <= 0.25, default_run.test_mse
     files = set(default_run.files)
@@ -47,6 +47,7 @@ def test_test_mse_is_measured_on_the_real_test_squares(default_run):
     assert mse == pytest.approx(default_run.test_mse, rel=1e-6)
 
 
+@pytest.mark.training
 def test_the_transformer_fixes_the_squares_where_the_tiny_model_is_a_matter_of_luck(tmp_path):
     # --seed 6 is the worst of seeds 0..9 for the positional-encoding lab's model (test MSE 0.40);
     # the Transformer gets 0.0127 there (0.0116 to 0.0138 over seeds 0..9). 0.03 is the issue's
@@ -65,6 +66,7 @@ def short_run(tmp_path_factory):
     return train_run(SquaresConfig(epochs=12), tmp_path_factory.mktemp("runs") / "short", progress=False)
 
 
+@pytest.mark.training
 def test_resume_gives_the_losses_of_an_unbroken_run(tmp_path, short_run):
     train_run(SquaresConfig(epochs=5), tmp_path / "r", progress=False)
     resumed = train_run(SquaresConfig(epochs=12), tmp_path / "r", resume=True, progress=False)
@@ -75,6 +77,7 @@ def test_resume_gives_the_losses_of_an_unbroken_run(tmp_path, short_run):
     assert resumed.test_mse == short_run.test_mse
 
 
+@pytest.mark.training
 def test_an_interrupted_run_resumes_from_its_last_whole_epoch(tmp_path, short_run, monkeypatch):
     # Ctrl-C in epoch 8: the checkpoint written at the end of epoch 7 is there, and
     # --resume continues as if nothing had happened.
@@ -118,6 +121,7 @@ def test_predict_and_plot_from_a_run_folder(default_run, tmp_path, capsys):
         assert png.read_bytes()[:4] == b"\x89PNG"
 
 
+@pytest.mark.training
 def test_cli_train_prints_the_final_mse(tmp_path, capsys):
     code, out, err = cli(capsys, "train", "--epochs", "3", "--out", str(tmp_path / "r"), "--no-progress")
     assert code == 0, err
@@ -146,6 +150,7 @@ def test_bad_input_is_one_line_exit_2(argv, words, default_run, capsys, tmp_path
     assert {p: p.stat().st_mtime_ns for p in default_run.folder.rglob("*")} == before
 
 
+@pytest.mark.training
 def test_existing_run_is_never_overwritten_and_bad_checkpoints_are_refused(default_run, tmp_path, capsys):
     code, _, err = cli(capsys, "train", "--out", str(default_run.folder), "--epochs", "2", "--no-progress")
     assert code == 2 and "already holds" in err

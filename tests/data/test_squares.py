@@ -147,6 +147,7 @@ def test_numpy_integers_are_accepted():
     assert np.array_equal(a[1], b[1])
 
 
+@pytest.mark.process
 def test_data_never_imports_models():
     code = "import sys, attnlab.data; print(any(m.startswith('attnlab.models') for m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -178,6 +178,7 @@ def sandwich_package(tmp_path_factory):
     return target
 
 
+@pytest.mark.process
 def test_an_installed_package_adds_its_scheme_through_the_entry_point(sandwich_package):
     code = textwrap.dedent("""
         import torch
@@ -202,6 +203,7 @@ def _env():
     return dict(os.environ)
 
 
+@pytest.mark.process
 def test_compare_runs_it_by_module_and_class_in_workers_and_after_resume(sandwich_package, tmp_path):
     """``attnlab compare --encodings pkg.module:Class --jobs 2``, then ``--resume`` after a model is lost."""
     import json

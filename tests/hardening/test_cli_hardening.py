@@ -165,6 +165,7 @@ def test_compare_config_must_hold_every_key(workspace, monkeypatch, capsys):
 
 # -- messages and streams --------------------------------------------------------------
 
+@pytest.mark.training
 @pytest.mark.bad_input(MESSAGES)
 def test_nothing_on_stdout_before_a_resume_is_known_to_run(workspace, monkeypatch, capsys):
     _copy_run(workspace, "done")  # 2 epochs trained: --epochs 1 cannot be resumed
@@ -189,6 +190,7 @@ def test_dangling_symlink_out(verb, workspace, monkeypatch, capsys):
     assert "Errno" not in line
 
 
+@pytest.mark.training
 @pytest.mark.bad_input(MESSAGES)
 def test_bad_utf8_metrics_names_the_file(workspace, monkeypatch, capsys):
     run = _copy_run(workspace, "bad-metrics")
@@ -245,6 +247,7 @@ def _in_thread(call, seconds=20.0):
     return result["value"]
 
 
+@pytest.mark.training
 @pytest.mark.bad_input(RESOURCES)
 @pytest.mark.parametrize(("name", "argv"), [
     ("metrics.jsonl", ["train", "--resume", "--epochs", "3", "--no-progress", "--out"]),

@@ -94,6 +94,7 @@ def test_fit_trains_the_length_labs_decoder_only_model_on_tokens():
     assert history.learning_rates[-1][0] == pytest.approx(3e-3 / (1 + 4 * len(loader)))
 
 
+@pytest.mark.training
 def test_every_lab_and_the_trainer_run_their_epochs_in_the_one_loop(tmp_path, monkeypatch, capsys):
     calls = []
     run_one_epoch = Loop.run_one_epoch
@@ -130,6 +131,7 @@ def _train_parameters(tmp_path, capsys, name, *flags):
     return config, n_parameters(model)
 
 
+@pytest.mark.training
 def test_train_size_flags_give_the_model_of_those_sizes(tmp_path, capsys):
     config, count = _train_parameters(tmp_path, capsys, "t", "--model", "transformer", "--d-model", "24",
                                       "--n-heads", "3", "--n-layers", "2", "--ff-units", "40")
@@ -147,6 +149,7 @@ def test_train_size_flags_give_the_model_of_those_sizes(tmp_path, capsys):
     assert json.loads((tmp_path / "pe" / "config.json").read_text())["d_model"] == 4
 
 
+@pytest.mark.training
 def test_compare_size_flags_give_the_model_of_those_sizes(tmp_path, capsys):
     flags = ["--encodings", "none", "--seeds", "1", "--epochs", "1", "--n-train", "32", "--train-len", "4",
              "--test-lens", "4", "--no-progress"]

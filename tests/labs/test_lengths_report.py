@@ -232,6 +232,7 @@ def test_published_numbers_are_printed_beside_the_lab_s(monkeypatch):
 # -- the run folder: results.json and report.html ----------------------------------------
 
 
+@pytest.mark.training
 def test_results_json_has_chance_and_claims(tmp_path):
     result = CompareResult(kazemnejad(), preset_records(MIXED), seconds=1.0,
                            seconds_per_model={f"{e}/{s}": 1.0 for e in KAZEMNEJAD for s in (0, 1)})
@@ -252,6 +253,7 @@ def test_results_json_has_chance_and_claims(tmp_path):
     assert "L=4 (train)" in report
 
 
+@pytest.mark.training
 def test_results_json_of_a_run_without_preset(tmp_path):
     c = config(architecture="encoder-only", n_symbols=4)
     seq = {"none": {4: [1.0, 0.9], 8: [0.1, 0.0]}, "rotary": {4: [1.0, 1.0], 8: [0.0, 0.0]}}

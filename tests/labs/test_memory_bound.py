@@ -30,6 +30,7 @@ MEASURE = textwrap.dedent("""
     (["--encodings", "random-sinusoidal", "--l-max", "100000000"], "--l-max 100000000"),
     (["--encodings", "random-learned", "--l-max", "1000000000000"], "--l-max 1000000000000"),  # its table
 ])
+@pytest.mark.process
 def test_an_oversized_comparison_is_refused_cheaply_naming_its_flag(flags, flag, tmp_path, monkeypatch):
     import json
     import os

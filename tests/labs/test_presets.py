@@ -136,6 +136,7 @@ def test_bad_settings_are_one_line_before_any_training(capsys, tmp_path, argv, m
     assert out == "" and not out_dir.exists()
 
 
+@pytest.mark.training
 def test_a_preset_run_from_the_command_line(capsys, tmp_path):
     # The preset's settings, every size overridden to train in seconds: the report checks the paper's claims.
     out_dir = tmp_path / "ruoss"

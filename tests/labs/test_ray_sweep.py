@@ -1,11 +1,16 @@
 """``attnlab compare --ray``: a real Ray instance on this machine, a real worker killed mid-task.
 
-One private Ray instance (``ray.init(num_cpus=2)``, as ``--ray local`` starts) serves the
-module and is shut down after it. Its workers can import the gated scheme of
-``tests/sweep_gate.py``: the killed worker is killed while it is held mid-training, a
+One private Ray instance serves the module and is shut down after it. It is smaller than the one
+``--ray local`` starts, so that its cost does not grow with the machine or its load: one CPU (the
+sweep's tasks run one after another in one worker, which imports torch once), the smallest object
+store Ray takes, no dashboard, and Ray's memory monitor off (it kills workers when the machine's
+memory runs low, which would make an outcome depend on what else the machine runs).
+``sweep.connect_ray("local")`` then finds it running and uses it. Its workers can import the gated
+scheme of ``tests/sweep_gate.py``: the killed worker is killed while it is held mid-training, a
 condition the test waits on, never a pause.
 """
 
+import logging
 import os
 import signal
 import threading
@@ -19,6 +24,7 @@ from attnlab.labs.lengths.config import CompareConfig
 
 ray = pytest.importorskip("ray", reason="Ray is a test dependency (pip install 'attnlab[ray]')")
 
+OBJECT_STORE = 80 * 2**20  # bytes: Ray's smallest (75 MiB) and a little; the sweep passes configs and records
 TINY = dict(encodings=("rotary", "alibi"), n_seeds=2, epochs=1, n_train=64, n_test=16, d_model=16, n_heads=2,
             n_layers=1, train_len=4, test_lens=(4, 6))
 
@@ -33,7 +39,10 @@ def local_ray(tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         for name in ("PYTHONPATH", "ATTNLAB_TEST_STARTED", "ATTNLAB_TEST_GATE"):
             patch.setenv(name, environ[name])
-        sweep.connect_ray("local")
+        patch.setenv("RAY_memory_monitor_refresh_ms", "0")  # no worker killed for the machine's free memory
+        ray.init(num_cpus=1, object_store_memory=OBJECT_STORE, include_dashboard=False, logging_level=logging.ERROR,
+                 log_to_driver=False)
+        assert sweep.connect_ray("local") is ray and ray.is_initialized()
     yield where
     ray.shutdown()
 

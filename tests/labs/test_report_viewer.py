@@ -154,6 +154,7 @@ def test_the_squares_data_labels_every_layer_of_the_self_attention_model():
     torch.testing.assert_close(cross.weights, attention_weights(model, full[:3, :2])["decoder.layer.cross_attn_heads"])
 
 
+@pytest.mark.training
 def test_a_model_without_attention_gets_no_viewer_and_the_report_says_so(tmp_path):
     train_run(SquaresConfig(model="gru", **TINY), tmp_path / "gru", progress=False)
     page = (tmp_path / "gru" / "report.html").read_text()
@@ -175,7 +176,7 @@ def dump_dom(path, fragment, tmp_path):
         [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          f"--user-data-dir={profile}", "--dump-dom", f"{path.as_uri()}#{fragment}"],
-        capture_output=True, text=True, timeout=120, check=False)
+        capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode == 0, result.stderr[-2000:]
     return Dom(result.stdout)
 

@@ -82,6 +82,7 @@ def test_compare_refuses_folders_that_are_not_its_own(case, train_folder, tmp_pa
         assert not (users / LOCK).exists() and not (users / MARKER).exists()
 
 
+@pytest.mark.training
 def test_train_refuses_a_comparison_and_a_users_folder(tmp_path, capsys):
     comparison = tmp_path / "cmp"
     code, _, err = cli(capsys, "compare", *TINY_COMPARE[:-1], "--encodings", "none", "--epochs", "1",
@@ -122,6 +123,7 @@ def hold(folder: Path, kind: str, resume: bool = False) -> subprocess.Popen:
     return proc
 
 
+@pytest.mark.process
 @pytest.mark.bad_input("machine independence")
 def test_a_second_writer_is_refused_naming_the_holders_pid(train_folder, tmp_path, capsys):
     holder = hold(train_folder, "train", resume=True)
@@ -145,6 +147,7 @@ def test_a_second_writer_is_refused_naming_the_holders_pid(train_folder, tmp_pat
         holder.wait()
 
 
+@pytest.mark.process
 def test_the_lock_of_a_killed_writer_is_taken_over(tmp_path, capsys):
     folder = tmp_path / "run"
     holder = hold(folder, "train")
@@ -158,6 +161,7 @@ def test_the_lock_of_a_killed_writer_is_taken_over(tmp_path, capsys):
         assert (folder / LOCK).read_text().strip() == str(os.getpid())
 
 
+@pytest.mark.training
 def test_an_interrupted_writer_leaves_no_temporary_file_behind(tmp_path):
     # Ctrl-C inside tempfile.mkstemp (the file made, its name not yet returned) escapes
     # atomic_write's own clean-up; the folder's holder removes it before letting go.
@@ -173,6 +177,7 @@ def test_an_interrupted_writer_leaves_no_temporary_file_behind(tmp_path):
 # -- every state is resumable ---------------------------------------------------------------------
 
 
+@pytest.mark.training
 def test_a_train_run_killed_before_its_first_checkpoint_is_resumed_or_reused(train_folder, tmp_path, capsys,
                                                                               monkeypatch):
     run_one_epoch = Loop.run_one_epoch
@@ -199,6 +204,7 @@ def test_a_train_run_killed_before_its_first_checkpoint_is_resumed_or_reused(tra
     assert epochs_in(tmp_path / "b") == [1]
 
 
+@pytest.mark.training
 def test_a_kill_between_the_metrics_line_and_the_checkpoint_never_doubles_an_epoch(tmp_path, monkeypatch):
     from attnlab.training import callbacks
 
@@ -225,6 +231,7 @@ def _records(folder: Path) -> list[dict]:
     return json.loads((folder / "results.json").read_text())["records"]
 
 
+@pytest.mark.process
 @pytest.mark.bad_input("machine independence")
 def test_a_killed_comparison_keeps_its_models_and_resumes_to_the_unbroken_records(tmp_path, capsys):
     # The last model is the gated scheme's (tests/sweep_gate.py): the kill comes while it is held mid-training,
@@ -257,6 +264,7 @@ def test_a_killed_comparison_keeps_its_models_and_resumes_to_the_unbroken_record
     assert (killed / "report.html").exists() and (killed / "accuracy.png").exists()
 
 
+@pytest.mark.training
 def test_the_outputs_of_a_comparison_can_always_be_written_again(tmp_path, capsys):
     folder = tmp_path / "cmp"
     flags = [*TINY_COMPARE[:-1], "--encodings", "none", "--epochs", "1", "--no-progress"]

@@ -49,6 +49,7 @@ def test_ruoss_aggregate_is_the_best_seed_and_the_average_is_over_tasks():
     assert "the best seed" in format_suite(rows, chosen)
 
 
+@pytest.mark.training
 def test_a_preset_of_several_tasks_runs_each_in_its_own_folder(capsys, tmp_path):
     out_dir = tmp_path / "kaz"
     code, out, err = cli(capsys, "compare", "--preset", "kazemnejad2023", "--encodings", "none,t5", "--seeds", "1",

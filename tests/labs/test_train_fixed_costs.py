@@ -55,11 +55,12 @@ def test_the_one_pass_figures_are_the_per_figure_paths_bytes(tmp_path, model, va
         assert torch.equal(x.weights, y.weights), x.name
 
 
+@pytest.mark.process
 def test_importing_the_squares_lab_leaves_the_length_lab_and_matplotlib_alone():
     code = ("import json, sys, attnlab.labs.squares.train, attnlab.labs; "
             "print(json.dumps(sorted(sys.modules)))")
     env = dict(os.environ, PYTHONPATH=str(Path(attnlab.__file__).parents[1]))
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600,
                           check=True)
     loaded = json.loads(done.stdout)
     assert not [m for m in loaded if m.startswith(("attnlab.labs.lengths", "matplotlib", "attnlab.plotting"))]
@@ -73,6 +74,7 @@ def test_importing_the_squares_lab_leaves_the_length_lab_and_matplotlib_alone():
         labs.no_such_name  # noqa: B018
 
 
+@pytest.mark.process
 def test_the_program_collects_garbage_again_once_torch_is_in():
     # The program turns the collector off while torch is imported (attnlab.cli.program_start); a verb runs
     # with it on again, and torch's import frozen out of its walks.
@@ -85,6 +87,6 @@ def test_the_program_collects_garbage_again_once_torch_is_in():
             "sys.argv = ['attnlab', 'encode', '--d-model', '4', '--max-len', '3']\n"
             "sys.exit(attnlab.cli.main())\n")
     env = dict(os.environ, PYTHONPATH=str(Path(attnlab.__file__).parents[1]))
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600,
                           check=True)
     assert done.stdout.splitlines()[0] == "collecting True frozen True True", done.stdout

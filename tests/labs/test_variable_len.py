@@ -87,6 +87,7 @@ def test_the_viewer_and_figures_keep_the_padding_out(variable_run, capsys):
     assert code == 0 and out.stat().st_size > 10_000, err
 
 
+@pytest.mark.training
 @pytest.mark.bad_input("catalogue")
 def test_a_fixed_length_run_keeps_two_corners_and_cannot_be_resumed_as_variable(capsys, tmp_path):
     folder = tmp_path / "fixed"

@@ -8,6 +8,7 @@ from pathlib import Path
 import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
+import pytest
 import torch
 from matplotlib.figure import Figure
 
@@ -92,6 +93,7 @@ def test_no_global_state_changes(tmp_path):
     assert dict(matplotlib.rcParams.items()) == rc_before
 
 
+@pytest.mark.process
 def test_drawing_never_imports_pyplot():
     # In a fresh interpreter: importing and drawing must not pull pyplot in (it
     # would register figures and pick a backend behind the user's back).

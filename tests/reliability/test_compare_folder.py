@@ -200,6 +200,7 @@ def test_a_record_of_another_seed_is_refused(done, capsys):
     refused(capsys, done, r"rotary-seed0.*seed 1.*seed 0")
 
 
+@pytest.mark.training
 @pytest.mark.bad_input("silent wrong results")
 def test_a_negative_squared_error_is_refused(tmp_path, capsys):
     # the figures check only that accuracies lie in [0, 1]: an error below 0 went into results.json
@@ -293,6 +294,7 @@ LIMITED = ("import os, resource, signal, sys; signal.signal(signal.SIGXFSZ, sign
            "os.execv(sys.executable, [sys.executable, '-m', 'attnlab', *sys.argv[2:]])")
 
 
+@pytest.mark.process
 @pytest.mark.bad_input("tracebacks and messages")
 def test_a_disk_that_takes_no_more_bytes_is_one_line(tmp_path):
     # issue 27: a full disk during compare printed a 36-line traceback (torch.save to a path raises
@@ -360,6 +362,7 @@ def test_a_lock_that_is_a_link_never_truncates_its_target(done, outside, capsys)
     assert users.read_text() == "a user's file\n"
 
 
+@pytest.mark.training
 @pytest.mark.bad_input("writes outside the run folder")
 @pytest.mark.parametrize("name", ["results.json", "report.html", "accuracy.png", "models/alibi-seed0/weights.pt"])
 def test_an_output_that_is_a_link_is_replaced_not_written_through(name, killed, outside, capsys):
@@ -444,6 +447,7 @@ def test_a_suite_whose_task_folder_is_a_link_is_refused(suite, outside):
     suite_refused(suite, r"tasks/reverse.*symbolic link", outside=outside)
 
 
+@pytest.mark.training
 @pytest.mark.bad_input("writes outside the run folder")
 @pytest.mark.parametrize("name", ["tasks/reverse/results.json", "suite.json", "report.html"])
 def test_a_suite_output_that_is_a_link_is_replaced_not_written_through(name, suite, outside):

@@ -301,6 +301,7 @@ def _cli_env(tmp_path, home):
     return env
 
 
+@pytest.mark.process
 @MESSAGES
 def test_an_unwritable_home_leaves_the_error_one_line(tmp_path):
     # The example: matplotlib printed two warnings before the one-line error.
@@ -311,7 +312,7 @@ def test_an_unwritable_home_leaves_the_error_one_line(tmp_path):
     (run / "config.json").write_text("{}")
     proc = subprocess.run([sys.executable, "-m", "attnlab", "plot", "losses", "--run", str(run),
                            "--out", str(tmp_path / "x.png")], capture_output=True, text=True,
-                          env=_cli_env(tmp_path, home), cwd=tmp_path, timeout=120)
+                          env=_cli_env(tmp_path, home), cwd=tmp_path, timeout=600)
     assert proc.returncode == 2
     assert len(proc.stderr.splitlines()) == 1, proc.stderr
     assert proc.stderr.startswith("attnlab plot: error:")

@@ -107,6 +107,7 @@ def write_lines(folder: Path, lines: list[str]) -> None:
 # -- data loss: a checkpoint that cannot be read is an error, never a fresh start -------------------
 
 
+@pytest.mark.training
 @pytest.mark.bad_input(DATA_LOSS)
 @pytest.mark.parametrize("link", ["dangling", "loop"])
 def test_resume_refuses_a_checkpoint_link_it_cannot_follow(run, tmp_path, capsys, link):
@@ -118,6 +119,7 @@ def test_resume_refuses_a_checkpoint_link_it_cannot_follow(run, tmp_path, capsys
     assert "Errno" not in line
 
 
+@pytest.mark.training
 @pytest.mark.bad_input(DATA_LOSS)
 def test_resume_refuses_a_missing_checkpoint_once_the_run_has_made_progress(run, capsys):
     # metrics.jsonl records two epochs: the run was not killed before its first checkpoint, so starting
@@ -126,6 +128,7 @@ def test_resume_refuses_a_missing_checkpoint_once_the_run_has_made_progress(run,
     refused(capsys, [*RESUME, run], r"metrics\.jsonl.* 2 epochs.*no checkpoint", unchanged=run)
 
 
+@pytest.mark.training
 @pytest.mark.bad_input(DATA_LOSS)
 def test_resume_refuses_a_checkpoint_that_is_a_folder(run, capsys):
     (run / "checkpoint.pt").unlink()
@@ -133,6 +136,7 @@ def test_resume_refuses_a_checkpoint_that_is_a_folder(run, capsys):
     refused(capsys, [*RESUME, run], r"checkpoint .* is a folder", unchanged=run)
 
 
+@pytest.mark.training
 @pytest.mark.bad_input(DATA_LOSS)
 def test_resume_refuses_a_checkpoint_whose_losses_are_not_one_per_epoch(run, capsys):
     # A history shorter than its epoch count: merged with metrics.jsonl it would lose (or invent) epochs.
@@ -150,6 +154,7 @@ def test_resume_refuses_a_checkpoint_whose_losses_are_not_one_per_epoch(run, cap
 # -- data loss: metrics.jsonl agrees with the checkpoint, or the resume is refused -----------------
 
 
+@pytest.mark.training
 @pytest.mark.bad_input(DATA_LOSS)
 @pytest.mark.parametrize(("damage", "match"), [
     # the two examples: they ended as epochs 1, 3 (here) and 1, 2, 1, 2, 3, with exit 0
@@ -179,6 +184,7 @@ def test_resume_refuses_a_history_the_checkpoint_does_not_hold(run, capsys, dama
     refused(capsys, [*RESUME, run], match, unchanged=run)
 
 
+@pytest.mark.training
 @pytest.mark.bad_input(DATA_LOSS)
 def test_a_missing_history_is_rebuilt_from_the_checkpoint_with_a_message(run, trained, capsys):
     (run / "metrics.jsonl").unlink()
@@ -192,6 +198,7 @@ def test_a_missing_history_is_rebuilt_from_the_checkpoint_with_a_message(run, tr
         assert [r[key] for r in rebuilt] == [s[key] for s in saved], key
 
 
+@pytest.mark.training
 @pytest.mark.bad_input(DATA_LOSS)
 def test_the_line_a_kill_between_metrics_and_checkpoint_leaves_is_dropped(run, trained, capsys):
     # Not damage: the next epoch's line (its checkpoint never written), then half a line.
@@ -208,6 +215,7 @@ def test_the_line_a_kill_between_metrics_and_checkpoint_leaves_is_dropped(run, t
 # -- writes outside the run folder ------------------------------------------------------------------
 
 
+@pytest.mark.training
 @pytest.mark.bad_input(OUTSIDE)
 def test_a_linked_figures_folder_is_refused_before_training(run, tmp_path, capsys):
     # The example: five PNGs written into the link's target.
@@ -219,6 +227,7 @@ def test_a_linked_figures_folder_is_refused_before_training(run, tmp_path, capsy
     assert list(elsewhere.iterdir()) == []
 
 
+@pytest.mark.training
 @pytest.mark.bad_input(OUTSIDE)
 def test_a_figures_link_into_the_run_folder_itself_is_refused_too(run, capsys):
     shutil.rmtree(run / "figures")
@@ -226,6 +235,7 @@ def test_a_figures_link_into_the_run_folder_itself_is_refused_too(run, capsys):
     refused(capsys, [*RESUME, run], r"'figures' .* is a symbolic link", unchanged=run)
 
 
+@pytest.mark.training
 @pytest.mark.bad_input(OUTSIDE)
 def test_a_file_in_place_of_the_figures_folder_is_refused_before_training(run, capsys):
     shutil.rmtree(run / "figures")
@@ -233,6 +243,7 @@ def test_a_file_in_place_of_the_figures_folder_is_refused_before_training(run, c
     refused(capsys, [*RESUME, run], r"'figures' .* is not a folder", unchanged=run)
 
 
+@pytest.mark.training
 @pytest.mark.bad_input(OUTSIDE)
 def test_a_linked_figures_folder_is_refused_on_a_fresh_run_too(trained, tmp_path, capsys):
     # A run killed before its first checkpoint is reused by a fresh run: its figures link is refused.
@@ -246,6 +257,7 @@ def test_a_linked_figures_folder_is_refused_on_a_fresh_run_too(trained, tmp_path
     assert list(elsewhere.iterdir()) == []
 
 
+@pytest.mark.training
 @pytest.mark.bad_input(OUTSIDE)
 @pytest.mark.parametrize("name", ["report.html", "summary.json", "figures/losses.png", "figures/predictions.png"])
 def test_a_folder_where_the_run_writes_a_file_is_refused_before_training(run, capsys, name):
@@ -257,6 +269,7 @@ def test_a_folder_where_the_run_writes_a_file_is_refused_before_training(run, ca
             unchanged=run)
 
 
+@pytest.mark.training
 @pytest.mark.bad_input(OUTSIDE)
 def test_a_users_own_folder_in_figures_is_left_alone(run, capsys):
     (run / "figures" / "old").mkdir()
@@ -266,6 +279,7 @@ def test_a_users_own_folder_in_figures_is_left_alone(run, capsys):
     assert (run / "figures" / "old" / "keep.png").read_bytes() == b"a user's figure"
 
 
+@pytest.mark.training
 @pytest.mark.bad_input(OUTSIDE)
 @pytest.mark.parametrize("name", ["report.html", "summary.json", "config.json", "metrics.jsonl", "checkpoint.pt",
                                   "figures/losses.png"])
@@ -293,6 +307,7 @@ def test_predict_names_a_config_nested_too_deeply(run, capsys):
     refused(capsys, [*PREDICT, run], r"config\.json.* nested too deeply", unchanged=run)
 
 
+@pytest.mark.training
 @pytest.mark.bad_input(MESSAGES)
 def test_resume_names_a_metrics_line_nested_too_deeply(run, capsys):
     one, two = metric_lines(run)
@@ -415,7 +430,7 @@ def _wait_for_line(stream, pattern: str) -> list[str]:
 
 
 def _check_interrupted(proc: subprocess.Popen, early: list[str], folder: Path) -> None:
-    out, rest = proc.communicate(timeout=120)
+    out, rest = proc.communicate(timeout=600)
     err = [line for line in [*early, *rest.splitlines(keepends=True)] if not line.startswith("import time:")]
     text = "".join(err)
     assert proc.returncode in (130, 0), (proc.returncode, text[-3000:])  # 0: it finished before the signal
@@ -429,6 +444,7 @@ def _check_interrupted(proc: subprocess.Popen, early: list[str], folder: Path) -
         assert not [p for p in folder.rglob(".*") if p.name != ".lock"]  # no half-written file
 
 
+@pytest.mark.process
 @pytest.mark.bad_input(MESSAGES)
 @pytest.mark.parametrize(("imported", "delay"), MOMENTS)
 def test_ctrl_c_early_in_train_is_one_line_and_status_130(tmp_path, imported, delay):
@@ -444,6 +460,7 @@ def test_ctrl_c_early_in_train_is_one_line_and_status_130(tmp_path, imported, de
         proc.wait()
 
 
+@pytest.mark.process
 @pytest.mark.bad_input(MESSAGES)
 def test_ctrl_c_while_training_is_one_line_and_the_run_resumes(tmp_path, capsys):
     folder = tmp_path / "r"

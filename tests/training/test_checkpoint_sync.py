@@ -129,6 +129,7 @@ def unbroken(tmp_path_factory) -> Path:
     return folder
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("kill_at", range(1, EPOCHS))
 def test_a_run_killed_after_any_epoch_resumes_to_the_unbroken_runs_numbers(tmp_path, unbroken, kill_at):
     folder = tmp_path / "r"

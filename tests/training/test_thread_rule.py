@@ -81,6 +81,7 @@ def _train(folder, *flags):
     return main(["train", "--epochs", "1", "--device", "cpu", "--no-progress", "--out", str(folder), *map(str, flags)])
 
 
+@pytest.mark.training
 def test_train_takes_the_rule_records_none_and_restores_the_count(tmp_path, seen_threads):
     torch.set_num_threads(3)  # whatever the caller had: the run takes one thread, and gives the 3 back
     try:
@@ -92,6 +93,7 @@ def test_train_takes_the_rule_records_none_and_restores_the_count(tmp_path, seen
     assert json.loads((tmp_path / "r" / "config.json").read_text())["threads"] is None
 
 
+@pytest.mark.training
 def test_threads_is_recorded_honoured_and_kept_by_a_resume(tmp_path, seen_threads):
     folder = tmp_path / "r"
     assert _train(folder, "--threads", 3) == 0
@@ -102,6 +104,7 @@ def test_threads_is_recorded_honoured_and_kept_by_a_resume(tmp_path, seen_thread
     assert json.loads((folder / "config.json").read_text())["threads"] == 2
 
 
+@pytest.mark.training
 def test_a_config_written_before_threads_existed_still_resumes(tmp_path, seen_threads):
     folder = tmp_path / "r"
     assert _train(folder) == 0
@@ -121,6 +124,7 @@ def test_a_bad_threads_is_one_line_naming_the_flag(tmp_path, capsys, bad):
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.training
 def test_predict_and_plot_compute_on_the_rule_or_the_flag(tmp_path, monkeypatch, capsys):
     import attnlab.labs.squares.inference as inference
 
