@@ -61,6 +61,7 @@ def test_two_workers_give_the_records_and_weights_of_one_process_and_report_ever
 
 
 @pytest.mark.bad_input("machine independence")
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads the worker processes from /proc (Linux)")
 def test_a_killed_worker_ends_the_sweep_in_one_line_and_no_worker_is_left(tmp_path, monkeypatch):
     # alibi's two models come back; then both workers are held mid-training by the gate: one is killed
     # while the other's run is still pending, on any machine (not only when the models were slow enough).
@@ -78,8 +79,10 @@ def test_a_killed_worker_ends_the_sweep_in_one_line_and_no_worker_is_left(tmp_pa
     os.kill(workers[0].pid, signal.SIGKILL)
     with pytest.raises(ChildProcessError, match=r"a worker process died while training .*run again with --resume"):
         list(runs)
-    # The sweep stopped early: the surviving worker must not outlive it.
-    assert not workers[1].is_alive()
+    # The sweep stopped early: the surviving worker must not outlive it. Asked of the system, not of the Process
+    # object: the executor's own thread reaps the workers too, and a Process whose exit another thread reaped
+    # can read as alive until that thread records its exit code (seen once at load 7).
+    assert not _alive(workers[1].pid)
 
 
 def _start_held_compare(folder, started, gate):
