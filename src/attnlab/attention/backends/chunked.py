@@ -173,15 +173,17 @@ def chunked_attend(
         q_pos, k_pos = q_pos.reshape(-1, T), k_pos.reshape(-1, S)  # [B|1, T], [B|1, S]: a chunk's rows are columns
     plan = ChunkPlan(position=position, n_heads=H, n_queries=T, n_keys=S, q_offset=q_offset, rows=rows,
                      scale=default_scale(Dh, scale), is_causal=is_causal, mask=mask, bias=bias,
-                     q_pos=q_pos, k_pos=k_pos)
+                     q_pos=q_pos, k_pos=k_pos, reverse=dropout_p == 0.0)
     params = list(position.parameters())
     recording = torch.is_grad_enabled() and (
         query.requires_grad or key.requires_grad or value.requires_grad
         or (bias is not None and bias.requires_grad) or any(p.requires_grad for p in params)
     )
+    if dropout_p == 0.0 and key.shape[0] != B:
+        # Keys shared across the batch: one [B * Hkv] batch for the chunks' matmuls (O(L) memory, once per
+        # call); with gradients, the expand's backward sums them.
+        key, value = key.expand(B, -1, -1, -1), value.expand(B, -1, -1, -1)
     if recording and dropout_p == 0.0:
-        if key.shape[0] != B:  # keys shared across the batch: the expand's backward sums their gradients
-            key, value = key.expand(B, -1, -1, -1), value.expand(B, -1, -1, -1)
         out: Tensor = ChunkedAttention.apply(plan, query, key, value, bias, *params)
         return out  # [B, H, T, Dv]
     if dropout_p == 0.0:
@@ -189,7 +191,7 @@ def chunked_attend(
         # in buffers allocated once. (SDPA per chunk is ~15% faster but allocates its own per chunk;
         # their sizes grow with n under the causal mask, and the peak varied fourfold between runs.)
         with torch.no_grad():
-            return attend_chunks(plan, query, key, value)[0]  # [B, H, T, Dv]
+            return attend_chunks(plan, query, key, value, want_lse=False)[0]  # [B, H, T, Dv]
     run: Callable[[int, int, int], Tensor] = partial(_chunk_forward, plan, query, key, value, dropout_p,
                                                      plan.table(query))
     if recording:
