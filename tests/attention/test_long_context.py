@@ -170,7 +170,7 @@ def test_chunked_keeps_no_chunks_scores_for_the_backward_pass():
 
 
 def test_chunk_rows_keep_a_chunk_near_the_budget():
-    assert chunk_rows(1, 8, 16384) == 32
+    assert chunk_rows(1, 8, 16384) == 128  # 2**24 numbers by default: 64 MiB in float32
     assert chunk_rows(4, 8, 2**20) == 1  # never zero rows
     assert chunk_rows(1, 1, 10, budget=100) == 10
 

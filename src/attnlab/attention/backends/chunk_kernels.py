@@ -39,8 +39,8 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-__all__ = ["ChunkMask", "Workspace", "grouped_addmm_", "grouped_addmm_t_", "grouped_matmul", "hankel_add_",
-           "hankel_rows", "softmax_rows", "weight_floor", "weights_at"]
+__all__ = ["ChunkMask", "Workspace", "causal_table", "grouped_addmm_", "grouped_addmm_t_", "grouped_matmul",
+           "hankel_add_", "hankel_rows", "softmax_rows", "weight_floor", "weights_at"]
 
 
 def grouped_matmul(a: Tensor, b: Tensor) -> Tensor:
@@ -176,6 +176,46 @@ class Workspace:
         return flat[:size].view(shape)
 
 
+def causal_table(table: Tensor, *, n_keys: int, bound: float) -> tuple[Tensor, bool]:
+    """A causal call's table as the scores read it: the mask built in, and floored where that is safe.
+
+    Row ``i`` sees key ``j`` iff ``j <= i + S - T``, i.e. iff it reads table entry
+    ``j - i + T - 1 <= S - 1`` (every row sees its diagonal, entry ``S - 1``, when
+    ``S >= T``). So the entries past ``S - 1`` are set to ``-inf``: the strided rows
+    then carry the causal mask, and no chunk builds or applies one.
+
+    The floor. With ``|q . k| * scale <= bound`` (``M``), a row's largest score is at
+    least ``d_h - M`` (``d_h``: head ``h``'s entry at the diagonal) and at most
+    ``b_h + M`` (``b_h``: its largest entry). Entries below ``d_h - 2M - K`` are raised
+    to it: their weights were below ``e^-K`` of the row's largest and stay so,
+    ``K = -log(eps) + 10`` (26 in float32: ``1e-12``, far below the dtype's rounding).
+    Every weight is then at least ``exp(d_h - b_h - 4M - K) / S``; where that is a
+    normal number for every head, softmax needs no floor pass of its own
+    (:func:`softmax_rows`'s ``floored``), and the table is floored. Where it is not
+    (a large ``M``), the table is left as it is and the floor pass runs.
+
+    Args:
+        table: ``[H, T + S - 1]`` without autograd history.
+        n_keys: ``S`` (``>= T``).
+        bound: ``M``, an upper bound of ``|q . k| * scale`` over the call.
+
+    Returns:
+        ``(table [H, T + S - 1], floored)``: a new tensor, and whether it was floored.
+    """
+    S = n_keys
+    out = table.clone()
+    past = out[:, :S]  # the entries a row can see
+    diagonal, largest = past[:, S - 1], past.amax(dim=1)  # [H], [H]
+    finfo = torch.finfo(table.dtype)
+    margin = -math.log(finfo.eps) + 10.0
+    least = diagonal - largest - 4.0 * bound - margin  # the least log-weight, before the sum
+    floored = bool((least >= math.log(finfo.tiny) + math.log(S) + 1.0).all())
+    if floored:
+        torch.maximum(past, (diagonal - 2.0 * bound - margin)[:, None], out=past)
+    out[:, S:] = float("-inf")
+    return out, floored
+
+
 def weight_floor(dtype: torch.dtype, n: int) -> float:
     """The least ``s - max`` a score is given, for rows of ``n`` keys: every weight stays a normal number.
 
@@ -185,37 +225,43 @@ def weight_floor(dtype: torch.dtype, n: int) -> float:
     return math.log(torch.finfo(dtype).tiny) + math.log(max(n, 1)) + 20.0
 
 
-def softmax_rows(scores: Tensor, mask: ChunkMask, *, want_lse: bool) -> tuple[Tensor, Tensor | None]:
+def softmax_rows(scores: Tensor, mask: ChunkMask, *, want_lse: bool,
+                 floored: bool = False) -> tuple[Tensor, Tensor | None]:
     """Softmax over the last dim, in place of ``scores``, and the log of each row's denominator.
 
     Args:
         scores: ``[B, H, C, n]``, overwritten by the weights.
         mask: which scores each row may see (every row sees at least one).
         want_lse: return ``lse`` (the backward pass needs it; inference does not).
+        floored: the scores already keep every weight a normal number (:func:`causal_table`):
+            no floor pass.
 
     Returns:
         ``weights [B, H, C, n]`` (the same storage; exactly 0 where masked) and
         ``lse [B, H, C, 1]`` or None.
     """
     mask.hide(scores, float("-inf"))
-    row_max = scores.amax(dim=-1, keepdim=True)  # [B, H, C, 1], finite: every row sees a key
-    torch.maximum(scores, row_max + weight_floor(scores.dtype, scores.shape[-1]), out=scores)
-    mask.hide(scores, float("-inf"))  # the floor raised the masked keys too
+    row_max = scores.amax(dim=-1, keepdim=True) if want_lse or not floored else None  # [B, H, C, 1]
+    if not floored:
+        assert row_max is not None  # finite: every row sees a key
+        torch.maximum(scores, row_max + weight_floor(scores.dtype, scores.shape[-1]), out=scores)
+        mask.hide(scores, float("-inf"))  # the floor raised the masked keys too
     # torch's softmax kernel walks a row at a time (in cache): max, exp and sum, scale. In place:
     # it reads each block of a row before writing it.
     weights = torch.ops.aten._softmax.out(scores, -1, False, out=scores)
-    if not want_lse:
+    if row_max is None or not want_lse:
         return weights, None
     # The row's largest weight is exp(0) / sum: log(sum) = -log of it, without another pass of exp.
     return weights, row_max - weights.amax(dim=-1, keepdim=True).log()
 
 
-def weights_at(shifted: Tensor, mask: ChunkMask) -> Tensor:
+def weights_at(shifted: Tensor, mask: ChunkMask, *, floored: bool = False) -> Tensor:
     """The weights again, ``exp(s - lse)``, from the shifted scores ``s - lse [B, H, C, n]``, in place.
 
     The floor (:func:`weight_floor` with ``n = 1``: ``s - lse <= s - max``) keeps them
-    normal numbers, as in :func:`softmax_rows`.
+    normal numbers, as in :func:`softmax_rows`; ``floored`` scores need none.
     """
-    weights = shifted.clamp_(min=weight_floor(shifted.dtype, 1)).exp_()  # [B, H, C, n]
+    weights = shifted if floored else shifted.clamp_(min=weight_floor(shifted.dtype, 1))
+    weights = weights.exp_()  # [B, H, C, n]
     mask.hide(weights, 0.0)
     return weights

@@ -42,7 +42,14 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from attnlab.attention.backends.chunk_kernels import ChunkMask, Workspace, grouped_addmm_, hankel_add_, hankel_rows
+from attnlab.attention.backends.chunk_kernels import (
+    ChunkMask,
+    Workspace,
+    causal_table,
+    grouped_addmm_,
+    hankel_add_,
+    hankel_rows,
+)
 from attnlab.attention.functional import repeat_kv_heads
 from attnlab.encodings.scheme import PositionScheme, bias_dtype, distance_table
 
@@ -90,6 +97,8 @@ class ChunkPlan:
     q_pos: Tensor | None = None
     k_pos: Tensor | None = None
     reverse: bool = True
+    table_masks: bool = False  # set by score_table: the table carries the causal mask
+    floored: bool = False  # set by score_table: the table keeps every weight a normal number
 
     @property
     def reversed_rows(self) -> bool:
@@ -143,6 +152,24 @@ class ChunkPlan:
             return None
         # Contiguous along the distances (T5's comes transposed): read as a strided view.
         return distance_table(self.position, query, self.n_keys, q_offset=self.q_offset).contiguous()
+
+    def score_table(self, table: Tensor, query: Tensor, key: Tensor) -> Tensor:
+        """The table the chunks' scores read (no history): the causal mask and a floor built in where they can be.
+
+        For reversed rows of a causal call with no other mask or bias and ``S >= T``
+        (:func:`~.chunk_kernels.causal_table`); sets :attr:`table_masks` and :attr:`floored`.
+        ``query [B, H, T, Dh]`` and ``key [B, Hkv, S, Dh]`` give the bound of ``|q . k| * scale``.
+        """
+        table = table.detach()
+        self.table_masks = (self.reversed_rows and self.is_causal and self.mask is None and self.bias is None
+                            and self.n_keys >= self.n_queries)
+        self.floored = False
+        if not self.table_masks:
+            return table
+        norms = [float(torch.linalg.vector_norm(t.detach(), dim=-1, dtype=torch.float32).amax()) for t in (query, key)]
+        bound = self.scale * norms[0] * norms[1]  # Cauchy-Schwarz
+        table, self.floored = causal_table(table, n_keys=self.n_keys, bound=bound)
+        return table
 
     def table_index(self, start: int, stop: int, n: int, device: torch.device) -> Tensor:
         """Where rows ``start .. stop - 1`` and keys ``0 .. n - 1`` read :meth:`table`: ``j - i + T - 1``, flat."""
@@ -289,6 +316,8 @@ class ChunkPlan:
         user = self.user_rows(start, stop, n)
         if user is not None:
             scores += user.to(device=scores.device, dtype=scores.dtype)
+        if self.table_masks and term is not None:
+            return scores, ChunkMask(None, n, None)  # the -inf entries of the table are the causal mask
         first = self.first_masked_key(start, n)
         keep = self.mask_rows(start, stop, n, scores.device, first=first)
         empty = None

@@ -13,10 +13,14 @@ changes.
 
 Memory. A chunk holds ``[B, H, C, n]`` scores (``n`` keys: under the causal
 mask a chunk skips the keys none of its rows can see, half the work of a causal
-call). ``C`` is chosen so that is at most half the size of the queries, between
-2**20 and :data:`CHUNK_ELEMENTS` numbers (4 to 16 MiB in float32), and those
-tensors live in buffers allocated once per call. With gradients, the forward
-pass keeps one number per query row (its softmax's log-denominator) and the
+call). ``C`` is chosen so that is at most twice the size of the queries, between
+2**20 and :data:`CHUNK_ELEMENTS` numbers (4 to 64 MiB in float32), and those
+tensors live in buffers allocated once per call. Large chunks because on the CPU
+the cost of a chunk is its few large operations (the matmuls, the softmax) plus a
+fixed cost per operation, the matmuls are more efficient with more rows, and the
+keys' and values' gradients are read and written once per chunk: at ``C = 32``
+that traffic (``n x Dh`` per chunk, twice) was as large as the scores' own.
+With gradients, the forward pass keeps one number per query row (its softmax's log-denominator) and the
 backward pass rebuilds each chunk's weights from it
 (:mod:`attnlab.attention.backends.chunked_backward`, FlashAttention-2's backward in torch
 ops). Peak memory is ``O(L * C)``, not ``O(L^2)``, in both passes. Training with
@@ -24,8 +28,9 @@ dropout instead runs each chunk under activation checkpointing
 (``torch.utils.checkpoint``), which draws the same dropout masks again.
 
 A scheme that is a function of the distance alone (ALiBi, T5, KERPLE) is
-evaluated once per distance and gathered per chunk
-(:mod:`attnlab.attention.backends.chunk_plan`); the others are asked for their rows.
+evaluated once per distance and read per chunk as a strided view of that table, the
+causal mask built into it (:mod:`attnlab.attention.backends.chunk_plan`,
+:mod:`attnlab.attention.backends.chunk_kernels`); the others are asked for their rows.
 
 What it needs from the scheme: honesty about offsets (positions not drawn per call: the
 term for rows ``c0 ..`` is the full term's rows). Per-row positions (``position_ids
@@ -56,11 +61,12 @@ from attnlab.encodings.scheme import PositionScheme, call_positions
 
 __all__ = ["CHUNK_ELEMENTS", "chunk_rows", "chunked_attend"]
 
-# Scores per chunk, B * H * C * S: 2**22 numbers, 16 MiB in float32. Small enough that a
-# chunk's scores, weights and their gradients stay well below the size of q, k and v
-# themselves at long lengths; large enough that the per-chunk overhead (a scheme call,
-# a kernel launch) is amortised over thousands of scores per query row.
-CHUNK_ELEMENTS = 2**22
+# Scores per chunk, B * H * C * S, at most: 2**24 numbers, 64 MiB in float32 (128 rows of 16384
+# keys and 8 heads). The rule in chunked_attend keeps a chunk at most twice the queries' size, so
+# the peak memory stays within 2x of attention without positions (benchmarks/bench_long_context.py);
+# large enough that the per-chunk costs (an operation's fixed cost, the keys' gradient traffic,
+# a matmul's efficiency at few rows) are amortised over 128 rows.
+CHUNK_ELEMENTS = 2**24
 
 
 def chunk_rows(batch: int, heads: int, n_keys: int, *, budget: int = CHUNK_ELEMENTS) -> int:
@@ -79,8 +85,8 @@ def chunk_rows(batch: int, heads: int, n_keys: int, *, budget: int = CHUNK_ELEME
         TypeError / ValueError: for non-integer or non-positive sizes.
 
     Example:
-        >>> chunk_rows(1, 8, 16384)  # 32 queries x 16384 keys x 8 heads = 2**22
-        32
+        >>> chunk_rows(1, 8, 16384)  # 128 queries x 16384 keys x 8 heads = 2**24
+        128
     """
     batch = check_int("batch", batch, minimum=1)
     heads = check_int("heads", heads, minimum=1)
@@ -160,10 +166,9 @@ def chunked_attend(
         return attend_unchecked(query, key, value, mask=mask, bias=bias, dropout_p=dropout_p, scale=scale,
                                 need_weights=False, is_causal=is_causal)[0]
     if chunk_size is None:
-        # A chunk's scores at most half the size of the queries (and between a quarter of the budget
-        # and the budget): each of the few per-chunk tensors is then small against the O(L) tensors
-        # attention keeps anyway, at every length.
-        rows = chunk_rows(B, H, S, budget=min(CHUNK_ELEMENTS, max(CHUNK_ELEMENTS // 4, query.numel() // 2)))
+        # A chunk's scores at most twice the size of the queries (and between 2**20 numbers and the
+        # budget): the two per-chunk buffers then stay within the O(L) tensors attention keeps anyway.
+        rows = chunk_rows(B, H, S, budget=min(CHUNK_ELEMENTS, max(2**20, 2 * query.numel())))
     else:
         rows = check_int("chunk_size", chunk_size, minimum=1)
     q_pos = k_pos = None  # per-row positions, [B|1, T] and [B|1, S] (None: the indices)

@@ -102,7 +102,7 @@ class ChunkedAttention(torch.autograd.Function):
             term = terms.value(q_c, start, n)  # [B|1, H, C, n] or None
             lse_c = plan.rows_of(lse, start, stop)  # [B, H, C, 1]
             shifted, mask = plan.scores(q_c, k_n, term, start, work.get("scores", B, H, C, n), lse=lse_c)
-            p = weights_at(shifted, mask)  # the forward's weights, recomputed in place
+            p = weights_at(shifted, mask, floored=plan.floored)  # the forward's weights, recomputed in place
             do = plan.rows_of(d_out, start, stop).to(compute)  # [B, H, C, Dv]
             if mask.empty is not None:
                 do = do.masked_fill(mask.empty, 0.0)  # their output was zeroed: nothing flows back through them
@@ -142,13 +142,15 @@ def attend_chunks(plan: ChunkPlan, query: Tensor, key: Tensor, value: Tensor, *,
     out = query.new_zeros(B, H, T, value.shape[-1])  # [B, H, T, Dv]
     lse = torch.zeros(B, H, T, 1, dtype=compute, device=query.device) if want_lse else None  # [B, H, T, 1]
     table = plan.table(query)  # [H, T + S - 1] or None
+    if table is not None:
+        table = plan.score_table(table, query, key)  # the backward pass asks with the same tensors
     work = plan.workspace(B, compute, query.device)
     for start, stop, n in plan.chunks():
         C = stop - start
         q_c = plan.rows_of(query, start, stop).to(compute)  # [B, H, C, Dh], the chunk's row order
         term = plan.scheme_rows(q_c, key, start, n, table=table)  # [B|1, H, C, n] or None
         scores, mask = plan.scores(q_c, k_all[..., :n, :], term, start, work.get("scores", B, H, C, n))
-        p, lse_c = softmax_rows(scores, mask, want_lse=want_lse)  # the weights, in place of the scores
+        p, lse_c = softmax_rows(scores, mask, want_lse=want_lse, floored=plan.floored)  # the weights, in place of the scores
         o = grouped_matmul(p, v_all[..., :n, :])  # [B, H, C, n] x [B, Hkv, n, Dv] -> [B, H, C, Dv]
         if plan.adds_value:
             extra = plan.value_rows(p, start)  # [B, H, C, Dv] or None
@@ -195,17 +197,19 @@ class _TermGradients:
         self.plan, self.key, self.d_params = plan, key, d_params
         self.need_q, self.need_k = need_q, need_k
         self.table: Tensor | None = None  # [H, T + S - 1], with autograd history to the parameters
+        self.scores_table: Tensor | None = None  # what the scores read (ChunkPlan.score_table)
         self.d_table: Tensor | None = None  # its gradient, summed over the chunks
         if plan.by_distance:
             with torch.enable_grad():
                 self.table = plan.table(query)
+            if self.table is not None:
+                self.scores_table = plan.score_table(self.table, query, key)
             if self.table is not None and self.table.requires_grad:
                 self.d_table = torch.zeros_like(self.table, dtype=compute_dtype(query.dtype))
 
     def value(self, q_c: Tensor, start: int, n: int) -> Tensor | None:
         """The term at the chunk, without history (for the scores); a distance scheme's read from its table."""
-        table = None if self.table is None else self.table.detach()
-        return self.plan.scheme_rows(q_c, self.key, start, n, table=table)
+        return self.plan.scheme_rows(q_c, self.key, start, n, table=self.scores_table)
 
     def backward(self, q_c: Tensor, start: int, n: int, ds: Tensor, dq: Tensor, dk: Tensor, *,
                  scratch: Workspace) -> None:
