@@ -166,7 +166,8 @@ class ChunkPlan:
         self.floored = False
         if not self.table_masks:
             return table
-        norms = [float(torch.linalg.vector_norm(t.detach(), dim=-1, dtype=torch.float32).amax()) for t in (query, key)]
+        norms = [float(torch.linalg.vector_norm(t.detach(), dim=-1, dtype=bias_dtype(t.dtype)).amax())
+                 for t in (query, key)]
         bound = self.scale * norms[0] * norms[1]  # Cauchy-Schwarz
         table, self.floored = causal_table(table, n_keys=self.n_keys, bound=bound)
         return table
