@@ -44,7 +44,6 @@ import argparse
 import ctypes
 import gc
 import json
-import os
 import statistics
 import subprocess
 import sys

@@ -18,17 +18,21 @@ The rule of ``backend="auto"`` (:func:`choose_backend`), in order:
 1. no scheme, or one that only rotates (nothing to add): dense (already fused);
 2. the weights are wanted (``need_weights``, ``record_attention``), or the scheme
    draws positions per call (``draws_positions``, the randomized ones): dense;
-3. on the CPU (:func:`dense_fits`): dense while the ``[B, H, T, S]`` scores the
-   dense path holds, :func:`dense_bytes` (``B * H * T * S`` times the compute
-   dtype's size), fit ``memory_budget`` (:data:`DENSE_MEMORY_BUDGET`, 1 GiB by
-   default: a constant, never the machine's free memory, so the path, and the
-   numbers, do not depend on what else runs) **and** ``T * S <= DENSE_SCORES``
-   (``2**22``, 2048 x 2048), the measured crossover in time: past it the chunked
-   path is faster (``python benchmarks/bench_long_context.py --crossover``,
-   ALiBi and T5, B = 1 and 4, H = 8, forward and forward + backward, one and two
-   threads: ``benchmarks/results/long_context_crossover.json``); then chunked.
-   Both sides of the rule scale with ``B * H``, so the crossover is a count of
-   scores per head;
+3. on the CPU (:func:`dense_fits`): dense while ``T * S <= DENSE_SCORES``
+   (``2**16``, 256 x 256), the measured crossover in time, **and** the
+   ``[B, H, T, S]`` scores the dense path holds, :func:`dense_bytes` (``B * H * T
+   * S`` times the compute dtype's size), fit ``memory_budget``
+   (:data:`DENSE_MEMORY_BUDGET`, 256 MiB by default: a constant, never the
+   machine's free memory, so the path, and the numbers, do not depend on what
+   else runs); otherwise chunked. The crossover
+   (``python benchmarks/bench_long_context.py --crossover``:
+   ``benchmarks/results/long_context_crossover.json``; ``MultiHeadAttention``,
+   ALiBi and T5, H = 8, D = 512, causal, B = 1 and 4, forward and forward +
+   backward, one and two threads): at 128 x 128 the dense path is up to 1.25x
+   faster, at 256 x 256 the two are within about 20% of each other either
+   way, and from 512 x 512 the chunked path is faster in every case measured
+   (at 2048 x 2048, 2-5x). Both paths' costs scale with ``B * H``, so the
+   crossover is a count of scores per head;
 4. on CUDA: dense up to ``T * S <= 2**20`` (not measured here: no GPU); past it a
    scheme with a ``score_mod``, no dropout, no mask beyond causal and key padding,
    and positions that are the indices: flex;
@@ -72,9 +76,9 @@ __all__ = ["BACKENDS", "CUDA_DENSE_SCORES", "DENSE_MEMORY_BUDGET", "DENSE_SCORES
 
 BACKENDS = catalog.BACKENDS
 # Scores per head past which the chunked path is faster than the dense one on the CPU (module docstring).
-DENSE_SCORES = 2**22
+DENSE_SCORES = 2**16
 # Bytes of the dense path's [B, H, T, S] scores that backend="auto" allows on the CPU: a fixed budget.
-DENSE_MEMORY_BUDGET = 2**30
+DENSE_MEMORY_BUDGET = 2**28
 # On CUDA, the count FlexAttention takes over from (not measured on this project's machines).
 CUDA_DENSE_SCORES = 2**20
 
@@ -103,11 +107,11 @@ def dense_fits(*, batch: int, heads: int, T: int, S: int, dtype: torch.dtype,
         memory_budget: the most bytes of :func:`dense_bytes` allowed (:data:`DENSE_MEMORY_BUDGET`).
 
     Example:
-        >>> dense_fits(batch=4, heads=8, T=2048, S=2048, dtype=torch.float32)  # 512 MiB, at the crossover
+        >>> dense_fits(batch=4, heads=8, T=256, S=256, dtype=torch.float32)  # 8 MiB, at the crossover
         True
-        >>> dense_fits(batch=1, heads=8, T=4096, S=4096, dtype=torch.float32)  # past the crossover
+        >>> dense_fits(batch=1, heads=8, T=512, S=512, dtype=torch.float32)  # past the crossover
         False
-        >>> dense_fits(batch=64, heads=8, T=1024, S=1024, dtype=torch.float32)  # 2 GiB: over the budget
+        >>> dense_fits(batch=256, heads=32, T=256, S=256, dtype=torch.float32)  # 2 GiB: over the budget
         False
     """
     memory_budget = check_int("memory_budget", memory_budget, minimum=0)

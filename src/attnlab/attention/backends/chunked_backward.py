@@ -71,6 +71,7 @@ class ChunkedAttention(torch.autograd.Function):
         """``query [B, H, T, Dh]``, ``key [B, Hkv, S, Dh]``, ``value [B, Hkv, S, Dv]`` -> ``out [B, H, T, Dv]``."""
         out, lse = attend_chunks(plan, query, key, value)  # [B, H, T, Dv], [B, H, T, 1]
         ctx.plan = plan  # type: ignore[attr-defined]
+        assert lse is not None  # want_lse
         ctx.save_for_backward(query, key, value, out, lse)
         return out
 
@@ -85,7 +86,6 @@ class ChunkedAttention(torch.autograd.Function):
         compute = lse.dtype
         k_all, v_all = key.to(compute).contiguous(), value.to(compute)  # contiguous: [B * Hkv] matmul batches
         B, H = query.shape[:2]
-        Hkv = key.shape[1]
         dq = torch.zeros_like(query, dtype=compute)  # [B, H, T, Dh]
         dk = key.new_zeros(key.shape, dtype=compute)  # [B, Hkv, S, Dh]
         dv = value.new_zeros(value.shape, dtype=compute)  # [B, Hkv, S, Dv]
@@ -150,7 +150,8 @@ def attend_chunks(plan: ChunkPlan, query: Tensor, key: Tensor, value: Tensor, *,
         q_c = plan.rows_of(query, start, stop).to(compute)  # [B, H, C, Dh], the chunk's row order
         term = plan.scheme_rows(q_c, key, start, n, table=table)  # [B|1, H, C, n] or None
         scores, mask = plan.scores(q_c, k_all[..., :n, :], term, start, work.get("scores", B, H, C, n))
-        p, lse_c = softmax_rows(scores, mask, want_lse=want_lse, floored=plan.floored)  # the weights, in place of the scores
+        # The weights, in place of the scores.
+        p, lse_c = softmax_rows(scores, mask, want_lse=want_lse, floored=plan.floored)
         o = grouped_matmul(p, v_all[..., :n, :])  # [B, H, C, n] x [B, Hkv, n, Dv] -> [B, H, C, Dv]
         if plan.adds_value:
             extra = plan.value_rows(p, start)  # [B, H, C, Dv] or None
