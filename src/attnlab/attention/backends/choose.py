@@ -18,21 +18,29 @@ The rule of ``backend="auto"`` (:func:`choose_backend`), in order:
 1. no scheme, or one that only rotates (nothing to add): dense (already fused);
 2. the weights are wanted (``need_weights``, ``record_attention``), or the scheme
    draws positions per call (``draws_positions``, the randomized ones): dense;
-3. on the CPU (:func:`dense_fits`): dense while ``T * S <= DENSE_SCORES``
-   (``2**16``, 256 x 256), the measured crossover in time, **and** the
-   ``[B, H, T, S]`` scores the dense path holds, :func:`dense_bytes` (``B * H * T
-   * S`` times the compute dtype's size), fit ``memory_budget``
-   (:data:`DENSE_MEMORY_BUDGET`, 256 MiB by default: a constant, never the
-   machine's free memory, so the path, and the numbers, do not depend on what
-   else runs); otherwise chunked. The crossover
-   (``python benchmarks/bench_long_context.py --crossover``:
-   ``benchmarks/results/long_context_crossover.json``; ``MultiHeadAttention``,
+3. on the CPU (:func:`dense_fits`): dense while ``T * S`` is at most the
+   measured crossover in time, :data:`DENSE_SCORES` (``2**16``, 256 x 256) on
+   one thread and :data:`DENSE_SCORES_THREADED` (``2**22``, 2048 x 2048) on
+   more, **and** the ``[B, H, T, S]`` scores the dense path holds,
+   :func:`dense_bytes` (``B * H * T * S`` times the compute dtype's size), fit
+   ``memory_budget`` (:data:`DENSE_MEMORY_BUDGET`, 1 GiB by default: a constant,
+   never the machine's free memory, so the path, and the numbers, do not depend
+   on what else runs); otherwise chunked. Both paths' costs scale with
+   ``B * H``, so the crossover is a count of scores per head. Measured with
+   ``python benchmarks/bench_long_context.py --crossover``
+   (``benchmarks/results/long_context_crossover.json``: ``MultiHeadAttention``,
    ALiBi and T5, H = 8, D = 512, causal, B = 1 and 4, forward and forward +
-   backward, one and two threads): at 128 x 128 the dense path is up to 1.25x
-   faster, at 256 x 256 the two are within about 20% of each other either
-   way, and from 512 x 512 the chunked path is faster in every case measured
-   (at 2048 x 2048, 2-5x). Both paths' costs scale with ``B * H``, so the
-   crossover is a count of scores per head;
+   backward, medians of 3 interleaved rounds on a 2-core machine shared with
+   other work). One thread (load 2-4): at 128 x 128 the dense path is up to
+   1.25x faster, at 256 x 256 the two are within about 20% either way, from
+   512 x 512 on the chunked path is faster in every case (0.61-0.87x of the
+   dense time), at 2048 x 2048 0.18-0.63x. Two threads (load 6-9): every
+   operation is a barrier of both threads, and the chunked path, with more and
+   smaller operations, loses more to a descheduled thread: at B = 1 it took
+   1.15-2.4x the dense time at 1024 x 1024 and 2048 x 2048; at 4096 x 4096 the
+   dense path (a 512 MiB term per batch row, 4.1x the time of no position in
+   issue 29) no longer pays. The issue's case, B = 4, H = 8, L = 2048 on two
+   threads (512 MiB of scores), is dense;
 4. on CUDA: dense up to ``T * S <= 2**20`` (not measured here: no GPU); past it a
    scheme with a ``score_mod``, no dropout, no mask beyond causal and key padding,
    and positions that are the indices: flex;
@@ -62,62 +70,27 @@ from torch import Tensor
 
 from attnlab import catalog
 from attnlab._finite import bounded_pair
-from attnlab._validate import check_choice, check_int
+from attnlab._validate import check_choice
+from attnlab.attention.backends.auto_rule import (
+    CUDA_DENSE_SCORES,
+    DENSE_MEMORY_BUDGET,
+    DENSE_SCORES,
+    DENSE_SCORES_THREADED,
+    dense_bytes,
+    dense_fits,
+)
 from attnlab.attention.backends.chunk_plan import default_scale
 from attnlab.attention.backends.chunked import chunked_attend
 from attnlab.attention.backends.flex import flex_attend, flex_supported
 from attnlab.attention.functional import attend_unchecked, repeat_kv_heads
 from attnlab.attention.guards import drop_unseen_keys
-from attnlab.encodings.scheme import PositionScheme, bias_dtype
+from attnlab.encodings.scheme import PositionScheme
 
-__all__ = ["BACKENDS", "CUDA_DENSE_SCORES", "DENSE_MEMORY_BUDGET", "DENSE_SCORES", "adds_terms",
-           "attend_with_position", "choose_backend", "dense_bytes", "dense_fits", "key_valid_of", "may_attend",
-           "position_attend"]
+__all__ = ["BACKENDS", "CUDA_DENSE_SCORES", "DENSE_MEMORY_BUDGET", "DENSE_SCORES", "DENSE_SCORES_THREADED",
+           "adds_terms", "attend_with_position", "choose_backend", "dense_bytes", "dense_fits", "key_valid_of",
+           "may_attend", "position_attend"]
 
 BACKENDS = catalog.BACKENDS
-# Scores per head past which the chunked path is faster than the dense one on the CPU (module docstring).
-DENSE_SCORES = 2**16
-# Bytes of the dense path's [B, H, T, S] scores that backend="auto" allows on the CPU: a fixed budget.
-DENSE_MEMORY_BUDGET = 2**28
-# On CUDA, the count FlexAttention takes over from (not measured on this project's machines).
-CUDA_DENSE_SCORES = 2**20
-
-
-def dense_bytes(*, batch: int, heads: int, T: int, S: int, dtype: torch.dtype) -> int:
-    """Bytes of the ``[B, H, T, S]`` scores the dense path holds at least once, in the compute dtype.
-
-    The term broadcast to the batch once a mask is added, or the weights: ``B * H * T * S``
-    times the size of the dtype scores are computed in (float32 for half-precision inputs).
-
-    Example:
-        >>> dense_bytes(batch=4, heads=8, T=2048, S=2048, dtype=torch.float32) // 2**20  # MiB
-        512
-    """
-    return batch * heads * T * S * bias_dtype(dtype).itemsize
-
-
-def dense_fits(*, batch: int, heads: int, T: int, S: int, dtype: torch.dtype,
-               memory_budget: int = DENSE_MEMORY_BUDGET) -> bool:
-    """The CPU rule of ``backend="auto"`` (module docstring, rule 3): True for the dense path, False for chunked.
-
-    Args:
-        batch, heads: ``B`` and ``H`` (query heads).
-        T: queries; S: keys.
-        dtype: the queries' dtype.
-        memory_budget: the most bytes of :func:`dense_bytes` allowed (:data:`DENSE_MEMORY_BUDGET`).
-
-    Example:
-        >>> dense_fits(batch=4, heads=8, T=256, S=256, dtype=torch.float32)  # 8 MiB, at the crossover
-        True
-        >>> dense_fits(batch=1, heads=8, T=512, S=512, dtype=torch.float32)  # past the crossover
-        False
-        >>> dense_fits(batch=256, heads=32, T=256, S=256, dtype=torch.float32)  # 2 GiB: over the budget
-        False
-    """
-    memory_budget = check_int("memory_budget", memory_budget, minimum=0)
-    return T * S <= DENSE_SCORES and dense_bytes(batch=batch, heads=heads, T=T, S=S, dtype=dtype) <= memory_budget
-
-
 def adds_terms(position: PositionScheme | None) -> bool:
     """Whether ``position`` declares a term added to the scores or the outputs (rather than only rotating).
 
@@ -159,6 +132,7 @@ def choose_backend(
     heads: int = 1,
     dtype: torch.dtype = torch.float32,
     memory_budget: int = DENSE_MEMORY_BUDGET,
+    threads: int | None = None,
 ) -> str:
     """The path a call takes: ``"dense"``, ``"flex"`` or ``"chunked"`` (the rule in the module docstring).
 
@@ -174,6 +148,7 @@ def choose_backend(
         per_row: the positions are per row (``position_ids``): never flex, which falls back to chunked.
         batch, heads, dtype: ``B``, ``H`` and the queries' dtype, for :func:`dense_bytes` (CPU rule).
         memory_budget: bytes the dense path's scores may take on the CPU (:data:`DENSE_MEMORY_BUDGET`).
+        threads: intra-op threads for the CPU rule (None: :func:`torch.get_num_threads`).
 
     Returns:
         The path's name.
@@ -191,7 +166,8 @@ def choose_backend(
         if need_weights or draws:
             return "dense"
         if device.type != "cuda":
-            fits = dense_fits(batch=batch, heads=heads, T=T, S=S, dtype=dtype, memory_budget=memory_budget)
+            fits = dense_fits(batch=batch, heads=heads, T=T, S=S, dtype=dtype, memory_budget=memory_budget,
+                              threads=torch.get_num_threads() if threads is None else threads)
             return "dense" if fits else "chunked"
         if T * S <= CUDA_DENSE_SCORES:
             return "dense"

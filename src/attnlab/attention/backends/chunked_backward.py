@@ -15,13 +15,20 @@ the output is linear in the weights, a value term included. The scheme's own
 parameters (T5's table, KERPLE's, FIRE's MLP, Shaw's vectors) and any input
 its term reads (Shaw's and CoPE's queries, CoPE's keys) get their
 gradients by running autograd on the chunk's term alone with ``dS`` as its
-output gradient; for a scheme gathered from a per-distance table, ``dS`` is
-first summed into the table (one ``[H, T + S - 1]`` gradient for the whole
-call) and autograd runs once at the end.
+output gradient; for a scheme read from a per-distance table, ``dS`` is
+first summed into the table along the anti-diagonals the chunk read
+(:func:`~.chunk_kernels.hankel_add_`; one ``[H, T + S - 1]`` gradient for the
+whole call) and autograd runs once at the end.
+
+Per chunk the passes are few (:mod:`.chunk_kernels`): ``-lse`` is written with
+the term into the scores buffer and the matmul adds ``q k^T * scale`` to it;
+``exp`` in place (no floor pass where the table carries one); ``dV`` and ``dK``
+accumulate inside their matmuls; ``-rowsum`` is written into the ``dP`` buffer
+and the matmul adds ``dO V^T``; ``dS = p * dP`` in place.
 
 Compared with checkpointing each chunk (the earlier way): the chunk's forward is
-not run twice in the backward pass, and its large tensors live in three
-buffers allocated once per call (:class:`attnlab.attention.backends.chunk_plan.Workspace`)
+not run twice in the backward pass, and its large tensors live in two
+buffers allocated once per call (:class:`attnlab.attention.backends.chunk_kernels.Workspace`)
 instead of the autograd graph of a whole chunk per step, which glibc's
 allocator did not hand back (6.9 GB at L=16384 with ALiBi).
 
