@@ -13,9 +13,11 @@ changes.
 
 Memory. A chunk holds ``[B, H, C, n]`` scores (``n`` keys: under the causal
 mask a chunk skips the keys none of its rows can see, half the work of a causal
-call). ``C`` is chosen so that is at most twice the size of the queries, between
-2**20 and :data:`CHUNK_ELEMENTS` numbers (4 to 64 MiB in float32), and those
-tensors live in buffers allocated once per call. Large chunks because on the CPU
+call). ``C`` is chosen so that is at most twice the size of the queries for a
+scheme read from its distance table (half of it for a scheme asked for its rows,
+which builds temporaries of that size itself), between 2**20 and
+:data:`CHUNK_ELEMENTS` numbers (4 to 64 MiB in float32), and those tensors live
+in buffers allocated once per call. Large chunks because on the CPU
 the cost of a chunk is its few large operations (the matmuls, the softmax) plus a
 fixed cost per operation, the matmuls are more efficient with more rows, and the
 keys' and values' gradients are read and written once per chunk: at ``C = 32``
@@ -165,20 +167,22 @@ def chunked_attend(
     if S == 0 or T == 0:  # nothing to cut into chunks; attend's own rules for empty calls
         return attend_unchecked(query, key, value, mask=mask, bias=bias, dropout_p=dropout_p, scale=scale,
                                 need_weights=False, is_causal=is_causal)[0]
-    if chunk_size is None:
-        # A chunk's scores at most twice the size of the queries (and between 2**20 numbers and the
-        # budget): the two per-chunk buffers then stay within the O(L) tensors attention keeps anyway.
-        rows = chunk_rows(B, H, S, budget=min(CHUNK_ELEMENTS, max(2**20, 2 * query.numel())))
-    else:
-        rows = check_int("chunk_size", chunk_size, minimum=1)
+    rows = None if chunk_size is None else check_int("chunk_size", chunk_size, minimum=1)
     q_pos = k_pos = None  # per-row positions, [B|1, T] and [B|1, S] (None: the indices)
     if position_ids is not None or key_position_ids is not None:
         q_pos, k_pos = call_positions(B, T, S, query.device, q_offset=q_offset, position_ids=position_ids,
                                       key_position_ids=key_position_ids)
         q_pos, k_pos = q_pos.reshape(-1, T), k_pos.reshape(-1, S)  # [B|1, T], [B|1, S]: a chunk's rows are columns
-    plan = ChunkPlan(position=position, n_heads=H, n_queries=T, n_keys=S, q_offset=q_offset, rows=rows,
+    plan = ChunkPlan(position=position, n_heads=H, n_queries=T, n_keys=S, q_offset=q_offset, rows=rows or 1,
                      scale=default_scale(Dh, scale), is_causal=is_causal, mask=mask, bias=bias,
                      q_pos=q_pos, k_pos=k_pos, reverse=dropout_p == 0.0)
+    if rows is None:
+        # A chunk's scores at most twice the size of the queries (between 2**20 numbers and the budget)
+        # where they are read from a table: two per-chunk buffers, within the O(L) tensors attention keeps
+        # anyway. A scheme asked for its rows builds its own temporaries of that size (Shaw's, CoPE's,
+        # several): half the queries' size for those.
+        share = 2 * query.numel() if plan.reversed_rows else query.numel() // 2
+        plan.rows = chunk_rows(B, H, S, budget=min(CHUNK_ELEMENTS, max(2**20, share)))
     params = list(position.parameters())
     recording = torch.is_grad_enabled() and (
         query.requires_grad or key.requires_grad or value.requires_grad
