@@ -35,6 +35,12 @@ becomes faster than the dense one; this mode times both, interleaved, for ALiBi
 and T5 at B=1 and B=4, H=8, over ``--crossover-lengths``, and writes
 ``results/long_context_crossover.json``.
 
+``--omp-passive`` runs the measured processes with ``OMP_WAIT_POLICY=PASSIVE``:
+with OpenMP's default, a thread that reaches the end of an operation spins for
+its sibling, and on a machine loaded by other work the spinning thread takes the
+core the sibling needs; the chunked path, a few hundred operations per call
+where the fused kernel is one, lost 8x on two threads at load 7 to that.
+
 Run: ``python benchmarks/bench_long_context.py [--lengths 4096,16384] [--schemes ...] [--threads 1,2]``.
 """
 
@@ -44,6 +50,7 @@ import argparse
 import ctypes
 import gc
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -140,8 +147,14 @@ def time_child(runs: list[str], L: int, mode: str, threads: int, repeats: int, b
                   "first_call_s": first[run], "loadavg_1min": loads} for run, ts in times.items()}
 
 
+OMP_PASSIVE = False  # --omp-passive: the children run with OMP_WAIT_POLICY=PASSIVE
+
+
 def spawn(*args: str) -> dict:
-    proc = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, check=True)
+    env = dict(os.environ)
+    if OMP_PASSIVE:
+        env["OMP_WAIT_POLICY"] = "PASSIVE"  # read once, when OpenMP starts: only a fresh process takes it
+    proc = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, check=True, env=env)
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -201,6 +214,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--agreement", action="store_true", help="check auto vs dense at L=4096")
     parser.add_argument("--crossover", action="store_true", help="time dense vs chunked (the auto rule)")
     parser.add_argument("--crossover-lengths", default="1024,2048,3072,4096")
+    parser.add_argument("--omp-passive", action="store_true",
+                        help="run the measured processes with OMP_WAIT_POLICY=PASSIVE (threads that wait sleep "
+                             "instead of spinning: on a loaded machine a spinning thread takes the core its "
+                             "sibling needs)")
     parser.add_argument("--tag", default="", help="suffix of the results file (long_context<tag>.json)")
     parser.add_argument("--memory-child", nargs=4, help=argparse.SUPPRESS)
     parser.add_argument("--time-child", nargs="+", help=argparse.SUPPRESS)
@@ -215,6 +232,8 @@ def main(argv: list[str] | None = None) -> dict:
                                     int(batch[0]) if batch else B)))
         return {}
     threads = [int(t) for t in args.threads.split(",")]
+    global OMP_PASSIVE
+    OMP_PASSIVE = args.omp_passive
     if args.crossover:
         rows = crossover([int(n) for n in args.crossover_lengths.split(",")], threads, args.repeats)
         result = {"description": f"dense vs chunked attention with ALiBi and T5, H={H} D={D}, causal, "
@@ -265,7 +284,7 @@ def main(argv: list[str] | None = None) -> dict:
                        "time (median of interleaved rounds, per thread count) and peak extra memory, "
                        "as ratios to no position in the same run",
         "config": {"B": B, "D": D, "H": H, "lengths": lengths, "schemes": names, "modes": modes,
-                   "threads": threads, "repeats": args.repeats},
+                   "threads": threads, "repeats": args.repeats, "omp_wait_policy_passive": args.omp_passive},
         "timing": timing,
         "memory": memory,
         "agreement_at_4096": agree,
