@@ -126,7 +126,7 @@ class ChunkPlan:
 
     @property
     def by_distance(self) -> bool:
-        """True when the scheme's term is gathered from a table per distance (module docstring).
+        """True when the scheme's term is read from a table per distance (module docstring).
 
         Not at per-row positions: a row's distances are not those of the indices.
         """
