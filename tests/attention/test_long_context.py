@@ -124,6 +124,31 @@ def test_chunked_gradients_with_grouped_keys_empty_rows_and_a_trainable_bias(nam
         torch.testing.assert_close(a, b, rtol=0, atol=1e-11)
 
 
+@pytest.mark.parametrize("name", ["alibi", "alibi-bidirectional", "t5", "t5-causal", "kerple", "fire"])
+@pytest.mark.parametrize("T,S,grow", [(11, 11, 1.0), (6, 13, 1.0), (11, 11, 40.0)])
+def test_chunked_causal_table_path_equals_dense(name, T, S, grow):
+    """Causal, no other mask or bias: the table carries the mask and, for a moderate |q . k|, the floor.
+
+    ``grow`` 40 makes ``|q . k| * scale`` so large that the floor cannot be built into the
+    table (chunk_kernels.causal_table) and the softmax's own floor pass runs instead.
+    """
+    position = SCHEMES[name]
+    q, k, v = qkv(T, S, grad=True)
+    with torch.no_grad():
+        q.mul_(grow)
+    out = chunked_attend(q, k, v, position=position, q_offset=S - T, is_causal=True, chunk_size=4)
+    ref = dense(position, q, k, v, q_offset=S - T, mask=None, is_causal=True)
+    torch.testing.assert_close(out, ref, rtol=0, atol=1e-12)
+    with torch.no_grad():
+        torch.testing.assert_close(chunked_attend(q, k, v, position=position, q_offset=S - T, is_causal=True,
+                                                  chunk_size=3), ref, rtol=0, atol=1e-12)
+    params = [q, k, v, *position.parameters()]
+    grad_out = torch.randn(out.shape, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    for a, b in zip(torch.autograd.grad(out, params, grad_out), torch.autograd.grad(ref, params, grad_out),
+                    strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-11 * max(1.0, b.abs().max().item()))
+
+
 def test_chunked_float32_matches_the_dense_path_to_1e_5():
     """The issue's tolerance at a size with many chunks: outputs and every gradient, ALiBi and Shaw's two terms."""
     g = torch.Generator().manual_seed(11)
@@ -170,7 +195,7 @@ def test_chunked_keeps_no_chunks_scores_for_the_backward_pass():
 
 
 def test_chunk_rows_keep_a_chunk_near_the_budget():
-    assert chunk_rows(1, 8, 16384) == 32
+    assert chunk_rows(1, 8, 16384) == 128  # 2**24 numbers by default: 64 MiB in float32
     assert chunk_rows(4, 8, 2**20) == 1  # never zero rows
     assert chunk_rows(1, 1, 10, budget=100) == 10
 

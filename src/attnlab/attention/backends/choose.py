@@ -18,14 +18,36 @@ The rule of ``backend="auto"`` (:func:`choose_backend`), in order:
 1. no scheme, or one that only rotates (nothing to add): dense (already fused);
 2. the weights are wanted (``need_weights``, ``record_attention``), or the scheme
    draws positions per call (``draws_positions``, the randomized ones): dense;
-3. ``T * S <= DENSE_SCORES`` (``2**20``, e.g. 1024 x 1024: the term is 4 MiB per
-   head in float32): dense;
-4. on CUDA, a scheme with a ``score_mod``, no dropout, no mask beyond
-   causal and key padding, and positions that are the indices: flex;
+3. on the CPU (:func:`dense_fits`): dense while ``T * S`` is at most the
+   measured crossover in time, :data:`DENSE_SCORES` (``2**16``, 256 x 256) on
+   one thread and :data:`DENSE_SCORES_THREADED` (``2**22``, 2048 x 2048) on
+   more, **and** the ``[B, H, T, S]`` scores the dense path holds,
+   :func:`dense_bytes` (``B * H * T * S`` times the compute dtype's size), fit
+   ``memory_budget`` (:data:`DENSE_MEMORY_BUDGET`, 1 GiB by default: a constant,
+   never the machine's free memory, so the path, and the numbers, do not depend
+   on what else runs); otherwise chunked. Both paths' costs scale with
+   ``B * H``, so the crossover is a count of scores per head. Measured with
+   ``python benchmarks/bench_long_context.py --crossover``
+   (``benchmarks/results/long_context_crossover.json``: ``MultiHeadAttention``,
+   ALiBi and T5, H = 8, D = 512, causal, B = 1 and 4, forward and forward +
+   backward, medians of 3 interleaved rounds on a 2-core machine shared with
+   other work). One thread (load 2-4): at 128 x 128 the dense path is up to
+   1.25x faster, at 256 x 256 the two are within about 20% either way, from
+   512 x 512 on the chunked path is faster in every case (0.61-0.87x of the
+   dense time), at 2048 x 2048 0.18-0.63x. Two threads (load 6-9): every
+   operation is a barrier of both threads, and the chunked path, with more and
+   smaller operations, loses more to a descheduled thread: at B = 1 it took
+   1.15-2.4x the dense time at 1024 x 1024 and 2048 x 2048; at 4096 x 4096 the
+   dense path (a 512 MiB term per batch row, 4.1x the time of no position in
+   issue 29) no longer pays. The issue's case, B = 4, H = 8, L = 2048 on two
+   threads (512 MiB of scores), is dense;
+4. on CUDA: dense up to ``T * S <= 2**20`` (not measured here: no GPU); past it a
+   scheme with a ``score_mod``, no dropout, no mask beyond causal and key padding,
+   and positions that are the indices: flex;
 5. otherwise chunked. On the CPU that is the rule at every length: torch 2.13
    has no FlexAttention backward there, and a compile per shape family costs
-   seconds to tens of seconds for a forward pass 1.3x faster than the chunked
-   one at L=16384 (``benchmarks/bench_long_context.py``); ``backend="flex"``
+   seconds to tens of seconds for a forward pass no faster than the chunked
+   one (``benchmarks/bench_long_context.py --flex``); ``backend="flex"``
    asks for it anyway, for inference.
 
 Per-row positions (``position_ids [B, T]``: a left-padded batch, Abacus indices)
@@ -49,6 +71,14 @@ from torch import Tensor
 from attnlab import catalog
 from attnlab._finite import bounded_pair
 from attnlab._validate import check_choice
+from attnlab.attention.backends.auto_rule import (
+    CUDA_DENSE_SCORES,
+    DENSE_MEMORY_BUDGET,
+    DENSE_SCORES,
+    DENSE_SCORES_THREADED,
+    dense_bytes,
+    dense_fits,
+)
 from attnlab.attention.backends.chunk_plan import default_scale
 from attnlab.attention.backends.chunked import chunked_attend
 from attnlab.attention.backends.flex import flex_attend, flex_supported
@@ -56,13 +86,11 @@ from attnlab.attention.functional import attend_unchecked, repeat_kv_heads
 from attnlab.attention.guards import drop_unseen_keys
 from attnlab.encodings.scheme import PositionScheme
 
-__all__ = ["BACKENDS", "DENSE_SCORES", "adds_terms", "attend_with_position", "choose_backend", "key_valid_of",
+__all__ = ["BACKENDS", "CUDA_DENSE_SCORES", "DENSE_MEMORY_BUDGET", "DENSE_SCORES", "DENSE_SCORES_THREADED",
+           "adds_terms", "attend_with_position", "choose_backend", "dense_bytes", "dense_fits", "key_valid_of",
            "may_attend", "position_attend"]
 
 BACKENDS = catalog.BACKENDS
-DENSE_SCORES = 2**20
-
-
 def adds_terms(position: PositionScheme | None) -> bool:
     """Whether ``position`` declares a term added to the scores or the outputs (rather than only rotating).
 
@@ -100,6 +128,11 @@ def choose_backend(
     dropout_p: float,
     flex_mask_ok: bool,
     per_row: bool = False,
+    batch: int = 1,
+    heads: int = 1,
+    dtype: torch.dtype = torch.float32,
+    memory_budget: int = DENSE_MEMORY_BUDGET,
+    threads: int | None = None,
 ) -> str:
     """The path a call takes: ``"dense"``, ``"flex"`` or ``"chunked"`` (the rule in the module docstring).
 
@@ -113,6 +146,9 @@ def choose_backend(
         dropout_p: dropout on the weights (FlexAttention has none).
         flex_mask_ok: the mask is at most causal plus key padding.
         per_row: the positions are per row (``position_ids``): never flex, which falls back to chunked.
+        batch, heads, dtype: ``B``, ``H`` and the queries' dtype, for :func:`dense_bytes` (CPU rule).
+        memory_budget: bytes the dense path's scores may take on the CPU (:data:`DENSE_MEMORY_BUDGET`).
+        threads: intra-op threads for the CPU rule (None: :func:`torch.get_num_threads`).
 
     Returns:
         The path's name.
@@ -127,7 +163,13 @@ def choose_backend(
     assert position is not None
     draws = position.draws_positions
     if backend == "auto":
-        if need_weights or draws or T * S <= DENSE_SCORES:
+        if need_weights or draws:
+            return "dense"
+        if device.type != "cuda":
+            fits = dense_fits(batch=batch, heads=heads, T=T, S=S, dtype=dtype, memory_budget=memory_budget,
+                              threads=torch.get_num_threads() if threads is None else threads)
+            return "dense" if fits else "chunked"
+        if T * S <= CUDA_DENSE_SCORES:
             return "dense"
         if device.type == "cuda" and position.has_score_mod and dropout_p == 0.0 and flex_mask_ok and not per_row:
             return "flex"
@@ -253,6 +295,7 @@ def attend_with_position(
     need_weights: bool,
     position_ids: Tensor | None = None,
     key_position_ids: Tensor | None = None,
+    memory_budget: int = DENSE_MEMORY_BUDGET,
 ) -> tuple[Tensor, Tensor | None]:
     """Self-attention's core with a scheme: the path :func:`choose_backend` picks, then the scheme's terms.
 
@@ -273,6 +316,7 @@ def attend_with_position(
         need_weights: return the weights ``[B, H, T, S]`` (the dense path).
         position_ids: the queries' per-row positions ``[B, T]``, replacing ``q_offset`` (None: the indices).
         key_position_ids: the keys' ``[B, S]`` (default: ``position_ids`` when ``S == T``).
+        memory_budget: bytes ``backend="auto"`` lets the dense path's scores take on the CPU.
 
     Returns:
         ``(out [B, H, T, Dv], weights [B, H, T, S] or None)``.
@@ -280,7 +324,7 @@ def attend_with_position(
     Raises:
         ValueError: for a forced ``backend`` that cannot serve the call (see :func:`choose_backend`).
     """
-    H, T, S = q.shape[1], q.shape[2], keys.shape[2]
+    B, H, T, S = q.shape[0], q.shape[1], q.shape[2], keys.shape[2]
     if adds_terms(position):
         # Before the scheme reads them (CoPE's gates, Shaw's q . a) and whichever path runs: hidden
         # keys have no effect, and the scores cannot overflow before the term is added (attnlab._finite).
@@ -291,7 +335,8 @@ def attend_with_position(
     per_row = position_ids is not None or key_position_ids is not None
     path = choose_backend(backend, position=position, T=T, S=S, need_weights=need_weights, device=q.device,
                           backward=backward, dropout_p=dropout_p,
-                          flex_mask_ok=bias is None and key_valid_of(mask, T) is not False, per_row=per_row)
+                          flex_mask_ok=bias is None and key_valid_of(mask, T) is not False, per_row=per_row,
+                          batch=B, heads=H, dtype=q.dtype, memory_budget=memory_budget)
     if path != "dense":
         assert position is not None
         out = position_attend(q, keys, values, position=position, backend=path, q_offset=q_offset, mask=mask,

@@ -11,13 +11,20 @@ they build are the same numbers:
   causal call instead of computing scores only to mask them. Schemes that read
   the keys' values (CoPE counts gates over them) always get every key;
 * the scheme's term at those rows. A scheme whose bias is a function of the
-  distance alone (``by_distance``: ALiBi,
-  T5's buckets, KERPLE) is evaluated once per distance for the whole call, a
-  table ``[H, T + S - 1]``, and each chunk's ``[H, C, S]`` rows are gathered
-  from it: T5's logarithm then runs ``T + S`` times, not ``T * S``. Any other
-  scheme, and any scheme at per-row positions (``position_ids``: the distances
-  are not those of the indices), is asked for its rows (``q_offset`` = the
-  chunk's first position, or the chunk's rows of the position ids);
+  distance alone (``by_distance``: ALiBi, T5's buckets, KERPLE) is evaluated once
+  per distance for the whole call, a table ``[H, T + S - 1]``: T5's logarithm then
+  runs ``T + S`` times, not ``T * S``. Row ``i``, key ``j`` reads entry
+  ``j - i + T - 1``. Taken last row first (``c = stop - 1 - i``), that is
+  ``T - stop + c + j``: both strides +1, so the chunk's ``[H, C, n]`` rows are a
+  strided view of the table (:func:`~.chunk_kernels.hankel_rows`) copied straight
+  into the scores buffer, where a gather by a ``[C * n]`` index used to build a
+  tensor to add (torch has no negative strides, so rows in their own order could
+  not be a view). Such a chunk's queries, mask rows, outputs and gradients are
+  flipped (``[C, Dh]`` tensors, small) by :meth:`ChunkPlan.rows_of` and
+  :meth:`ChunkPlan.put_rows`. Any other scheme, and any scheme at per-row
+  positions (``position_ids``: the distances are not those of the indices), is
+  asked for its rows (``q_offset`` = the chunk's first position, or the chunk's
+  rows of the position ids), in their own order;
 * the user's boolean ``mask`` and additive ``bias`` rows, and the rows that can
   attend to nothing (they attend everywhere instead and their output is zeroed,
   as :func:`attnlab.attention.attend` does).
@@ -31,46 +38,22 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
+from attnlab.attention.backends.chunk_kernels import (
+    ChunkMask,
+    Workspace,
+    causal_table,
+    grouped_addmm_,
+    hankel_add_,
+    hankel_rows,
+)
 from attnlab.attention.functional import repeat_kv_heads
 from attnlab.encodings.scheme import PositionScheme, bias_dtype, distance_table
 
-__all__ = ["ChunkMask", "ChunkPlan", "Workspace", "grouped_matmul", "grouped_matmul_t", "softmax_rows", "weights_at"]
-
-
-def grouped_matmul(a: Tensor, b: Tensor, *, out: Tensor | None = None) -> Tensor:
-    """``a @ b`` where ``b`` has ``Hkv`` heads shared by groups of ``a``'s ``H``: ``[B, H, C, X] x [B, Hkv, X, Y]``.
-
-    Query head ``h`` meets key/value head ``h // (H / Hkv)``. The group's rows are
-    stacked, so no ``[B, H, X, Y]`` copy of ``b`` is made. Returns ``[B, H, C, Y]``,
-    written into ``out`` (contiguous, that shape) when given.
-    """
-    B, H, C, X = a.shape
-    Hkv, Y = b.shape[1], b.shape[-1]
-    if Hkv != H:
-        a = a.reshape(B, Hkv, (H // Hkv) * C, X)  # [B, H, C, X] -> [B, Hkv, G * C, X]
-    if out is None:
-        return (a @ b).view(B, H, C, Y)  # [B, Hkv, G * C, Y] -> [B, H, C, Y]
-    torch.matmul(a, b, out=out.view(a.shape[:-1] + (Y,)))
-    return out  # [B, H, C, Y]
-
-
-def grouped_matmul_t(a: Tensor, b: Tensor, *, kv_heads: int) -> Tensor:
-    """``a^T @ b`` summed over each group of heads: ``[B, H, C, X]^T x [B, H, C, Y] -> [B, Hkv, X, Y]``.
-
-    The gradient of :func:`grouped_matmul`'s ``b``: each key/value head collects
-    the contributions of its ``H / Hkv`` query heads.
-    """
-    B, H, C, X = a.shape
-    if kv_heads == H:
-        return a.transpose(-2, -1) @ b  # [B, H, X, C] x [B, H, C, Y] -> [B, H, X, Y]
-    a = a.reshape(B, kv_heads, (H // kv_heads) * C, X)  # [B, Hkv, G * C, X]
-    b = b.reshape(B, kv_heads, (H // kv_heads) * C, b.shape[-1])  # [B, Hkv, G * C, Y]
-    return a.transpose(-2, -1) @ b  # [B, Hkv, X, G * C] x [B, Hkv, G * C, Y] -> [B, Hkv, X, Y]
+__all__ = ["ChunkPlan", "compute_dtype", "default_scale"]
 
 
 def _window(t: Tensor | None, *, rows: slice | None, n_keys: int, full_keys: int) -> Tensor | None:
@@ -113,6 +96,28 @@ class ChunkPlan:
     bias: Tensor | None
     q_pos: Tensor | None = None
     k_pos: Tensor | None = None
+    reverse: bool = True
+    table_masks: bool = False  # set by score_table: the table carries the causal mask
+    floored: bool = False  # set by score_table: the table keeps every weight a normal number
+
+    @property
+    def reversed_rows(self) -> bool:
+        """True when each chunk's rows run last to first (module docstring): a distance scheme's rows as a view.
+
+        Only for a scheme read from its table alone (no value term, keys or mask read),
+        and only where the plan's user asked for it (``reverse``; the dropout path does not).
+        """
+        p = self.position
+        return self.reverse and self.by_distance and not (p.adds_value or p.reads_keys or p.reads_mask)
+
+    def rows_of(self, t: Tensor, start: int, stop: int) -> Tensor:
+        """Rows ``start .. stop - 1`` of ``t [.., T, X]`` in the chunk's order (reversed: a copy; else a view)."""
+        rows = t[..., start:stop, :]
+        return rows.flip(-2) if self.reversed_rows else rows
+
+    def put_rows(self, target: Tensor, start: int, stop: int, rows: Tensor) -> None:
+        """Write a chunk's ``rows [.., C, X]`` (in the chunk's order) into rows ``start .. stop - 1`` of ``target``."""
+        target[..., start:stop, :] = rows.flip(-2) if self.reversed_rows else rows
 
     @property
     def adds_value(self) -> bool:
@@ -121,7 +126,7 @@ class ChunkPlan:
 
     @property
     def by_distance(self) -> bool:
-        """True when the scheme's term is gathered from a table per distance (module docstring).
+        """True when the scheme's term is read from a table per distance (module docstring).
 
         Not at per-row positions: a row's distances are not those of the indices.
         """
@@ -145,7 +150,27 @@ class ChunkPlan:
         """The scheme's bias at every distance of the call, ``[H, T + S - 1]``, for a distance scheme; else None."""
         if not self.by_distance:
             return None
-        return distance_table(self.position, query, self.n_keys, q_offset=self.q_offset)
+        # Contiguous along the distances (T5's comes transposed): read as a strided view.
+        return distance_table(self.position, query, self.n_keys, q_offset=self.q_offset).contiguous()
+
+    def score_table(self, table: Tensor, query: Tensor, key: Tensor) -> Tensor:
+        """The table the chunks' scores read (no history): the causal mask and a floor built in where they can be.
+
+        For reversed rows of a causal call with no other mask or bias and ``S >= T``
+        (:func:`~.chunk_kernels.causal_table`); sets :attr:`table_masks` and :attr:`floored`.
+        ``query [B, H, T, Dh]`` and ``key [B, Hkv, S, Dh]`` give the bound of ``|q . k| * scale``.
+        """
+        table = table.detach()
+        self.table_masks = (self.reversed_rows and self.is_causal and self.mask is None and self.bias is None
+                            and self.n_keys >= self.n_queries)
+        self.floored = False
+        if not self.table_masks:
+            return table
+        norms = [float(torch.linalg.vector_norm(t.detach(), dim=-1, dtype=bias_dtype(t.dtype)).amax())
+                 for t in (query, key)]
+        bound = self.scale * norms[0] * norms[1]  # Cauchy-Schwarz
+        table, self.floored = causal_table(table, n_keys=self.n_keys, bound=bound)
+        return table
 
     def table_index(self, start: int, stop: int, n: int, device: torch.device) -> Tensor:
         """Where rows ``start .. stop - 1`` and keys ``0 .. n - 1`` read :meth:`table`: ``j - i + T - 1``, flat."""
@@ -153,26 +178,40 @@ class ChunkPlan:
         queries = torch.arange(start, stop, device=device)
         return (keys[None, :] - queries[:, None] + (self.n_queries - 1)).flatten()  # [C, n] -> [C * n]
 
-    def scheme_rows(self, q_c: Tensor, key: Tensor, start: int, n: int, *, table: Tensor | None,
-                    out: Tensor | None = None) -> Tensor | None:
+    def table_rows(self, table: Tensor, start: int, stop: int, n: int) -> Tensor:
+        """The chunk's ``[1, H, C, n]`` entries of :meth:`table`, in the chunk's row order.
+
+        Reversed rows: a view (:func:`~.chunk_kernels.hankel_rows`); else a gather.
+        """
+        C = stop - start
+        if self.reversed_rows:
+            return hankel_rows(table, first=self.n_queries - stop, rows=C, n=n)
+        rows = table.index_select(1, self.table_index(start, stop, n, table.device))  # [H, C * n]
+        return rows.view(1, table.shape[0], C, n)
+
+    def add_table_rows(self, d_table: Tensor, ds: Tensor, start: int, stop: int, *,
+                       scratch: Tensor | None = None) -> None:
+        """Add a chunk's ``ds [B, H, C, n]`` (chunk's row order) into the table's gradient ``[H, T + S - 1]``."""
+        rows = ds.sum(dim=0) if ds.shape[0] > 1 else ds[0]  # [H, C, n]
+        if self.reversed_rows:
+            hankel_add_(d_table, rows, first=self.n_queries - stop, scratch=scratch)
+            return
+        index = self.table_index(start, stop, rows.shape[-1], ds.device)
+        d_table.index_add_(1, index, rows.flatten(1).to(d_table.dtype))  # [H, C, n] -> [H, C * n]
+
+    def scheme_rows(self, q_c: Tensor, key: Tensor, start: int, n: int, *, table: Tensor | None) -> Tensor | None:
         """The scheme's term for the chunk: ``[B|1, H, C, n]`` in :func:`bias_dtype` of ``q_c``, or None.
 
         Args:
-            q_c: the chunk's queries ``[B, H, C, Dh]``.
+            q_c: the chunk's queries ``[B, H, C, Dh]`` (in the chunk's row order).
             key: all the keys ``[B, Hkv, S, Dh]`` (a scheme that reads keys gets them, one per query head).
             start: index of the chunk's first query.
             n: keys the chunk sees.
             table: :meth:`table`, for a distance scheme (None otherwise).
-            out: a buffer ``[H, C * n]`` of the table's dtype that a distance scheme's rows are gathered into.
         """
         C = q_c.shape[-2]
         if table is not None:
-            index = self.table_index(start, start + C, n, q_c.device)
-            if out is None:
-                rows = table.index_select(1, index)  # [H, C * n]
-            else:
-                rows = torch.index_select(table, 1, index, out=out)
-            return rows.view(1, table.shape[0], C, n)  # [H, C * n] -> [1, H, C, n]
+            return self.table_rows(table, start, start + C, n)
         keys = repeat_kv_heads(key[..., :n, :], self.n_heads) if self.position.reads_keys else None
         mask = self.mask_rows(start, start + C, n, q_c.device) if self.position.reads_mask else None
         if self.q_pos is not None and self.k_pos is not None:
@@ -191,8 +230,11 @@ class ChunkPlan:
         return self.position.value_term(weights, q_offset=self.q_offset + start, k_offset=0)
 
     def user_rows(self, start: int, stop: int, n: int) -> Tensor | None:
-        """The user's ``bias`` at the chunk: broadcastable to ``[B, H, C, n]``, or None."""
-        return None if self.bias is None else self.user_rows_of(self.bias, start, stop, n)
+        """The user's ``bias`` at the chunk, in the chunk's row order: broadcastable to ``[B, H, C, n]``, or None."""
+        if self.bias is None:
+            return None
+        rows = self.user_rows_of(self.bias, start, stop, n)
+        return rows.flip(-2) if self.reversed_rows and self._rows(self.bias, start, stop) else rows
 
     def user_rows_of(self, t: Tensor, start: int, stop: int, n: int) -> Tensor:
         """The chunk's window (a view) of ``t``, shaped like the user's ``bias`` (or its gradient).
@@ -213,14 +255,19 @@ class ChunkPlan:
         """The user's mask and the causal mask at the chunk's keys ``first .. n - 1``.
 
         Returns:
-            Boolean, broadcastable to ``[B, H, C, n - first]``, True = may attend; or None.
+            Boolean, broadcastable to ``[B, H, C, n - first]`` (the chunk's row order), True = may attend; or None.
         """
-        m = _window(self.mask, rows=self._rows(self.mask, start, stop), n_keys=n, full_keys=self.n_keys)
+        rows = self._rows(self.mask, start, stop)
+        m = _window(self.mask, rows=rows, n_keys=n, full_keys=self.n_keys)
         if m is not None:
             m = m.to(device)[..., first:]
+            if self.reversed_rows and rows is not None:
+                m = m.flip(-2)
         if self.is_causal:
             # Bottom-right alignment of the whole call: query t sees keys <= S - T + t.
-            last = torch.arange(start, stop, device=device) + (self.n_keys - self.n_queries)  # [C]
+            queries = torch.arange(stop - 1, start - 1, -1, device=device) if self.reversed_rows else \
+                torch.arange(start, stop, device=device)
+            last = queries + (self.n_keys - self.n_queries)  # [C]
             causal = torch.arange(first, n, device=device)[None, :] <= last[:, None]  # [C, n - first]
             m = causal if m is None else m & causal
         return m
@@ -236,29 +283,42 @@ class ChunkPlan:
             return 0
         return min(n, max(0, self.n_keys - self.n_queries + start + 1))
 
-    def scores(self, q_c: Tensor, k_n: Tensor, term: Tensor | None, start: int,
-               out: Tensor) -> tuple[Tensor, ChunkMask]:
-        """The chunk's scores ``q k^T * scale + term + bias`` and which of them each row may see.
+    def scores(self, q_c: Tensor, k_n: Tensor, term: Tensor | None, start: int, out: Tensor, *,
+               lse: Tensor | None = None) -> tuple[Tensor, ChunkMask]:
+        """The chunk's scores ``q k^T * scale + term + bias`` (``- lse`` when given) and which each row may see.
+
+        The term (or ``-lse``) is written into ``out`` first and the matmul adds to it
+        (:func:`~.chunk_kernels.grouped_addmm_`, the scale as its ``alpha``): no pass over
+        the scores of its own for the term, the scale or ``lse``.
 
         Args:
-            q_c: ``[B, H, C, Dh]`` in the compute dtype.
-            k_n: the keys the chunk sees, ``[B, Hkv, n, Dh]``, in the compute dtype.
+            q_c: ``[B, H, C, Dh]`` in the compute dtype (the chunk's row order).
+            k_n: the keys the chunk sees, ``[B|1, Hkv, n, Dh]``, in the compute dtype.
             term: :meth:`scheme_rows` (without autograd history), or None.
             start: index of the chunk's first query.
-            out: where the scores are written, ``[B, H, C, n]`` (a :class:`Workspace` buffer).
+            out: where the scores are written, ``[B, H, C, n]`` (a :class:`~.chunk_kernels.Workspace` buffer).
+            lse: ``[B, H, C, 1]``, the forward pass's log-denominators, subtracted (the backward pass).
 
         Returns:
-            ``scores [B, H, C, n]`` (``out``; not masked: :func:`softmax_rows` and
-            :func:`weights_at` take the mask) and the :class:`ChunkMask`.
+            ``scores [B, H, C, n]`` (``out``; not masked: :func:`~.chunk_kernels.softmax_rows` and
+            :func:`~.chunk_kernels.weights_at` take the mask) and the :class:`ChunkMask`.
         """
         stop, n = start + q_c.shape[-2], k_n.shape[-2]
-        # The scale on the C x Dh queries rather than the C x n scores: one pass fewer over the chunk.
-        scores = grouped_matmul(q_c * self.scale, k_n.transpose(-2, -1), out=out)  # [B, H, C, n]
-        if term is not None:
-            scores += term.to(scores.dtype)
+        beta = 1.0
+        if term is not None and lse is not None:
+            torch.sub(term, lse, out=out)  # [B|1, H, C, n] - [B, H, C, 1]
+        elif term is not None:
+            out.copy_(term)  # broadcast over the batch
+        elif lse is not None:
+            out.copy_(lse.neg().expand_as(out))
+        else:
+            beta = 0.0  # out's contents are ignored
+        scores = grouped_addmm_(out, q_c, k_n.transpose(-2, -1), alpha=self.scale, beta=beta)  # [B, H, C, n]
         user = self.user_rows(start, stop, n)
         if user is not None:
             scores += user.to(device=scores.device, dtype=scores.dtype)
+        if self.table_masks and term is not None:
+            return scores, ChunkMask(None, n, None)  # the -inf entries of the table are the causal mask
         first = self.first_masked_key(start, n)
         keep = self.mask_rows(start, stop, n, scores.device, first=first)
         empty = None
@@ -270,87 +330,6 @@ class ChunkPlan:
             else:
                 keep = keep | empty  # an empty row attends everywhere; its output is zeroed by the caller
         return scores, ChunkMask(keep, first, empty)
-
-
-class ChunkMask(NamedTuple):
-    """Which of a chunk's scores ``[B, H, C, n]`` each row may see.
-
-    Attributes:
-        keep: boolean, broadcastable to ``[B, H, C, n - first]``: True = may attend,
-            for keys ``first ..``; the keys before ``first`` are seen by every row. None: no mask.
-        first: the first key ``keep`` covers.
-        empty: ``[B|1, H|1, C, 1]``, True where a row may attend to nothing (it is let
-            see every key instead, and the caller zeroes its output); None when no row is empty.
-    """
-
-    keep: Tensor | None
-    first: int
-    empty: Tensor | None
-
-    def hide(self, t: Tensor, value: float) -> None:
-        """Set ``t [B, H, C, n]`` to ``value`` where a row may not attend, in place."""
-        if self.keep is not None:
-            t[..., self.first :].masked_fill_(~self.keep, value)
-
-
-class Workspace:
-    """Flat buffers reused by every chunk of one call, one per name.
-
-    The chunks' ``[B, H, C, n]`` tensors differ in size from chunk to chunk (``n``
-    grows under the causal mask). Allocated afresh each time, they fragmented
-    glibc's heap: the peak memory of one call varied fourfold from run to run.
-    Views of buffers allocated once do not.
-    """
-
-    def __init__(self, numel: int, *, dtype: torch.dtype, device: torch.device) -> None:
-        self.numel, self.dtype, self.device = numel, dtype, device
-        self._flat: dict[str, Tensor] = {}
-
-    def get(self, name: str, *shape: int, dtype: torch.dtype | None = None) -> Tensor:
-        """A contiguous tensor of ``shape`` over buffer ``name`` (its contents are whatever was left there)."""
-        dtype = self.dtype if dtype is None else dtype
-        flat = self._flat.get(name)
-        if flat is None or flat.dtype != dtype:
-            flat = self._flat[name] = torch.empty(self.numel, dtype=dtype, device=self.device)
-        return flat[: math.prod(shape)].view(shape)
-
-
-def _underflow(dtype: torch.dtype) -> float:
-    """The log of the smallest normal number of ``dtype``, plus one: ``exp`` below it is not worth computing.
-
-    ``exp`` of a very negative number is subnormal or zero, and the vectorised
-    CPU ``exp`` takes a slow path for those, 10-30x slower than for ordinary
-    inputs (ALiBi's scores far from the diagonal are thousands below the row's
-    maximum). Such a weight is below ``1e-34`` of its row's largest (float32),
-    so it is computed as ``exp`` of this bound instead: a change far below the
-    dtype's rounding of the row's sum, and never for a masked key (those are zeroed).
-    """
-    return math.log(torch.finfo(dtype).tiny) + 1.0
-
-
-def softmax_rows(scores: Tensor, mask: ChunkMask) -> tuple[Tensor, Tensor]:
-    """Softmax over the last dim, in place of ``scores``, and the log of each row's denominator.
-
-    Args:
-        scores: ``[B, H, C, n]``, overwritten by the weights.
-        mask: which scores each row may see (every row sees at least one).
-
-    Returns:
-        ``weights [B, H, C, n]`` (the same storage; exactly 0 where masked) and ``lse [B, H, C, 1]``.
-    """
-    mask.hide(scores, float("-inf"))
-    row_max = scores.amax(dim=-1, keepdim=True)  # [B, H, C, 1], finite: every row sees a key
-    weights = scores.sub_(row_max).clamp_(min=_underflow(scores.dtype)).exp_()
-    mask.hide(weights, 0.0)
-    total = weights.sum(dim=-1, keepdim=True)  # [B, H, C, 1], >= 1
-    return weights.div_(total), row_max + total.log()
-
-
-def weights_at(scores: Tensor, lse: Tensor, mask: ChunkMask) -> Tensor:
-    """The weights again from the scores and :func:`softmax_rows`'s ``lse [B, H, C, 1]``, in place of ``scores``."""
-    weights = scores.sub_(lse).clamp_(min=_underflow(scores.dtype)).exp_()  # [B, H, C, n]
-    mask.hide(weights, 0.0)
-    return weights
 
 
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:

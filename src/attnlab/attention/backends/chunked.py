@@ -13,10 +13,16 @@ changes.
 
 Memory. A chunk holds ``[B, H, C, n]`` scores (``n`` keys: under the causal
 mask a chunk skips the keys none of its rows can see, half the work of a causal
-call). ``C`` is chosen so that is at most half the size of the queries, between
-2**20 and :data:`CHUNK_ELEMENTS` numbers (4 to 16 MiB in float32), and those
-tensors live in buffers allocated once per call. With gradients, the forward
-pass keeps one number per query row (its softmax's log-denominator) and the
+call). ``C`` is chosen so that is at most twice the size of the queries for a
+scheme read from its distance table (half of it for a scheme asked for its rows,
+which builds temporaries of that size itself), between 2**20 and
+:data:`CHUNK_ELEMENTS` numbers (4 to 64 MiB in float32), and those tensors live
+in buffers allocated once per call. Large chunks because on the CPU
+the cost of a chunk is its few large operations (the matmuls, the softmax) plus a
+fixed cost per operation, the matmuls are more efficient with more rows, and the
+keys' and values' gradients are read and written once per chunk: at ``C = 32``
+that traffic (``n x Dh`` per chunk, twice) was as large as the scores' own.
+With gradients, the forward pass keeps one number per query row (its softmax's log-denominator) and the
 backward pass rebuilds each chunk's weights from it
 (:mod:`attnlab.attention.backends.chunked_backward`, FlashAttention-2's backward in torch
 ops). Peak memory is ``O(L * C)``, not ``O(L^2)``, in both passes. Training with
@@ -24,8 +30,9 @@ dropout instead runs each chunk under activation checkpointing
 (``torch.utils.checkpoint``), which draws the same dropout masks again.
 
 A scheme that is a function of the distance alone (ALiBi, T5, KERPLE) is
-evaluated once per distance and gathered per chunk
-(:mod:`attnlab.attention.backends.chunk_plan`); the others are asked for their rows.
+evaluated once per distance and read per chunk as a strided view of that table, the
+causal mask built into it (:mod:`attnlab.attention.backends.chunk_plan`,
+:mod:`attnlab.attention.backends.chunk_kernels`); the others are asked for their rows.
 
 What it needs from the scheme: honesty about offsets (positions not drawn per call: the
 term for rows ``c0 ..`` is the full term's rows). Per-row positions (``position_ids
@@ -56,11 +63,12 @@ from attnlab.encodings.scheme import PositionScheme, call_positions
 
 __all__ = ["CHUNK_ELEMENTS", "chunk_rows", "chunked_attend"]
 
-# Scores per chunk, B * H * C * S: 2**22 numbers, 16 MiB in float32. Small enough that a
-# chunk's scores, weights and their gradients stay well below the size of q, k and v
-# themselves at long lengths; large enough that the per-chunk overhead (a scheme call,
-# a kernel launch) is amortised over thousands of scores per query row.
-CHUNK_ELEMENTS = 2**22
+# Scores per chunk, B * H * C * S, at most: 2**24 numbers, 64 MiB in float32 (128 rows of 16384
+# keys and 8 heads). The rule in chunked_attend keeps a chunk at most twice the queries' size, so
+# the peak memory stays within 2x of attention without positions (benchmarks/bench_long_context.py);
+# large enough that the per-chunk costs (an operation's fixed cost, the keys' gradient traffic,
+# a matmul's efficiency at few rows) are amortised over 128 rows.
+CHUNK_ELEMENTS = 2**24
 
 
 def chunk_rows(batch: int, heads: int, n_keys: int, *, budget: int = CHUNK_ELEMENTS) -> int:
@@ -79,8 +87,8 @@ def chunk_rows(batch: int, heads: int, n_keys: int, *, budget: int = CHUNK_ELEME
         TypeError / ValueError: for non-integer or non-positive sizes.
 
     Example:
-        >>> chunk_rows(1, 8, 16384)  # 32 queries x 16384 keys x 8 heads = 2**22
-        32
+        >>> chunk_rows(1, 8, 16384)  # 128 queries x 16384 keys x 8 heads = 2**24
+        128
     """
     batch = check_int("batch", batch, minimum=1)
     heads = check_int("heads", heads, minimum=1)
@@ -159,29 +167,32 @@ def chunked_attend(
     if S == 0 or T == 0:  # nothing to cut into chunks; attend's own rules for empty calls
         return attend_unchecked(query, key, value, mask=mask, bias=bias, dropout_p=dropout_p, scale=scale,
                                 need_weights=False, is_causal=is_causal)[0]
-    if chunk_size is None:
-        # A chunk's scores at most half the size of the queries (and between a quarter of the budget
-        # and the budget): each of the few per-chunk tensors is then small against the O(L) tensors
-        # attention keeps anyway, at every length.
-        rows = chunk_rows(B, H, S, budget=min(CHUNK_ELEMENTS, max(CHUNK_ELEMENTS // 4, query.numel() // 2)))
-    else:
-        rows = check_int("chunk_size", chunk_size, minimum=1)
+    rows = None if chunk_size is None else check_int("chunk_size", chunk_size, minimum=1)
     q_pos = k_pos = None  # per-row positions, [B|1, T] and [B|1, S] (None: the indices)
     if position_ids is not None or key_position_ids is not None:
         q_pos, k_pos = call_positions(B, T, S, query.device, q_offset=q_offset, position_ids=position_ids,
                                       key_position_ids=key_position_ids)
         q_pos, k_pos = q_pos.reshape(-1, T), k_pos.reshape(-1, S)  # [B|1, T], [B|1, S]: a chunk's rows are columns
-    plan = ChunkPlan(position=position, n_heads=H, n_queries=T, n_keys=S, q_offset=q_offset, rows=rows,
+    plan = ChunkPlan(position=position, n_heads=H, n_queries=T, n_keys=S, q_offset=q_offset, rows=rows or 1,
                      scale=default_scale(Dh, scale), is_causal=is_causal, mask=mask, bias=bias,
-                     q_pos=q_pos, k_pos=k_pos)
+                     q_pos=q_pos, k_pos=k_pos, reverse=dropout_p == 0.0)
+    if rows is None:
+        # A chunk's scores at most twice the size of the queries (between 2**20 numbers and the budget)
+        # where they are read from a table: two per-chunk buffers, within the O(L) tensors attention keeps
+        # anyway. A scheme asked for its rows builds its own temporaries of that size (Shaw's, CoPE's,
+        # several): half the queries' size for those.
+        share = 2 * query.numel() if plan.reversed_rows else query.numel() // 2
+        plan.rows = chunk_rows(B, H, S, budget=min(CHUNK_ELEMENTS, max(2**20, share)))
     params = list(position.parameters())
     recording = torch.is_grad_enabled() and (
         query.requires_grad or key.requires_grad or value.requires_grad
         or (bias is not None and bias.requires_grad) or any(p.requires_grad for p in params)
     )
+    if dropout_p == 0.0 and key.shape[0] != B:
+        # Keys shared across the batch: one [B * Hkv] batch for the chunks' matmuls (O(L) memory, once per
+        # call); with gradients, the expand's backward sums them.
+        key, value = key.expand(B, -1, -1, -1), value.expand(B, -1, -1, -1)
     if recording and dropout_p == 0.0:
-        if key.shape[0] != B:  # keys shared across the batch: the expand's backward sums their gradients
-            key, value = key.expand(B, -1, -1, -1), value.expand(B, -1, -1, -1)
         out: Tensor = ChunkedAttention.apply(plan, query, key, value, bias, *params)
         return out  # [B, H, T, Dv]
     if dropout_p == 0.0:
@@ -189,7 +200,7 @@ def chunked_attend(
         # in buffers allocated once. (SDPA per chunk is ~15% faster but allocates its own per chunk;
         # their sizes grow with n under the causal mask, and the peak varied fourfold between runs.)
         with torch.no_grad():
-            return attend_chunks(plan, query, key, value)[0]  # [B, H, T, Dv]
+            return attend_chunks(plan, query, key, value, want_lse=False)[0]  # [B, H, T, Dv]
     run: Callable[[int, int, int], Tensor] = partial(_chunk_forward, plan, query, key, value, dropout_p,
                                                      plan.table(query))
     if recording:

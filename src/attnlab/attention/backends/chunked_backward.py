@@ -15,13 +15,20 @@ the output is linear in the weights, a value term included. The scheme's own
 parameters (T5's table, KERPLE's, FIRE's MLP, Shaw's vectors) and any input
 its term reads (Shaw's and CoPE's queries, CoPE's keys) get their
 gradients by running autograd on the chunk's term alone with ``dS`` as its
-output gradient; for a scheme gathered from a per-distance table, ``dS`` is
-first summed into the table (one ``[H, T + S - 1]`` gradient for the whole
-call) and autograd runs once at the end.
+output gradient; for a scheme read from a per-distance table, ``dS`` is
+first summed into the table along the anti-diagonals the chunk read
+(:func:`~.chunk_kernels.hankel_add_`; one ``[H, T + S - 1]`` gradient for the
+whole call) and autograd runs once at the end.
+
+Per chunk the passes are few (:mod:`.chunk_kernels`): ``-lse`` is written with
+the term into the scores buffer and the matmul adds ``q k^T * scale`` to it;
+``exp`` in place (no floor pass where the table carries one); ``dV`` and ``dK``
+accumulate inside their matmuls; ``-rowsum`` is written into the ``dP`` buffer
+and the matmul adds ``dO V^T``; ``dS = p * dP`` in place.
 
 Compared with checkpointing each chunk (the earlier way): the chunk's forward is
-not run twice in the backward pass, and its large tensors live in three
-buffers allocated once per call (:class:`attnlab.attention.backends.chunk_plan.Workspace`)
+not run twice in the backward pass, and its large tensors live in two
+buffers allocated once per call (:class:`attnlab.attention.backends.chunk_kernels.Workspace`)
 instead of the autograd graph of a whole chunk per step, which glibc's
 allocator did not hand back (6.9 GB at L=16384 with ALiBi).
 
@@ -42,14 +49,15 @@ import torch
 from torch import Tensor
 from torch.autograd.function import FunctionCtx, once_differentiable
 
-from attnlab.attention.backends.chunk_plan import (
-    ChunkPlan,
-    compute_dtype,
+from attnlab.attention.backends.chunk_kernels import (
+    Workspace,
+    grouped_addmm_,
+    grouped_addmm_t_,
     grouped_matmul,
-    grouped_matmul_t,
     softmax_rows,
     weights_at,
 )
+from attnlab.attention.backends.chunk_plan import ChunkPlan, compute_dtype
 
 __all__ = ["ChunkedAttention", "attend_chunks"]
 
@@ -68,8 +76,9 @@ class ChunkedAttention(torch.autograd.Function):
     def forward(ctx: FunctionCtx, plan: ChunkPlan, query: Tensor, key: Tensor, value: Tensor,
                 bias: Tensor | None, *params: Tensor) -> Tensor:
         """``query [B, H, T, Dh]``, ``key [B, Hkv, S, Dh]``, ``value [B, Hkv, S, Dv]`` -> ``out [B, H, T, Dv]``."""
-        out, lse = attend_chunks(plan, query, key, value)  # [B, H, T, Dv], [B, H, T]
+        out, lse = attend_chunks(plan, query, key, value)  # [B, H, T, Dv], [B, H, T, 1]
         ctx.plan = plan  # type: ignore[attr-defined]
+        assert lse is not None  # want_lse
         ctx.save_for_backward(query, key, value, out, lse)
         return out
 
@@ -82,12 +91,11 @@ class ChunkedAttention(torch.autograd.Function):
         need_q, need_k, need_v, need_bias = ctx.needs_input_grad[1:5]
         params = list(plan.position.parameters())  # the Function's inputs after bias, in this order
         compute = lse.dtype
-        k_all, v_all = key.to(compute), value.to(compute)
+        k_all, v_all = key.to(compute).contiguous(), value.to(compute)  # contiguous: [B * Hkv] matmul batches
         B, H = query.shape[:2]
-        Hkv = key.shape[1]
         dq = torch.zeros_like(query, dtype=compute)  # [B, H, T, Dh]
-        dk = torch.zeros_like(key, dtype=compute)  # [B, Hkv, S, Dh]
-        dv = torch.zeros_like(value, dtype=compute)  # [B, Hkv, S, Dv]
+        dk = key.new_zeros(key.shape, dtype=compute)  # [B, Hkv, S, Dh]
+        dv = value.new_zeros(value.shape, dtype=compute)  # [B, Hkv, S, Dv]
         d_bias, bias_dtype = None, compute
         if need_bias and plan.bias is not None:
             d_bias, bias_dtype = torch.zeros_like(plan.bias, dtype=compute), plan.bias.dtype
@@ -96,25 +104,29 @@ class ChunkedAttention(torch.autograd.Function):
         work = plan.workspace(B, compute, query.device)
         for start, stop, n in plan.chunks():
             C = stop - start
-            q_c = query[..., start:stop, :].to(compute)  # [B, H, C, Dh]
+            q_c = plan.rows_of(query, start, stop).to(compute)  # [B, H, C, Dh], the chunk's row order
             k_n, v_n = k_all[..., :n, :], v_all[..., :n, :]  # [B, Hkv, n, Dh], [B, Hkv, n, Dv]
-            term = terms.value(q_c, start, n, out=work.get("term", H, C * n))  # [B|1, H, C, n] or None
-            scores, mask = plan.scores(q_c, k_n, term, start, work.get("scores", B, H, C, n))
-            p = weights_at(scores, lse[..., start:stop, None], mask)  # the forward's weights, recomputed
-            do = d_out[..., start:stop, :].to(compute)  # [B, H, C, Dv]
+            term = terms.value(q_c, start, n)  # [B|1, H, C, n] or None
+            lse_c = plan.rows_of(lse, start, stop)  # [B, H, C, 1]
+            shifted, mask = plan.scores(q_c, k_n, term, start, work.get("scores", B, H, C, n), lse=lse_c)
+            p = weights_at(shifted, mask, floored=plan.floored)  # the forward's weights, recomputed in place
+            do = plan.rows_of(d_out, start, stop).to(compute)  # [B, H, C, Dv]
             if mask.empty is not None:
                 do = do.masked_fill(mask.empty, 0.0)  # their output was zeroed: nothing flows back through them
-            dv[..., :n, :] += grouped_matmul_t(p, do, kv_heads=Hkv)  # [B, Hkv, n, Dv]
-            dp = grouped_matmul(do, v_n.transpose(-2, -1), out=work.get("dp", B, H, C, n))  # [B, H, C, n]
+            grouped_addmm_t_(dv[..., :n, :], p, do)  # dv += p^T dO, inside the matmul: [B, Hkv, n, Dv]
+            # rowsum(p * dP) = rowsum(dO * O): O is linear in p (p V plus a value term that sums
+            # weights times vectors), so the [C, n] product is never formed; it is subtracted
+            # inside dP's matmul (written first, added to), not in a pass of its own.
+            row = (do * plan.rows_of(out, start, stop).to(compute)).sum(dim=-1, keepdim=True)  # [B, H, C, 1]
+            dp = work.get("dp", B, H, C, n)
+            dp.copy_(row.neg().expand_as(dp))
+            grouped_addmm_(dp, do, v_n.transpose(-2, -1))  # dO V^T - rowsum: [B, H, C, n]
             if plan.adds_value:
                 _value_term_backward(plan, p, do, start, d_params, dp)
-            # rowsum(p * dP) = rowsum(dO * O): O is linear in p (p V plus a value term that sums
-            # weights times vectors), so the [C, n] product is never formed.
-            row = (do * out[..., start:stop, :].to(compute)).sum(dim=-1, keepdim=True)  # [B, H, C, 1]
-            ds = p.mul_(dp.sub_(row))  # [B, H, C, n], in place of the weights
-            dq[..., start:stop, :] = grouped_matmul(ds, k_n).mul_(plan.scale)  # [B, H, C, Dh]
-            dk[..., :n, :] += grouped_matmul_t(ds, q_c, kv_heads=Hkv).mul_(plan.scale)  # [B, Hkv, n, Dh]
-            terms.backward(q_c, start, n, ds, dq, dk)
+            ds = p.mul_(dp)  # [B, H, C, n], in place of the weights
+            plan.put_rows(dq, start, stop, grouped_matmul(ds, k_n).mul_(plan.scale))  # [B, H, C, Dh]
+            grouped_addmm_t_(dk[..., :n, :], ds, q_c, alpha=plan.scale)  # dk += ds^T q * scale
+            terms.backward(q_c, start, n, ds, dq, dk, scratch=work)
             if d_bias is not None:
                 _add_bias_gradient(plan, d_bias, ds, start, stop, n)
         terms.finish()
@@ -122,25 +134,31 @@ class ChunkedAttention(torch.autograd.Function):
                 dv.to(value.dtype) if need_v else None, None if d_bias is None else d_bias.to(bias_dtype),
                 *d_params.result())
 
-def attend_chunks(plan: ChunkPlan, query: Tensor, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
-    """The forward pass, chunk by chunk, with in-place softmax: ``out [B, H, T, Dv]`` and ``lse [B, H, T]``.
+def attend_chunks(plan: ChunkPlan, query: Tensor, key: Tensor, value: Tensor, *,
+                  want_lse: bool = True) -> tuple[Tensor, Tensor | None]:
+    """The forward pass, chunk by chunk, with in-place softmax: ``out [B, H, T, Dv]`` and ``lse [B, H, T, 1]``.
+
+    ``want_lse=False`` (inference) skips ``lse`` (None), one pass per chunk fewer.
 
     ``query [B, H, T, Dh]``, ``key [B, Hkv, S, Dh]``, ``value [B, Hkv, S, Dv]``; no
     autograd history is recorded (call it under ``torch.no_grad()`` or from a Function).
     """
     B, H, T, _ = query.shape
     compute = compute_dtype(query.dtype)
-    k_all, v_all = key.to(compute), value.to(compute)
+    k_all, v_all = key.to(compute).contiguous(), value.to(compute)  # contiguous: [B * Hkv] matmul batches
     out = query.new_zeros(B, H, T, value.shape[-1])  # [B, H, T, Dv]
-    lse = torch.zeros(B, H, T, dtype=compute, device=query.device)  # [B, H, T]
+    lse = torch.zeros(B, H, T, 1, dtype=compute, device=query.device) if want_lse else None  # [B, H, T, 1]
     table = plan.table(query)  # [H, T + S - 1] or None
+    if table is not None:
+        table = plan.score_table(table, query, key)  # the backward pass asks with the same tensors
     work = plan.workspace(B, compute, query.device)
     for start, stop, n in plan.chunks():
         C = stop - start
-        q_c = query[..., start:stop, :].to(compute)  # [B, H, C, Dh]
-        term = plan.scheme_rows(q_c, key, start, n, table=table, out=work.get("term", H, C * n))  # [B|1, H, C, n]
+        q_c = plan.rows_of(query, start, stop).to(compute)  # [B, H, C, Dh], the chunk's row order
+        term = plan.scheme_rows(q_c, key, start, n, table=table)  # [B|1, H, C, n] or None
         scores, mask = plan.scores(q_c, k_all[..., :n, :], term, start, work.get("scores", B, H, C, n))
-        p, lse_c = softmax_rows(scores, mask)  # the weights, in place of the scores; [B, H, C, 1]
+        # The weights, in place of the scores.
+        p, lse_c = softmax_rows(scores, mask, want_lse=want_lse, floored=plan.floored)
         o = grouped_matmul(p, v_all[..., :n, :])  # [B, H, C, n] x [B, Hkv, n, Dv] -> [B, H, C, Dv]
         if plan.adds_value:
             extra = plan.value_rows(p, start)  # [B, H, C, Dv] or None
@@ -148,8 +166,9 @@ def attend_chunks(plan: ChunkPlan, query: Tensor, key: Tensor, value: Tensor) ->
                 o += extra.to(o.dtype)  # [B, H, C, Dv]
         if mask.empty is not None:
             o.masked_fill_(mask.empty, 0.0)
-        out[..., start:stop, :] = o
-        lse[..., start:stop] = lse_c.squeeze(-1)
+        plan.put_rows(out, start, stop, o)
+        if lse is not None and lse_c is not None:
+            plan.put_rows(lse, start, stop, lse_c)
     return out, lse
 
 
@@ -186,24 +205,28 @@ class _TermGradients:
         self.plan, self.key, self.d_params = plan, key, d_params
         self.need_q, self.need_k = need_q, need_k
         self.table: Tensor | None = None  # [H, T + S - 1], with autograd history to the parameters
+        self.scores_table: Tensor | None = None  # what the scores read (ChunkPlan.score_table)
         self.d_table: Tensor | None = None  # its gradient, summed over the chunks
         if plan.by_distance:
             with torch.enable_grad():
                 self.table = plan.table(query)
+            if self.table is not None:
+                self.scores_table = plan.score_table(self.table, query, key)
             if self.table is not None and self.table.requires_grad:
                 self.d_table = torch.zeros_like(self.table, dtype=compute_dtype(query.dtype))
 
-    def value(self, q_c: Tensor, start: int, n: int, *, out: Tensor) -> Tensor | None:
-        """The term at the chunk, without history (for the scores); a distance scheme's is gathered into ``out``."""
-        table = None if self.table is None else self.table.detach()
-        return self.plan.scheme_rows(q_c, self.key, start, n, table=table, out=out)
+    def value(self, q_c: Tensor, start: int, n: int) -> Tensor | None:
+        """The term at the chunk, without history (for the scores); a distance scheme's read from its table."""
+        return self.plan.scheme_rows(q_c, self.key, start, n, table=self.scores_table)
 
-    def backward(self, q_c: Tensor, start: int, n: int, ds: Tensor, dq: Tensor, dk: Tensor) -> None:
+    def backward(self, q_c: Tensor, start: int, n: int, ds: Tensor, dq: Tensor, dk: Tensor, *,
+                 scratch: Workspace) -> None:
         """Send ``ds [B, H, C, n]`` through the chunk's term: into ``dq``'s rows, ``dk`` and the parameters."""
-        if self.table is not None:  # a distance scheme: only its table, gathered, has a gradient
+        if self.table is not None:  # a distance scheme: only its table, read per chunk, has a gradient
             if self.d_table is not None:
-                index = self.plan.table_index(start, start + q_c.shape[-2], n, ds.device)
-                self.d_table.index_add_(1, index, ds.sum(dim=0).flatten(1))  # [H, C, n] -> [H, C * n]
+                C = q_c.shape[-2]
+                buffer = scratch.get("skew", ds.shape[1] * C * (n + C - 1))
+                self.plan.add_table_rows(self.d_table, ds, start, start + C, scratch=buffer)
             return
         reads_q = self.need_q  # Shaw's and CoPE's terms read the queries; others leave them unused
         reads_k = self.need_k and self.plan.position.reads_keys
@@ -252,6 +275,8 @@ def _value_term_backward(plan: ChunkPlan, p: Tensor, do: Tensor, start: int, d_p
 
 
 def _add_bias_gradient(plan: ChunkPlan, d_bias: Tensor, ds: Tensor, start: int, stop: int, n: int) -> None:
-    """Add ``ds [B, H, C, n]`` into the user bias's gradient at the chunk's rows and keys."""
+    """Add ``ds [B, H, C, n]`` (the chunk's row order) into the user bias's gradient at the chunk's rows and keys."""
     target = plan.user_rows_of(d_bias, start, stop, n)
+    if plan.reversed_rows:
+        ds = ds.flip(-2)
     target += ds.sum_to_size(target.shape)
