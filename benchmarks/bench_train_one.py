@@ -108,6 +108,7 @@ def summarize(samples: list[dict], key: str) -> dict:
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", help="the other commit's src folder (e.g. a worktree's src)")
+    parser.add_argument("--now", default=str(SRC), help="this side's src folder (default: this checkout's)")
     parser.add_argument("--settings", default="default", choices=("default", "quick", "ruoss2023"))
     parser.add_argument("--encodings", default=None, help="comma-separated (default: the settings' own)")
     parser.add_argument("--repeats", type=int, default=3)
@@ -134,7 +135,7 @@ def main(argv: list[str] | None = None) -> dict:
     from attnlab.labs.lengths.config import CompareConfig
 
     args.resolved = settings(args.settings, epochs=args.epochs,
-                             preset_src=args.before if args.preset_from == "before" else str(SRC))
+                             preset_src=args.before if args.preset_from == "before" else args.now)
     config = CompareConfig(**args.resolved)
     encodings = args.encodings.split(",") if args.encodings else list(config.encodings)
     rows, all_before, all_now = {}, [], []
@@ -142,7 +143,7 @@ def main(argv: list[str] | None = None) -> dict:
         before, now = [], []
         for _ in range(args.repeats):
             before.append(sample(args.before, args, encoding))
-            now.append(sample(str(SRC), args, encoding))
+            now.append(sample(args.now, args, encoding))
         all_before += before
         all_now += now
         rows[encoding] = {
@@ -163,7 +164,8 @@ def main(argv: list[str] | None = None) -> dict:
     sum_before = sum(rows[e]["before_cpu_s"]["median"] for e in encodings)
     sum_now = sum(rows[e]["now_cpu_s"]["median"] for e in encodings)
     payload = {
-        "settings": args.settings, "resolved_settings": args.resolved, "epochs": args.epochs, "before": args.before, "repeats": args.repeats,
+        "settings": args.settings, "resolved_settings": args.resolved, "epochs": args.epochs, "before": args.before,
+        "now": args.now, "repeats": args.repeats,
         "steps_per_model": config.steps_per_model(), "models": rows,
         "speedup_cpu_all": sum_before / sum_now,
         "records_identical_all": all(r["records_identical"] for r in rows.values()),
