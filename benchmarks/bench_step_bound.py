@@ -25,8 +25,9 @@ import statistics
 import time
 
 import torch
-from harness import write_result
 from torch import nn
+
+from harness import write_result
 
 
 def _load() -> float:
