@@ -108,11 +108,15 @@ class GradientClipping:
         else:
             self.set_backprop(model, config["clip_value"])
 
-    def after_backward(self, model: nn.Module) -> None:
-        """Clip the accumulated gradients (value and norm modes); called between backward and step."""
+    def after_backward(self, model: nn.Module, *, params: list[nn.Parameter] | None = None) -> None:
+        """Clip the accumulated gradients (value and norm modes); called between backward and step.
+
+        ``params``: ``model``'s parameters, listed once by a caller that steps many times (walking the
+        modules at every step costs more than the clipping of a small model); None: listed here.
+        """
         if self.config is None or self.config["mode"] == "backprop":
             return
-        params = [p for p in model.parameters() if p.grad is not None]
+        params = [p for p in (model.parameters() if params is None else params) if p.grad is not None]
         if self.config["mode"] == "value":
             nn.utils.clip_grad_value_(params, self.config["clip_value"])
         else:

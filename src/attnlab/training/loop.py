@@ -159,6 +159,7 @@ class Loop:
         self.distributed = distributed
         self.should_stop = False
         self.planned_epochs = 0
+        self._params: list[nn.Parameter] | None = None  # the model's parameters, listed by each training pass
 
     # -- one step, one pass ---------------------------------------------------------------
 
@@ -175,7 +176,7 @@ class Loop:
             raise ValueError(f"the loss must be a scalar tensor, got {type(loss).__name__} "
                              f"of shape {tuple(getattr(loss, 'shape', ()))}")
         loss.backward()
-        self.clipping.after_backward(self.model)
+        self.clipping.after_backward(self.model, params=self._params)
         self.optimizer.step()
         return loss.detach()
 
@@ -197,6 +198,8 @@ class Loop:
         n_batches = len(loader) if training and self.batch_scheduler else 0  # type: ignore[arg-type]
         if training:
             set_sampler_epoch(loader, self.history.epochs)
+            # Listed once per pass, not walked at every step (a callback may change the model between epochs).
+            self._params = list(self.model.parameters())
         # Validation skips DDP's wrapper: no collective step, so ranks may validate on their own.
         model = self.model if training else unwrap(self.model)
         self.model.train(training)
