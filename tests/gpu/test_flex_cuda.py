@@ -124,16 +124,22 @@ def check_cached_steps_against_dense(name: str, *, device: str, backend: str) ->
 
 
 def check_auto_route(monkeypatch, *, device: str, expected: str, length: int = 1100) -> None:
-    """``backend="auto"`` past the dense path's limit (1100 x 1100 > 2**20 scores) takes ``expected``, and equals dense.
+    """``backend="auto"`` past the dense path's limit (on CUDA, 1100 x 1100 > 2**20) takes ``expected`` and equals dense.
 
     ALiBi, forward and backward: the path a long sequence takes on ``device`` unless told otherwise.
     A shorter ``length`` lowers the limit to match (for the CPU's twin: 1100 steps cost 5 s there).
     """
-    from attnlab.attention.backends import choose
+    from attnlab.attention.backends import auto_rule, choose
 
-    if length != 1100:
-        monkeypatch.setattr(choose, "DENSE_SCORES", length * length - 1)
-    assert length * length > choose.DENSE_SCORES
+    if length != 1100:  # every limit the rule reads (auto_rule's for the CPU, choose's on CUDA) lowered to match
+        for module, limit in ((choose, "CUDA_DENSE_SCORES"), (auto_rule, "DENSE_SCORES"),
+                              (auto_rule, "DENSE_SCORES_THREADED")):
+            monkeypatch.setattr(module, limit, length * length - 1)
+    if torch.device(device).type == "cuda":
+        limit = choose.CUDA_DENSE_SCORES
+    else:
+        limit = auto_rule.DENSE_SCORES if torch.get_num_threads() == 1 else auto_rule.DENSE_SCORES_THREADED
+    assert length * length > limit
     taken = []
     for path in ("flex", "chunked"):
         real = getattr(choose, f"{path}_attend")

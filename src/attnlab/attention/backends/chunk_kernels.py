@@ -99,6 +99,10 @@ def hankel_rows(table: Tensor, *, first: int, rows: int, n: int) -> Tensor:
     ``table [H, N]`` must be contiguous along the distances. Reading the same memory
     for every row (each row is the previous one moved by one distance) is what a
     gather by an index ``[rows * n]`` did, without the index or the copy.
+
+    Raises:
+        ValueError: if ``table`` is not contiguous along the distances, or the rows
+            ``first .. first + rows + n - 2`` are outside its ``N`` distances.
     """
     H, N = table.shape
     if table.stride(1) != 1 and N > 1:

@@ -116,7 +116,8 @@ class ChunkPlan:
         return rows.flip(-2) if self.reversed_rows else rows
 
     def put_rows(self, target: Tensor, start: int, stop: int, rows: Tensor) -> None:
-        """Write a chunk's ``rows [.., C, X]`` (in the chunk's order) into rows ``start .. stop - 1`` of ``target``."""
+        """Write a chunk's ``rows [.., C, X]`` (in the chunk's order) into rows ``start .. stop - 1``
+        of ``target [.., T, X]``."""
         target[..., start:stop, :] = rows.flip(-2) if self.reversed_rows else rows
 
     @property
