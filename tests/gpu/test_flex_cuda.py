@@ -124,7 +124,7 @@ def check_cached_steps_against_dense(name: str, *, device: str, backend: str) ->
 
 
 def check_auto_route(monkeypatch, *, device: str, expected: str, length: int = 1100) -> None:
-    """``backend="auto"`` past the dense path's limit (on CUDA, 1100 x 1100 > 2**20) takes ``expected`` and equals dense.
+    """``backend="auto"`` past the dense limit (CUDA: 1100 x 1100 > 2**20) takes ``expected``, equal to dense.
 
     ALiBi, forward and backward: the path a long sequence takes on ``device`` unless told otherwise.
     A shorter ``length`` lowers the limit to match (for the CPU's twin: 1100 steps cost 5 s there).
