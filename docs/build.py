@@ -1,6 +1,7 @@
 """Build attnlab's documentation site: the notebooks executed, then MkDocs.
 
-    python docs/build.py [--out site] [--build build/docs] [--parameters JSON]
+    python docs/build.py [--out site] [--build build/docs] [--parameters JSON] [--executed DIR]
+    python docs/build.py --notebook NAME [--notebook NAME ...] [--build DIR] [--parameters JSON]
 
 1. Each notebook in ``notebooks/`` is executed by papermill from a clean kernel running this
    interpreter, in a working folder of its own under the build folder. papermill injects
@@ -16,7 +17,13 @@
 3. MkDocs builds ``BUILD/src`` with ``docs/mkdocs.yml`` into ``--out``, in strict mode: a
    warning (a broken link or anchor, a missing page) fails the build.
 
-Exit status 0 when the site is built; 1 when a notebook or MkDocs fails; 2 on bad arguments.
+``--notebook NAME`` runs step 1 alone, for the notebooks named, into ``BUILD/src/notebooks``
+(no site, ``--out`` untouched); ``--executed DIR`` then takes the notebooks found in ``DIR``
+as executed (by ``--notebook`` with the same ``--parameters``) instead of running them again,
+and runs the others. The test suite runs each notebook once this way, as a test of its own,
+and builds the site from them.
+
+Exit status 0 when the site (or the notebooks named) is built; 1 when a notebook or MkDocs fails; 2 on bad arguments.
 """
 
 from __future__ import annotations
@@ -83,8 +90,12 @@ def kernel_path(build: Path) -> Path:
 
 
 def execute_notebooks(build: Path, target: Path, values: dict[str, object], defined: dict[str, set[str]],
-                      timeout: int) -> None:
-    """Run every notebook with papermill into ``target``, each in its own working folder."""
+                      timeout: int, *, only: set[str] | None = None, executed: Path | None = None) -> None:
+    """Run the notebooks with papermill into ``target``, each in its own working folder.
+
+    ``only``: the file names to run (default: every notebook). ``executed``: a folder of notebooks
+    already executed by this function (same parameters): those found there are copied, not run.
+    """
     # Imported here: ``--help`` and bad arguments need none of Jupyter.
     import nbformat
     import papermill
@@ -110,6 +121,12 @@ def execute_notebooks(build: Path, target: Path, values: dict[str, object], defi
     os.environ["OMP_NUM_THREADS"] = "1"
     target.mkdir(parents=True, exist_ok=True)
     for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        if only is not None and notebook.name not in only:
+            continue
+        if executed is not None and (executed / notebook.name).is_file():
+            shutil.copyfile(executed / notebook.name, target / notebook.name)
+            print(f"took {notebook.name} as executed, from {executed}", flush=True)
+            continue
         workdir = build / "work" / notebook.stem
         workdir.mkdir(parents=True)
         start = time.perf_counter()
@@ -149,6 +166,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="JSON object injected into every notebook's parameters cell (default: none, full length; "
                              "or $ATTNLAB_DOCS_PARAMETERS)")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds one notebook cell may take (default: 1800)")
+    parser.add_argument("--notebook", action="append", default=None, metavar="NAME",
+                        help="execute only this notebook (a file name in notebooks/; repeatable) into "
+                             "BUILD/src/notebooks, and build no site")
+    parser.add_argument("--executed", type=Path, default=None, metavar="DIR",
+                        help="a folder of notebooks executed by --notebook with the same --parameters: "
+                             "taken as they are instead of running them again")
     try:
         args = parser.parse_args(argv)
         values = args.parameters
@@ -160,6 +183,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.timeout < 1:
         print(f"build.py: --timeout must be at least 1, got {args.timeout}", file=sys.stderr)
         return 2
+    names = {nb.name for nb in (ROOT / "notebooks").glob("*.ipynb")}
+    if unnamed := [name for name in args.notebook or [] if name not in names]:
+        print(f"build.py: --notebook {unnamed[0]!r} is not a notebook in notebooks/", file=sys.stderr)
+        return 2
+    if args.executed is not None and not args.executed.is_dir():
+        print(f"build.py: --executed {args.executed} is not a folder", file=sys.stderr)
+        return 2
+    if args.notebook and args.executed is not None:
+        print("build.py: --notebook executes notebooks; --executed builds the site from executed ones: give one",
+              file=sys.stderr)
+        return 2
     import papermill  # after the arguments: --help needs none of Jupyter
 
     defined = {nb.name: set(papermill.inspect_notebook(nb)) for nb in sorted((ROOT / "notebooks").glob("*.ipynb"))}
@@ -167,20 +201,26 @@ def main(argv: list[str] | None = None) -> int:
         print(f"build.py: --parameters: no notebook's parameters cell defines {', '.join(unknown)}", file=sys.stderr)
         return 2
     build, out = args.build.resolve(), args.out.resolve()
-    for flag, folder in (("--build", build), ("--out", out)):
+    folders = (("--build", build),) if args.notebook else (("--build", build), ("--out", out))
+    for flag, folder in folders:
         if folder.exists() and (not folder.is_dir() or any(folder.iterdir()) and not (folder / MARKER).is_file()):
             print(f"build.py: {flag} {folder} is not a folder this script wrote, nor an empty one: give another",
                   file=sys.stderr)
             return 2
     logging.basicConfig(level=logging.INFO, format="%(levelname)-7s %(message)s")
     shutil.rmtree(build, ignore_errors=True)  # a fresh build: no notebook or page left from a previous one
-    for folder in (build, out):
+    for _, folder in folders:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / MARKER).touch()  # MkDocs empties --out but keeps its hidden files
     source = build / "src"
     shutil.copytree(DOCS / "pages", source)
     try:
-        execute_notebooks(build, source / "notebooks", values or {}, defined, args.timeout)
+        execute_notebooks(build, source / "notebooks", values or {}, defined, args.timeout,
+                          only=set(args.notebook) if args.notebook else None,
+                          executed=args.executed.resolve() if args.executed else None)
+        if args.notebook:
+            print(f"executed into {source / 'notebooks'}", flush=True)
+            return 0
         build_site(source, out)
     except Exception as err:  # a notebook's error or MkDocs' abort: one line, the details above it
         print(f"build.py: {type(err).__name__}: {str(err).strip().splitlines()[-1] if str(err).strip() else ''}",

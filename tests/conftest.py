@@ -72,6 +72,9 @@ def save_png(tmp_path):
 
 
 def pytest_collection_modifyitems(config, items):
+    # The site's tests last: they build from the notebooks tests/test_notebooks.py runs (tests/notebook_runs.py), so
+    # by then those have run, each as a test of its own, and the site's first test pays for MkDocs alone.
+    items.sort(key=lambda item: item.path.name == "test_docs_site.py")
     for item in items:
         marker = item.get_closest_marker("bad_input")
         if marker is None:

@@ -39,6 +39,7 @@ import pytest
 
 import attnlab
 
+from notebook_runs import HANG_GUARD, PARAMETERS, executed_folder
 from shared_once import shared_once
 
 for _module in ("mkdocs", "material", "mkdocstrings", "mkdocs_jupyter", "papermill", "latex2mathml"):
@@ -49,36 +50,30 @@ CHROMIUM = next(filter(None, map(shutil.which, ("chromium", "chromium-browser", 
                                                  "google-chrome-stable"))), None)
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium found (`make test-browser` installs it)")
 
-# A quick run of each notebook: the values tests/test_notebooks.py injects (one object for the build:
-# the names every notebook gets, then each notebook's own under its file name).
-QUICK = {
-    "EPOCHS": 2,
-    "02_tensorflow_position_encoding.ipynb": {"NUM_POSITIONS": 30, "DEPTH": 20},
-    "03_d2l_self_attention_and_positional_encoding.ipynb": {"ENCODING_DIM": 16, "NUM_STEPS": 20},
-    "05_pe_walkthrough.ipynb": {"MAX_LEN": 6, "D_MODEL": 8},
-    "06_schemes_inside_attention.ipynb": {"SEQ_LEN": 8, "DECODE_LEN": 3},
-    "07_length_generalisation.ipynb": {"TASK": "copy", "TRAIN_LEN": 4, "TEST_LENS": [4, 6, 8], "N_SEEDS": 1,
-                                       "EPOCHS": 4, "N_TRAIN": 512, "N_TEST": 32, "D_MODEL": 32, "N_HEADS": 2,
-                                       "N_LAYERS": 1, "LR": 0.01},
-}
 NOTEBOOK = "notebooks/01_positional_encoding_lab.html"
+NOTEBOOKS = sorted(path.name for path in (ROOT / "notebooks").glob("*.ipynb"))
 
 
-def _build(folder):
-    """``docs/build.py`` into ``folder/site`` and ``folder/build``; the committed notebooks are left as they were."""
+def _build(folder, executed):
+    """``docs/build.py --executed`` into ``folder/site`` and ``folder/build``; the committed notebooks are left as
+    they were."""
     committed = {path: path.read_bytes() for path in (ROOT / "notebooks").glob("*.ipynb")}
     result = subprocess.run([sys.executable, str(ROOT / "docs" / "build.py"), "--out", str(folder / "site"),
-                             "--build", str(folder / "build"), "--parameters", json.dumps(QUICK)],
-                            capture_output=True, text=True, timeout=900, check=False, cwd=folder)
+                             "--build", str(folder / "build"), "--parameters", json.dumps(PARAMETERS),
+                             "--executed", str(executed)],
+                            capture_output=True, text=True, timeout=HANG_GUARD, check=False, cwd=folder)
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    assert result.stdout.count("as executed") == len(NOTEBOOKS), result.stdout  # none run twice
     assert {path: path.read_bytes() for path in (ROOT / "notebooks").glob("*.ipynb")} == committed
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     """``(site, build)``: the folders ``docs/build.py`` wrote, once per session (tests/shared_once.py:
-    work stealing may give this module's tests to both xdist workers)."""
-    folder = shared_once(tmp_path_factory, "docs-site", _build)
+    work stealing may give this module's tests to both xdist workers), from the notebooks
+    ``tests/notebook_runs.py`` executed (each once: tests/test_notebooks.py reads them too)."""
+    executed = executed_folder(tmp_path_factory, NOTEBOOKS)
+    folder = shared_once(tmp_path_factory, "docs-site", lambda f: _build(f, executed))
     return folder / "site", folder / "build"
 
 

@@ -29,6 +29,8 @@ from jupyter_client.kernelspec import KernelSpecManager
 
 from attnlab.labs import CompareConfig
 
+from notebook_runs import PARAMETERS, executed_notebook
+
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 EXPECTED = (
     "01_positional_encoding_lab.ipynb",
@@ -41,18 +43,15 @@ EXPECTED = (
 )
 CELL_TIMEOUT = 600  # seconds per cell: generous, since other work may share the machine (no timing asserts)
 
-# What the tests inject (a quick run of each notebook), and a line of output that only those values give.
-QUICK = {
-    "01_positional_encoding_lab.ipynb": ({"EPOCHS": 2}, "after 2 epochs: train MSE"),
-    "02_tensorflow_position_encoding.ipynb": ({"NUM_POSITIONS": 30, "DEPTH": 20}, "torch.Size([30, 20])"),
-    "03_d2l_self_attention_and_positional_encoding.ipynb": ({"ENCODING_DIM": 16, "NUM_STEPS": 20},
-                                                            "torch.Size([1, 20, 16])"),
-    "04_attention_lab.ipynb": ({"EPOCHS": 2}, "test MSE after 2 epochs"),
-    "05_pe_walkthrough.ipynb": ({"MAX_LEN": 6, "D_MODEL": 8}, "torch.Size([6, 8])"),
-    "06_schemes_inside_attention.ipynb": ({"SEQ_LEN": 8, "DECODE_LEN": 3}, "(2, 3, 32)"),
-    "07_length_generalisation.ipynb": ({"TASK": "copy", "TRAIN_LEN": 4, "TEST_LENS": [4, 6, 8], "N_SEEDS": 1,
-                                        "EPOCHS": 4, "N_TRAIN": 512, "N_TEST": 32, "D_MODEL": 32, "N_HEADS": 2,
-                                        "N_LAYERS": 1, "LR": 0.01}, "copy, decoder-only: trained on lengths up to 4"),
+# A line of output that only the injected values (tests/notebook_runs.py's PARAMETERS) give.
+PRINTED = {
+    "01_positional_encoding_lab.ipynb": "after 2 epochs: train MSE",
+    "02_tensorflow_position_encoding.ipynb": "torch.Size([30, 20])",
+    "03_d2l_self_attention_and_positional_encoding.ipynb": "torch.Size([1, 20, 16])",
+    "04_attention_lab.ipynb": "test MSE after 2 epochs",
+    "05_pe_walkthrough.ipynb": "torch.Size([6, 8])",
+    "06_schemes_inside_attention.ipynb": "(2, 3, 32)",
+    "07_length_generalisation.ipynb": "copy, decoder-only: trained on lengths up to 4",
 }
 
 # The defaults are the labs' sizes, copied from the labs: both squares labs call StepByStep.train(100);
@@ -121,7 +120,7 @@ def _assigned(source: str) -> set[str]:
 def test_one_parameters_cell_near_the_top(name):
     nb = nbformat.read(NOTEBOOKS / name, as_version=4)
     index, values = _parameters(nb)
-    assert set(QUICK[name][0]) <= set(values), "the tests inject a name the notebook does not define"
+    assert set(PARAMETERS.get(name, {})) <= set(values), "the tests inject a name the notebook does not define"
     for i, cell in enumerate(nb.cells[index + 1:], start=index + 1):
         if cell.cell_type == "code":
             overwritten = _assigned(cell.source) & set(values)
@@ -205,12 +204,14 @@ def test_injected_parameters_override_the_defaults(kernel_specs, tmp_path):
 
 @pytest.mark.notebook
 @pytest.mark.parametrize("name", EXPECTED)
-def test_notebook_runs(name, kernel_specs, tmp_path):
-    parameters, printed = QUICK[name]
-    nb = _execute(NOTEBOOKS / name, kernel_specs, tmp_path, parameters)  # raises on any cell's error
+def test_notebook_runs(name, tmp_path_factory):
+    # Run by docs/build.py --notebook, as `make docs` runs it (it fails on any cell's error); the site's
+    # tests build from the same file.
+    nb = nbformat.read(executed_notebook(tmp_path_factory, name), as_version=4)
+    printed = PRINTED[name]
     index, _ = _parameters(nbformat.read(NOTEBOOKS / name, as_version=4))
     assert nb.cells[index + 1].metadata["tags"] == ["injected-parameters"]  # right after the tagged cell
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert [o for o in outputs if o["output_type"] == "error"] == []
     text = "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "") for o in outputs)
-    assert printed in text, f"the injected {parameters} did not give {printed!r}: the notebook ignores them"
+    assert printed in text, f"the injected parameters did not give {printed!r}: the notebook ignores them"

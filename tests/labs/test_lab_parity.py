@@ -25,9 +25,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from lab_procedure import attnlab_train, labs_procedure, max_diffs
 
 from attnlab.labs.squares.train import SquaresConfig
+
+from lab_procedure import attnlab_train, labs_procedure, max_diffs
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
