@@ -24,7 +24,8 @@ from attnlab.attention.attention import Attention
 from attnlab.attention.backends.choose import BACKENDS
 from attnlab.attention.backends.chunked import chunked_attend
 from attnlab.attention.backends.flex import compile_log, flex_attend
-from attnlab.attention.cache import DecodingCache, KVCache
+from attnlab.attention.cache import KVCache
+from attnlab.attention.decoding_cache import DecodingCache
 from attnlab.attention.functional import attend, repeat_kv_heads
 from attnlab.attention.interop import forward_like_torch
 from attnlab.attention.lab_heads import LabMultiHeadAttention, keeping_alphas
