@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import re
 import sys
 import tempfile
@@ -44,8 +43,7 @@ import papermill
 import torch
 from jupyter_client import KernelManager
 from jupyter_client.kernelspec import KernelSpecManager
-from torch import nn, optim
-from torch.utils.data import DataLoader, TensorDataset
+from torch import nn
 
 from harness import write_result
 
@@ -53,6 +51,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the labs' own classes, verbatim (tests/lab_code.py)
 
 import lab_code  # noqa: E402
+from lab_procedure import train_as_the_labs  # noqa: E402
 
 EPOCHS = 100  # both labs: StepByStep.train(100)
 TOLERANCE = 1e-3  # notebook 04 against the attention lab's code run here (losses drift by 4e-4 over 100 epochs)
@@ -121,32 +120,8 @@ def numbers_04(nb: dict) -> dict:
 
 def labs_procedure(model: nn.Module, *, fused: bool) -> tuple[float, float]:
     """Train ``model`` (built after the lab's seed) as the labs do; return the last ``(training, test)`` losses."""
-    points, _ = lab_code.generate_sequences()
-    full_train = torch.as_tensor(np.array(points)).float()
-    test_points, _ = lab_code.generate_sequences(seed=19)
-    full_test = torch.as_tensor(np.array(test_points)).float()
-    train_loader = DataLoader(TensorDataset(full_train, full_train[:, 2:]), batch_size=16, shuffle=True,
-                              generator=torch.Generator())
-    test_loader = DataLoader(TensorDataset(full_test[:, :2], full_test[:, 2:]), batch_size=16)  # draws globally
-    loss_fn = nn.MSELoss()
-    optimizer = optim.Adam(model.parameters(), lr=0.01, fused=fused)
-    torch.manual_seed(42)  # StepByStep.train(n_epochs, seed=42) -> set_seed(42)
-    np.random.seed(42)  # noqa: NPY002 (the book's set_seed)
-    random.seed(42)
-    train_loader.generator.manual_seed(42)
-    for _ in range(EPOCHS):
-        model.train()
-        losses = []
-        for x, y in train_loader:
-            loss = loss_fn(model(x), y)
-            loss.backward()
-            optimizer.step()
-            optimizer.zero_grad()
-            losses.append(loss.item())
-        with torch.no_grad():
-            model.eval()
-            val = float(np.mean([loss_fn(model(x), y).item() for x, y in test_loader]))
-    return float(np.mean(losses)), val
+    losses, val_losses = train_as_the_labs(model, epochs=EPOCHS, fused=fused)
+    return losses[-1], val_losses[-1]
 
 
 def labs_numbers(*, fused: bool) -> dict:

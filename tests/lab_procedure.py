@@ -46,15 +46,6 @@ def labs_procedure(model_name: str, *, epochs: int, fused: bool = False) -> tupl
     optimiser with its float32 sums in another order, to show how far rounding alone moves the losses."""
     if model_name not in MODELS:
         raise ValueError(f"model_name must be one of {MODELS}, got {model_name!r}")
-    points, _ = generate_sequences()
-    full_train = torch.as_tensor(np.array(points)).float()
-    target_train = full_train[:, 2:]
-    test_points, _ = generate_sequences(seed=19)
-    full_test = torch.as_tensor(np.array(test_points)).float()
-    generator = torch.Generator()
-    train_loader = DataLoader(TensorDataset(full_train, target_train), batch_size=16, shuffle=True,
-                              generator=generator)
-    test_loader = DataLoader(TensorDataset(full_test[:, :2], full_test[:, 2:]), batch_size=16)
     if model_name == "selfattn-pe":
         torch.manual_seed(43)
         model: nn.Module = EncoderDecoderSelfAttn(EncoderPe(n_heads=3, d_model=2, ff_units=10, n_features=2),
@@ -64,6 +55,22 @@ def labs_procedure(model_name: str, *, epochs: int, fused: bool = False) -> tupl
         torch.manual_seed(23)
         model = EncoderDecoderAttn(Encoder(n_features=2, hidden_dim=2), DecoderAttn(n_features=2, hidden_dim=2),
                                    input_len=2, target_len=2, teacher_forcing_prob=0.5)
+    return train_as_the_labs(model, epochs=epochs, fused=fused)
+
+
+def train_as_the_labs(model: nn.Module, *, epochs: int, fused: bool = False) -> tuple[list[float], list[float]]:
+    """Train ``model`` (built after its lab's seed) on the labs' squares as StepByStep.train does:
+    ``(training losses, validation losses)``, each ``[epochs]``. The data draws no global random number,
+    so building the model before or after it is the same."""
+    points, _ = generate_sequences()
+    full_train = torch.as_tensor(np.array(points)).float()
+    target_train = full_train[:, 2:]
+    test_points, _ = generate_sequences(seed=19)
+    full_test = torch.as_tensor(np.array(test_points)).float()
+    generator = torch.Generator()
+    train_loader = DataLoader(TensorDataset(full_train, target_train), batch_size=16, shuffle=True,
+                              generator=generator)
+    test_loader = DataLoader(TensorDataset(full_test[:, :2], full_test[:, 2:]), batch_size=16)
     loss_fn = nn.MSELoss()
     optimizer = optim.Adam(model.parameters(), lr=0.01, fused=fused)
     # StepByStep.train(n_epochs, seed=42) -> set_seed(42)
