@@ -59,6 +59,11 @@ TRAINING_FIXTURES = frozenset({
 _EVENTS = frozenset({"subprocess.Popen", "os.fork", "os.forkpty", "os.posix_spawn", "os.system", "os.exec",
                      "os.spawn", "pty.spawn"})
 
+# Processes a library starts once per machine, not per test: matplotlib lists the fonts with `fc-list` when it
+# builds its font cache (~/.cache/matplotlib), in whichever test first draws on a fresh machine (seen on a GPU
+# machine, first `make test-gpu`). Whether that happens in a test depends on the machine, not on the test.
+_ONCE_PER_MACHINE = ("fc-list",)
+
 _started: list[str] = []  # what the running test started, while _watching
 _watching = False
 _runs: list[str] = []  # the run folders the running test wrote, while _watching
@@ -67,7 +72,12 @@ _runs: list[str] = []  # the run folders the running test wrote, while _watching
 def _audit(event: str, args: tuple) -> None:
     if _watching and event in _EVENTS:
         what = args[1] if event == "subprocess.Popen" and len(args) > 1 else args[0] if args else ""
-        _started.append(f"{event} {str(what)[:120]}")
+        _note(f"{event} {str(what)[:120]}")
+
+
+def _note(started: str) -> None:
+    if not any(name in started for name in _ONCE_PER_MACHINE):
+        _started.append(started)
 
 
 _fork_exec = _posixsubprocess.fork_exec
@@ -77,7 +87,7 @@ def _watched_fork_exec(*args, **kwargs):
     # multiprocessing's spawn and forkserver start their processes through here without an audit event
     # (subprocess comes through here too, after its own event).
     if _watching:
-        _started.append(f"_posixsubprocess.fork_exec {str(args[0] if args else '')[:120]}")
+        _note(f"_posixsubprocess.fork_exec {str(args[0] if args else '')[:120]}")
     return _fork_exec(*args, **kwargs)
 
 

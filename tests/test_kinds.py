@@ -59,6 +59,13 @@ INNER = textwrap.dedent('''
 
     def test_neither():
         assert sum(range(4)) == 6
+
+
+    def test_a_font_cache_built_unmarked():  # matplotlib's, once per machine: not the test's own process
+        try:
+            subprocess.run(["fc-list", "--help"], capture_output=True)
+        except FileNotFoundError:  # no fontconfig here: the start was still tried, and seen
+            pass
 ''')
 
 
@@ -73,7 +80,7 @@ def inner(pytester):
 
 def test_the_guard_fails_each_unmarked_test_and_names_its_marker(inner):
     result = inner.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:xdist", "test_inner.py")
-    result.assert_outcomes(passed=4, failed=3)
+    result.assert_outcomes(passed=5, failed=3)
     for name in ("test_a_subprocess_unmarked", "test_a_spawned_worker_unmarked"):
         result.stdout.fnmatch_lines([f"*{name}*"])
     result.stdout.fnmatch_lines(["*starts another process*not marked `process`*",
@@ -85,4 +92,4 @@ def test_the_quick_subset_leaves_out_what_is_marked_by_hand_or_by_rule(inner):
                                         "not process and not training", "--co", "test_inner.py")
     listed = {line.split("::")[1] for line in result.stdout.lines if "::" in line}
     assert listed == {"test_a_subprocess_unmarked", "test_a_spawned_worker_unmarked", "test_a_run_folder_unmarked",
-                      "test_neither"}
+                      "test_neither", "test_a_font_cache_built_unmarked"}

@@ -117,17 +117,22 @@ def check_compare_squares(capsys, tmp_path, *, device: str) -> None:
 
 
 @pytest.mark.cuda
+@pytest.mark.training
 @pytest.mark.parametrize("model", sorted(TRAIN_MODELS))
 def test_train_on_cuda_writes_a_complete_run_near_the_cpus(capsys, tmp_path, model):
     check_train(capsys, tmp_path, device="cuda", model=model)
 
 
 @pytest.mark.cuda
+@pytest.mark.training
+@pytest.mark.process  # compare's pool of workers, one per core
 def test_compare_on_cuda_writes_complete_results_near_the_cpus(capsys, tmp_path):
     check_compare_squares(capsys, tmp_path, device="cuda")
 
 
 @pytest.mark.cuda
+@pytest.mark.training
+@pytest.mark.process  # compare's pool of workers, one per core
 def test_compare_on_cuda_scores_a_token_task(capsys, tmp_path):
     """Accuracies have no loose golden (one token flipped moves them by a step): checked for range only."""
     compare_records(capsys, tmp_path / "cuda", device="cuda", task="reverse", jobs=1)

@@ -59,7 +59,10 @@ def _torchrun(cwd, logs, nproc: int, *argv: str) -> dict[int, dict[str, str]]:
            "--log-dir", str(logs), "--redirects", "3", "-m", "attnlab", "train", *argv]
     # The timeout only bounds a hang (nccl waiting on a rank that died).
     proc = subprocess.run(cmd, cwd=cwd, env=_env(cwd.parent), capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # A rank's traceback is in its own log (--redirects), not in torchrun's output: both go in the message.
+    ranks = "".join(f"\n--- {path.relative_to(logs)}\n{path.read_text()[-4000:]}"
+                    for path in sorted(logs.rglob("*.log")))
+    assert proc.returncode == 0, proc.stdout + proc.stderr + ranks
     return {rank: {name: next(logs.rglob(f"attempt_0/{rank}/{name}.log")).read_text()
                    for name in ("stdout", "stderr")} for rank in range(nproc)}
 
@@ -139,6 +142,8 @@ def check_ddp(tmp_path, *, device: str, nproc: int) -> None:
 
 
 @pytest.mark.cuda
+@pytest.mark.process  # torchrun
+@pytest.mark.training
 @pytest.mark.parametrize("nproc", [
     pytest.param(1, id="1-rank"),
     pytest.param(2, id="2-ranks-nccl", marks=pytest.mark.skipif(

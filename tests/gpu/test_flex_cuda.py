@@ -163,6 +163,7 @@ def full_float32():
 
 
 @pytest.mark.cuda
+@pytest.mark.process  # Inductor's first CUDA compile starts processes (ptxas, gcc, its compile workers)
 @pytest.mark.usefixtures("full_float32")
 @pytest.mark.parametrize("name", sorted(SCHEMES))
 def test_flex_on_cuda_equals_the_dense_path_forward_and_backward(name):
@@ -170,6 +171,7 @@ def test_flex_on_cuda_equals_the_dense_path_forward_and_backward(name):
 
 
 @pytest.mark.cuda
+@pytest.mark.process  # Inductor's first CUDA compile starts processes (ptxas, gcc, its compile workers)
 @pytest.mark.usefixtures("full_float32")
 @pytest.mark.parametrize("name", CAUSAL)
 def test_flex_on_cuda_from_a_cache_equals_the_dense_path(name):
@@ -177,6 +179,7 @@ def test_flex_on_cuda_from_a_cache_equals_the_dense_path(name):
 
 
 @pytest.mark.cuda
+@pytest.mark.process  # Inductor's first CUDA compile starts processes (ptxas, gcc, its compile workers)
 @pytest.mark.usefixtures("full_float32")
 def test_auto_on_cuda_takes_flex_for_a_long_sequence(monkeypatch):
     check_auto_route(monkeypatch, device="cuda", expected="flex")

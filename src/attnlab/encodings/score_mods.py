@@ -95,6 +95,17 @@ def fire_score_mod(scheme: _FireLike, q: Tensor, n_keys: int, *, q_offset: int =
     units, which the compiler fuses into the kernel; ``psi`` of every distance
     and the normaliser of every query are looked up in small captured tables.
 
+    Every captured tensor is indexed once, by the head (or by the query and key
+    for the two tables). FlexAttention's backward refuses a tensor that needs a
+    gradient and is indexed twice (its gradient would be two scatters summed
+    inside the kernel: "multiple indexing operations on the same tensor", seen on
+    CUDA with torch 2.11). So each weight is split, outside the kernel, into one
+    ``[H]`` vector per hidden unit (views; autograd sums their gradients back
+    into the layer's weights), and a bidirectional scheme computes both output
+    halves and picks one per score, instead of gathering rows ``h`` or ``h + H``
+    by the sign of the distance (a per-score gather of every weight, whose
+    kernel also ran out of shared memory on an H200).
+
     Args:
         scheme: the :class:`attnlab.encodings.FIRE`.
         q: queries ``[B, H, T, Dh]``; fixes ``T``, dtype and device.
@@ -103,7 +114,7 @@ def fire_score_mod(scheme: _FireLike, q: Tensor, n_keys: int, *, q_offset: int =
         k_offset: position of the first key.
 
     Returns:
-        The score_mod; the bidirectional FIRE picks the second half of the MLP's
+        The score_mod; the bidirectional FIRE takes the second half of the MLP's
         outputs for keys after the query, as its dense bias does.
     """
     T = q.shape[-2]
@@ -117,21 +128,31 @@ def fire_score_mod(scheme: _FireLike, q: Tensor, n_keys: int, *, q_offset: int =
     psi, inv_norm = psi.to(device=q.device, dtype=dtype), inv_norm.to(device=q.device, dtype=dtype)
     first_layer, last_layer = scheme.mlp[0], scheme.mlp[2]
     assert isinstance(first_layer, nn.Linear) and isinstance(last_layer, nn.Linear)
-    w1 = first_layer.weight[:, 0].to(device=q.device, dtype=dtype)  # [hidden]
-    b1 = first_layer.bias.to(device=q.device, dtype=dtype)  # [hidden]
+    H = scheme.n_heads
+    hidden = first_layer.weight.shape[0]
     w2 = last_layer.weight.to(device=q.device, dtype=dtype)  # [H or 2H, hidden]
     b2 = last_layer.bias.to(device=q.device, dtype=dtype)  # [H or 2H]
-    shift, n_heads, causal = T - 1, scheme.n_heads, scheme.causal
+    # The first layer's weight and bias of each unit, the same for every head: [hidden, H] -> hidden x [H].
+    w1 = first_layer.weight[:, :1].to(device=q.device, dtype=dtype).expand(hidden, H).contiguous().unbind(0)
+    b1 = first_layer.bias[:, None].to(device=q.device, dtype=dtype).expand(hidden, H).contiguous().unbind(0)
+    before = w2[:H].t().contiguous().unbind(0)  # hidden x [H]: the outputs for keys at or before the query
+    before_bias = b2[:H]  # [H]
+    after = () if scheme.causal else w2[H:].t().contiguous().unbind(0)  # hidden x [H]: keys after the query
+    after_bias = b2[H:]  # [H] ([0] when causal)
+    shift = T - 1
     gap = torch.tensor(q_offset - k_offset, device=q.device)  # a tensor, so offsets never recompile
-    hidden = w1.shape[0]
 
     def score_mod(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         x = psi[kv_idx - q_idx + shift] * inv_norm[q_idx]
-        # The output row of this head: the bidirectional MLP's second half for keys after the query.
-        out = h if causal else h + n_heads * (kv_idx - q_idx > gap)
-        acc = b2[out]
-        for unit in range(hidden):
-            acc = acc + w2[out, unit] * torch.relu(x * w1[unit] + b1[unit])
-        return score + acc
+        units = [torch.relu(x * w1[u][h] + b1[u][h]) for u in range(hidden)]
+        acc = before_bias[h]
+        for u in range(hidden):
+            acc = acc + before[u][h] * units[u]
+        if not after:
+            return score + acc
+        later = after_bias[h]
+        for u in range(hidden):
+            later = later + after[u][h] * units[u]
+        return score + torch.where(kv_idx - q_idx > gap, later, acc)
 
     return score_mod

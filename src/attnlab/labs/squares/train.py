@@ -360,10 +360,18 @@ def predict_corners(model: nn.Module, points: Tensor, *, source_mask: Tensor | N
     caller's random streams are left alone without being saved and restored.
     Another model is run inside :func:`attnlab.training.rng.preserved_rng`, which
     is not thread-safe.
+
+    The inputs may sit on another device than the model (a run trained with ``--device cuda``
+    scored on CPU test squares): they are moved to the model's, and the corners come back on
+    ``points``' device.
     """
     from attnlab.labs.squares.inference import SQUARES_CLASSES, run_eval
 
+    weights = next(model.parameters(), None)
+    device = points.device if weights is None else weights.device
+    inputs = points.to(device)
+    mask = None if source_mask is None else source_mask.to(device)
     if isinstance(model, SQUARES_CLASSES):
-        return run_eval(model, points, source_mask=source_mask)
+        return run_eval(model, inputs, source_mask=mask).to(points.device)
     with preserved_rng({}):
-        return run_eval(model, points, source_mask=source_mask)
+        return run_eval(model, inputs, source_mask=mask).to(points.device)
