@@ -354,7 +354,8 @@ def attend_with_position(
             bias = term if bias is None else term + bias.to(term.device)
         value_term = bool(position.adds_value)
     out, weights = attend_unchecked(q, keys, values, mask=mask, bias=bias, scale=scale, dropout_p=dropout_p,
-                                    need_weights=need_weights or value_term, is_causal=is_causal)
+                                    need_weights=need_weights or value_term, is_causal=is_causal,
+                                    guarded=adds_terms(position))
     if value_term and weights is not None and position is not None:
         values_term = position.value_term(weights, q_offset=q_offset, k_offset=0, **ids)  # [B, H, T, Dv] (Shaw's)
         if values_term is not None:
