@@ -130,13 +130,14 @@ def execute_notebooks(build: Path, target: Path, values: dict[str, object], defi
         workdir = build / "work" / notebook.stem
         workdir.mkdir(parents=True)
         start = time.perf_counter()
-        executed = papermill.execute_notebook(notebook, target / notebook.name,
-                                              parameters=for_notebook(values, notebook, defined[notebook.name]),
-                                              cwd=str(workdir),
-                                              kernel_name="python3", kernel_manager_class=Kernel,
-                                              execution_timeout=timeout, progress_bar=False)
-        math_to_mathml(executed)  # drawn by the browser itself: no MathJax to fetch
-        nbformat.write(executed, target / notebook.name)
+        # Not named `executed`: that is the folder of notebooks to copy, read again for the next notebook.
+        result = papermill.execute_notebook(notebook, target / notebook.name,
+                                            parameters=for_notebook(values, notebook, defined[notebook.name]),
+                                            cwd=str(workdir),
+                                            kernel_name="python3", kernel_manager_class=Kernel,
+                                            execution_timeout=timeout, progress_bar=False)
+        math_to_mathml(result)  # drawn by the browser itself: no MathJax to fetch
+        nbformat.write(result, target / notebook.name)
         print(f"executed {notebook.name} in {time.perf_counter() - start:.1f} s", flush=True)
 
 
