@@ -22,12 +22,8 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e .
 	touch $(STAMP)
 
-# --no-compile: pip would compile every module of the test extra (Ray, transformers, Jupyter, mypy, ...)
-# to bytecode, 24 of a fresh clone's 60 s here, though the suite imports a small part of them; `make test`
-# lets Python write the bytecode of what it imports (PYTHONDONTWRITEBYTECODE emptied below). The runtime
-# (torch and attnlab's dependencies, above) stays compiled at install: `make run` uses all of it.
 $(TEST_STAMP): $(STAMP)
-	$(BIN)/python -m pip install --quiet --no-compile -c constraints.txt -e ".[test]"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[test]"
 	touch $(TEST_STAMP)
 
 $(NOTEBOOKS_STAMP): $(STAMP)
