@@ -10,7 +10,7 @@ from attnlab.data.layouts import encoder_only_batch
 from attnlab.data.task_names import task_named
 from attnlab.data.tasks import PAD
 from attnlab.labs.lengths.config import CompareConfig
-from attnlab.labs.lengths.protocols import FreshBatches, protocol_named, ruoss_lengths
+from attnlab.labs.lengths.protocols import CURRICULUM_SEED, FreshBatches, protocol_named, ruoss_lengths
 
 
 def reference_lengths(seed, steps, values):
@@ -54,17 +54,20 @@ def test_fresh_strings_one_length_per_step_unpadded_and_never_repeated():
     loader, epochs = config.protocol_object.batches(config, sets, seed=3)
     assert epochs == 1 and len(loader) == config.steps_per_model() == 16
     batches = list(loader)
-    assert [b.source.shape[1] for b in batches] == ruoss_lengths(3, 16, shortest=1, longest=6)
+    # the curriculum's lengths: the reference's rule at CURRICULUM_SEED, whatever the model's seed
+    assert [b.source.shape[1] for b in batches] == reference_lengths(CURRICULUM_SEED, 16, list(range(1, 7)))
     for b in batches:
         assert b.source.shape[0] == 8 and bool(b.source_mask.all())  # one length: nothing padded
         assert torch.equal(b.target_out[:, :-1], b.source.flip(1))  # reverse-string's answer
     longest = [b for b in batches if b.source.shape[1] == 6]
     assert len({tuple(b.source.flatten().tolist()) for b in longest}) == len(longest)  # fresh strings
-    # the same seed gives the same batches; another seed other lengths
+    # the same seed gives the same batches; another seed the same lengths (models of a group step together) and
+    # other strings
     again = list(config.protocol_object.batches(config, sets, seed=3)[0])
     assert all(torch.equal(a.source, b.source) for a, b in zip(batches, again, strict=True))
-    assert [b.source.shape[1] for b in config.protocol_object.batches(config, sets, seed=4)[0]] != \
-        [b.source.shape[1] for b in batches]
+    other = list(config.protocol_object.batches(config, sets, seed=4)[0])
+    assert [b.source.shape[1] for b in other] == [b.source.shape[1] for b in batches]
+    assert not all(torch.equal(a.source, b.source) for a, b in zip(batches, other, strict=True))
 
 
 def test_the_ruoss_loss_sums_over_each_strings_outputs_and_averages_over_the_batch():

@@ -20,6 +20,7 @@ from attnlab.cli._common import (
     parse_int,
     positive_float,
     positive_int,
+    probability,
     size_flags,
 )
 
@@ -27,6 +28,7 @@ __all__ = ["add_parser", "run"]
 
 EXAMPLES = ("examples:\n  attnlab compare --quick\n"
             "  attnlab compare --preset ruoss2023 --quick\n"
+            "  attnlab compare --preset kazemnejad2023 --settings\n"
             "  attnlab compare --preset ruoss2023 --task duplicate --out runs/ruoss-duplicate\n"
             "  attnlab compare --preset kazemnejad2023 --task reverse --seeds 5\n"
             "  attnlab compare --task reverse --encodings sinusoidal,rotary,alibi --test-lens 8,12,16,24\n"
@@ -44,6 +46,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--preset", default=None, choices=None, metavar="NAME",
                    help=f"start from a paper's setup, scaled to this machine: {', '.join(PRESETS)}; every "
                         "other flag overrides it, and the report checks the paper's claims")
+    p.add_argument("--settings", action="store_true",
+                   help="with --preset: print its settings table (each setting beside the paper's, with the "
+                        "source) and exit")
     p.add_argument("--task", default=None,
                    help=f"one of {', '.join(TASKS)} (default reverse; with a --preset of several tasks: all of "
                         "them, one comparison each, in OUT/tasks/TASK)")
@@ -81,6 +86,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--n-test", type=positive_int, default=None, help="sequences per test length (default 256)")
     p.add_argument("--batch-size", type=positive_int, default=None, help="sequences per step (default 32)")
     p.add_argument("--lr", type=positive_float, default=None, help="Adam's peak learning rate (default 0.003)")
+    p.add_argument("--dropout", type=probability, default=None,
+                   help="dropout after the embeddings, in attention and in the feed-forward network (default 0)")
     add_size_options(p, defaults="default 64; heads 4, layers 2, feed-forward 4 x width")
     p.add_argument("--quick", action="store_true",
                    help="one seed, less data: under a minute (with --preset, the preset's own small version: "
@@ -127,7 +134,8 @@ def _given(args: argparse.Namespace, *, task: str | None = None) -> dict[str, An
     flags: dict[str, Any] = {
         name: getattr(args, name)
         for name in ("task", "architecture", "train_len", "n_seeds", "epochs", "n_train", "test_lens", "n_symbols",
-                     "l_max", "min_train_len", "n_test", "batch_size", "lr", "backend", "protocol", "threads")}
+                     "l_max", "min_train_len", "n_test", "batch_size", "lr", "dropout", "backend", "protocol",
+                     "threads")}
     flags.update({field: getattr(args, field) for field in size_flags.values()})
     if args.encodings is not None:
         names = tuple(name.strip() for name in args.encodings.split(",") if name.strip())
@@ -164,6 +172,13 @@ def run(args: argparse.Namespace) -> int:
     from attnlab.labs.lengths.config import CompareConfig
     from attnlab.labs.lengths.report import format_table
 
+    if args.settings:
+        if args.preset is None:
+            raise UsageError("--settings prints a preset's settings table: give --preset NAME")
+        from attnlab.labs.lengths.presets import format_settings
+
+        print(format_settings(args.preset))
+        return 0
     device = parse_device(args.device)  # a device this machine lacks: one line, before anything else
     given = _given(args)
     if args.preset is not None and args.task is None:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["MARGIN", "Claim", "Preset", "Verdict", "beyond_training", "gap", "pct"]
+__all__ = ["MARGIN", "SETTING_STATUSES", "Claim", "Preset", "Setting", "Verdict", "beyond_training", "gap", "pct"]
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,8 @@ class Preset:
         per_task: settings of one task that differ from the others' (SCAN's lengths), over the preset's
             and ``--quick``'s, under the command line's.
         quick_per_task: with ``--quick``, a task's own further overrides, over ``per_task``.
+        protocol_table: the settings table, a :class:`Setting` per row: the lab's value beside the
+            paper's, with its source (:func:`attnlab.labs.lengths.presets.format_settings`).
     """
 
     name: str
@@ -89,6 +91,35 @@ class Preset:
     cost: str = ""
     per_task: dict[str, dict[str, Any]] = field(default_factory=dict)
     quick_per_task: dict[str, dict[str, Any]] = field(default_factory=dict)
+    protocol_table: tuple[Setting, ...] = ()
+
+
+#: how a preset's setting stands against the paper's: the same, scaled here for cost, or different
+SETTING_STATUSES = ("same", "scaled", "differs")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One row of a preset's settings table: the lab's value beside the paper's, and where the paper's was read.
+
+    Attributes:
+        what: the setting, in words (``"layers x width x heads"``).
+        lab: the preset's value.
+        paper: the paper's value.
+        source: where the paper's value was read: the reference code's file and lines at a named
+            commit, or the paper's section or table.
+        status: one of :data:`SETTING_STATUSES`: ``"scaled"`` says by how much in ``lab``.
+    """
+
+    what: str
+    lab: str
+    paper: str
+    source: str
+    status: str
+
+    def __post_init__(self) -> None:
+        if self.status not in SETTING_STATUSES:
+            raise ValueError(f"status must be one of {', '.join(SETTING_STATUSES)}, got {self.status!r}")
 
 
 #: a difference in accuracy (0-1) below this is "no clear difference": about what separates seeds here

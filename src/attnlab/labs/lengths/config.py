@@ -34,7 +34,7 @@ from typing import Any, cast
 
 import torch
 
-from attnlab._validate import check_choice, check_float32, check_int, check_keys
+from attnlab._validate import check_choice, check_float32, check_int, check_keys, check_probability
 from attnlab.attention.backends.choose import BACKENDS
 from attnlab.catalog import PROTOCOLS
 from attnlab.data.task import Task
@@ -103,6 +103,7 @@ class CompareConfig:
     n_heads: int = 4
     n_layers: int = 2
     ff_units: int | None = None  # None: 4 * d_model
+    dropout: float = 0.0  # after the embeddings, in attention and in the feed-forward network, in training only
     lr: float = 3e-3
     n_symbols: int = 10
     min_train_len: int = 1
@@ -159,6 +160,7 @@ class CompareConfig:
         for length in self.test_lens:
             check_int("test_lens", length, minimum=1)
         check_float32("lr", self.lr, positive=True)  # the parameters it updates are float32
+        check_probability("dropout", self.dropout)
         self._resolve_l_max()
         n_models = len(self.encodings) * self.n_seeds
         if n_models > MAX_MODELS:
@@ -316,7 +318,7 @@ class CompareConfig:
         io = self.task_object.model_io(self.n_symbols)
         model = model_class(vocab_size=io["vocab_size"], n_features=io["n_features"], d_model=self.d_model,
                             n_heads=self.n_heads, n_layers=self.n_layers, ff_units=self.ff_units, encoding=encoding,
-                            max_len=longest,
+                            max_len=longest, dropout=self.dropout,
                             max_relative_position=self.max_relative_position, pad_id=PAD, backend=self.backend)
         return cast(DecoderOnlyTransformer | Transformer, model)
 

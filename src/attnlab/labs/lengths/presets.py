@@ -35,15 +35,24 @@ from dataclasses import replace
 from typing import Any
 
 from attnlab._validate import check_choice
-from attnlab.labs.lengths.claims import MARGIN, Claim, Preset, Verdict, beyond_training, gap, pct
+from attnlab.labs.lengths.claims import MARGIN, Claim, Preset, Setting, Verdict, beyond_training, gap, pct
 from attnlab.labs.lengths.published import TABLES
 
-__all__ = ["PRESETS", "Claim", "Preset", "Verdict", "beyond_training", "check_claims", "preset"]
+__all__ = ["PRESETS", "Claim", "Preset", "Setting", "Verdict", "beyond_training", "check_claims", "format_settings",
+           "preset"]
+
+
+def _at_paper_size(table: tuple[Setting, ...], changes: dict[str, tuple[str, str]]) -> tuple[Setting, ...]:
+    """A preset's settings table with the rows ``changes`` names given a new lab value and status."""
+    unknown = set(changes) - {row.what for row in table}
+    assert not unknown, f"no such rows: {sorted(unknown)}"
+    return tuple(replace(row, lab=changes[row.what][0], status=changes[row.what][1]) if row.what in changes else row
+                 for row in table)
 
 
 # -- Ruoss et al. 2023 -----------------------------------------------------------------
 
-_RUOSS_PAIRS = ("sinusoidal", "learned", "relative", "rotary", "alibi", "t5", "fire")
+_RUOSS_PAIRS = ("sinusoidal", "learned", "transformer-xl", "relative", "rotary", "alibi", "t5", "fire")
 
 
 def _ruoss_pairs(records: list[dict[str, Any]], config: Any) -> tuple[str, str]:
@@ -81,41 +90,74 @@ def _ruoss_average(records: list[dict[str, Any]], config: Any) -> tuple[str, str
     return ("contradicted" if mean < -MARGIN else "not reproduced"), detail
 
 
-_RUOSS_ENCODINGS = ("none", "sinusoidal", "random-sinusoidal", "learned", "random-learned", "relative",
-                    "random-relative", "rotary", "random-rotary", "alibi", "random-alibi", "t5", "random-t5", "fire",
-                    "random-fire")
+# The paper's schemes (its "relative" is Transformer-XL's), each beside its randomized version.
+_RUOSS_ENCODINGS = ("none", "sinusoidal", "random-sinusoidal", "transformer-xl", "random-transformer-xl", "rotary",
+                    "random-rotary", "alibi", "random-alibi", "learned", "random-learned")
 _RUOSS_TABLE = TABLES["ruoss2023"]
+
+_RUOSS_CODE = "google-deepmind/randomized_positional_encodings@e8c6474"
+
+RUOSS2023_TABLE = (
+    Setting("tasks", "reverse-string, duplicate-string (ruoss2023-full: all 15)",
+            "the 15 tasks of the Chomsky hierarchy", f"{_RUOSS_CODE} experiments/constants.py (TASK_BUILDERS)",
+            "scaled"),
+    Setting("architecture", "encoder-only, the answer written into empty slots in one pass",
+            "transformer_encoder with empty targets", f"{_RUOSS_CODE} experiments/example.py:49, 98", "same"),
+    Setting("layers x width x heads", "5 x 64 x 8", "5 x 64 x 8",
+            f"{_RUOSS_CODE} experiments/example.py:69-70; models/transformer.py:37-41", "same"),
+    Setting("feed-forward", "256, ReLU", "4 x 64 = 256 (widening_factor)", f"{_RUOSS_CODE} models/transformer.py:70",
+            "same"),
+    Setting("dropout", "0.1", "0.1", f"{_RUOSS_CODE} experiments/example.py:71", "same"),
+    Setting("layer norm", "before each block (pre-LN), and after the last",
+            "after each residual sum (post-LN)", f"{_RUOSS_CODE} models/transformer.py:421, 432", "differs"),
+    Setting("embedding init", "torch's (normal, std 1)", "truncated normal, std 0.02",
+            f"{_RUOSS_CODE} models/transformer.py:49, 275-277", "differs"),
+    Setting("optimiser", "Adam 1e-3, constant, gradient norm clipped at 1.0",
+            "optax.adam(1e-3) after clip_by_global_norm(1.0), constant",
+            f"{_RUOSS_CODE} experiments/example.py:123; experiments/training.py:62, 222-231", "same"),
+    Setting("batch", "32", "128", f"{_RUOSS_CODE} experiments/example.py:30-35", "scaled"),
+    Setting("steps", "6,400 (204,800 strings, 1/6 of the reference's)", "10,000 (1,280,000 strings)",
+            f"{_RUOSS_CODE} experiments/example.py:116", "scaled"),
+    Setting("training lengths", "1-12, one length per step, uniform (the same lengths for every model)",
+            "1-40, one length per step, uniform (random.choice)",
+            f"{_RUOSS_CODE} experiments/example.py:36-41, 79-81; experiments/curriculum.py:71; training.py:210",
+            "scaled"),
+    Setting("test lengths", "13-36, 64 strings each (12, the longest training length, in distribution)",
+            "41-500 in the paper; the code's example tests 1-100 with 512 strings each",
+            f"the paper, section 4; {_RUOSS_CODE} experiments/example.py:127-129", "scaled"),
+    Setting("L_max (randomized)", "2048, positions drawn at test time too", "2048 (noise_max_length)",
+            f"{_RUOSS_CODE} experiments/example.py:73", "same"),
+    Setting("relative encoding", "Transformer-XL's (transformer-xl; Shaw et al.'s is 'relative')",
+            "Transformer-XL's", f"{_RUOSS_CODE} models/positional_encodings.py (RELATIVE, NOISY_RELATIVE)", "same"),
+    Setting("loss", "cross-entropy summed over a string's outputs, mean over the batch", "the same",
+            f"{_RUOSS_CODE} experiments/example.py:104-105", "same"),
+    Setting("metric", "masked token accuracy of the output slots", "the same",
+            f"{_RUOSS_CODE} experiments/example.py:108-110", "same"),
+    Setting("seeds x learning rates", "1 seed, 1 learning rate", "10 seeds x 3 learning rates, the best reported",
+            "the paper, section 4 (not verified here)", "scaled"),
+)
 
 RUOSS2023 = Preset(
     name="ruoss2023",
     paper="Ruoss et al. 2023, Randomized Positional Encodings Boost Length Generalization of Transformers "
           "(ACL, arXiv:2305.16843)",
     settings={
-        "task": "even-pairs", "architecture": "encoder-only", "protocol": "ruoss2023",
+        "task": "reverse-string", "architecture": "encoder-only", "protocol": "ruoss2023",
         "encodings": _RUOSS_ENCODINGS,
-        "train_len": 12, "min_train_len": 1, "test_lens": tuple(range(12, 37)), "n_seeds": 3,
-        "d_model": 32, "n_heads": 4, "n_layers": 2, "ff_units": 128, "lr": 3e-3,
-        "batch_size": 32, "n_train": 25600, "epochs": 1, "n_test": 64, "l_max": 256,
-        # The paper's relative encoding (Transformer-XL's) does not clip; Shaw's does, at k. Clipped at 8,
-        # "relative" is length-invariant by construction and drawing distances up to L_max pushes almost every
-        # offset past k, destroying local order (measured: random-relative 3.7 points below relative). Unclipped,
-        # as in the paper, the baseline meets unseen distances and randomization helps (+6.3 at the quick size).
-        "max_relative_position": 256,
+        "train_len": 12, "min_train_len": 1, "test_lens": tuple(range(12, 37)), "n_seeds": 1,
+        "d_model": 64, "n_heads": 8, "n_layers": 5, "ff_units": 256, "dropout": 0.1, "lr": 1e-3,
+        "batch_size": 32, "n_train": 204_800, "epochs": 1, "n_test": 64, "l_max": 2048,
     },
-    quick={"n_seeds": 1, "train_len": 8, "test_lens": tuple(range(8, 25)), "n_train": 16000, "n_test": 32,
-           "l_max": 128, "max_relative_position": 128,
-           "encodings": ("none", "sinusoidal", "random-sinusoidal", "rotary", "random-rotary", "alibi",
-                         "random-alibi")},
+    quick={"train_len": 8, "test_lens": tuple(range(8, 25)), "n_train": 76_800, "n_test": 32,
+           "encodings": ("sinusoidal", "random-sinusoidal")},
     paper_setup={"tasks": "the 15 of the Chomsky hierarchy", "train lengths": "1-40, a fresh batch of one length "
                  "per step", "test lengths": "41-500, every one", "layers x width x heads": "5 x 64 x 8",
                  "steps x batch": "10,000 x 128 (the code's defaults)", "L_max": "2048",
                  "aggregate": "the best of 10 seeds x 3 learning rates"},
-    scaled="4 tasks (one or more per level of the hierarchy: even pairs, reverse string, duplicate string, missing "
-           "duplicate) of the paper's 15; train lengths 1-12 (paper 1-40), every test length 12-36 (paper 41-500); "
-           "2 layers x 32 x 4 heads (paper 5 x 64 x 8); 800 fresh batches of 32 (paper 10,000 x 128, about 1/50 of "
-           "the strings); L_max 256 (paper 2048); Shaw's relative vectors unclipped up to L_max, as the paper's "
-           "(Transformer-XL's) relative encoding; 3 seeds and one learning rate, reported as the best seed (the "
-           "paper's aggregate) and the mean",
+    scaled="the reference code's model, optimiser, dropout and L_max; 2 tasks of the paper's 15 (reverse string, "
+           "duplicate string); train lengths 1-12 (paper 1-40), test lengths 13-36 (paper 41-500); 6,400 fresh "
+           "batches of 32 (the code: 10,000 of 128, so 1/6 of the strings); one seed and one learning rate "
+           "(paper: the best of 10 seeds x 3 rates)",
     metric="token_accuracy",
     claims=(
         Claim("Each randomized scheme generalises better than its baseline beyond the training length",
@@ -125,23 +167,32 @@ RUOSS2023 = Preset(
     published=dict(_RUOSS_TABLE.cells),
     published_source=_RUOSS_TABLE.source,
     published_metric=_RUOSS_TABLE.metric,
-    tasks=("even-pairs", "reverse-string", "duplicate-string", "missing-duplicate"),
+    tasks=("reverse-string", "duplicate-string"),
     aggregate="best",
-    cost="about 26 minutes on 2 CPU cores (180 models); --quick about 1 (28 models)",
+    cost="about 40 minutes on 2 CPU cores (22 models of 250,000 parameters, 6,400 steps each); --quick about 4 "
+         "(4 models)",
+    protocol_table=RUOSS2023_TABLE,
 )
 
 RUOSS2023_FULL = replace(
     RUOSS2023, name="ruoss2023-full",
-    settings={**RUOSS2023.settings, "train_len": 40, "test_lens": tuple(range(41, 501)), "d_model": 64, "n_heads": 8,
-              "n_layers": 5, "ff_units": 256, "batch_size": 128, "n_train": 1_280_000, "n_seeds": 10, "l_max": 2048,
-              "max_relative_position": 2048, "n_test": 512},
+    settings={**RUOSS2023.settings, "encodings": _RUOSS_ENCODINGS, "train_len": 40,
+              "test_lens": (40, *range(41, 501)), "batch_size": 128, "n_train": 1_280_000, "n_seeds": 10,
+              "n_test": 512},
     quick=RUOSS2023.quick,
     scaled="the paper's sizes, lengths and steps (one learning rate, 1e-3, of the paper's three)",
     tasks=("even-pairs", "modular-arithmetic", "parity-check", "cycle-navigation", "stack-manipulation",
            "reverse-string", "modular-arithmetic-brackets", "solve-equation", "duplicate-string", "missing-duplicate",
            "odds-first", "binary-addition", "binary-multiplication", "compute-sqrt", "bucket-sort"),
-    cost="15 tasks x 15 encodings x 10 seeds = 2,250 models of 10,000 steps, tested at 460 lengths up to 1,000 "
+    cost="15 tasks x 11 encodings x 10 seeds = 1,650 models of 10,000 steps, tested at 460 lengths up to 1,000 "
          "tokens: GPU-days; meant for --ray",
+    protocol_table=_at_paper_size(RUOSS2023_TABLE, {
+        "tasks": ("the 15 tasks of the Chomsky hierarchy", "same"),
+        "batch": ("128", "same"),
+        "steps": ("10,000 (1,280,000 strings)", "same"),
+        "training lengths": ("1-40, one length per step, uniform (the same lengths for every model)", "same"),
+        "test lengths": ("41-500, 512 strings each (40 in distribution)", "same"),
+        "seeds x learning rates": ("10 seeds, 1 learning rate (1e-3)", "scaled")}),
 )
 
 
@@ -200,6 +251,45 @@ def _common_worst(records: list[dict[str, Any]], config: Any) -> tuple[str, str]
 
 _KAZEMNEJAD_TABLE = TABLES["kazemnejad2023-seqacc"]
 
+_KAZEMNEJAD_CODE = "McGill-NLP/length-generalization@40f8a44"
+
+KAZEMNEJAD2023_TABLE = (
+    Setting("tasks", "copy-random, reverse-random (kazemnejad2023-full: and SCAN)",
+            "10 tasks in 17 variants, copy-random (cmc) and reverse-random (mc) among them",
+            "the paper, section 4 and appendix C", "scaled"),
+    Setting("architecture", "decoder-only, pre-LN LayerNorm, ReLU feed-forward, scores scaled by 1/sqrt(Dh)",
+            "decoder-only T5 stack: pre-RMSNorm, ReLU feed-forward, unscaled scores",
+            f"{_KAZEMNEJAD_CODE} src/models/custom_t5_decoder_only.py", "differs"),
+    Setting("layers x width x heads", "4 x 64 x 4, feed-forward 256 (about 0.2M parameters)",
+            "12 x 768 x 12, feed-forward 3072 (t5-base, about 110M)",
+            f"{_KAZEMNEJAD_CODE} configs/models/t5_base.jsonnet", "scaled"),
+    Setting("dropout", "0.1", "0.1 (t5-base's dropout_rate)", f"{_KAZEMNEJAD_CODE} configs/models/t5_base.jsonnet",
+            "same"),
+    Setting("optimiser", "AdamW 3e-3, weight decay 0.05, gradient norm clipped at 1.0",
+            "AdamW 3e-5, weight decay 0.05, clipped at 1.0 (the Hugging Face trainer's default)",
+            f"{_KAZEMNEJAD_CODE} configs/trainer/base_model.jsonnet:19-20", "scaled"),
+    Setting("schedule", "linear warm-up over 6% of the steps, linear decay to 0",
+            "warm-up ratio 0.06, polynomial decay (power 1, to 1e-7)",
+            f"{_KAZEMNEJAD_CODE} configs/trainer/default.jsonnet:18, 20", "same"),
+    Setting("steps x batch", "3,126 x 64 (2 passes over the training set)", "40,000 x 64",
+            f"{_KAZEMNEJAD_CODE} configs/trainer/base_model.jsonnet:5, 10", "scaled"),
+    Setting("training data", "100,000 examples, lengths 2-20", "100,000 examples (and 15,000 for validation)",
+            f"{_KAZEMNEJAD_CODE} scripts/dataset_builders/make_copy_dataset.py:203-224; the released run logs "
+            "(num_train_samples 100000)", "same"),
+    Setting("test lengths", "21-40, 64 examples each (20, the longest training length, in distribution)",
+            "21-40, 10,000 examples in all", "the paper, section 4", "scaled"),
+    Setting("prompt", "the task's constant words before the input, a separator before the answer",
+            "'Copy: ...' / 'Reverse: ...' then '[SEP]' and the answer",
+            f"{_KAZEMNEJAD_CODE} src/data/data_instance_processor/copy_instance_processor.py", "same"),
+    Setting("T5 bias", "one table shared by every layer (t5-shared)", "one table in layer 0, shared by all layers",
+            f"{_KAZEMNEJAD_CODE} src/models/custom_t5_decoder_only.py", "same"),
+    Setting("rotary", "a quarter of each head's features (rotary-quarter)", "rotary_dim = 0.25 x head size",
+            f"{_KAZEMNEJAD_CODE} src/models/custom_t5_decoder_only.py", "same"),
+    Setting("metric", "exact match of the greedy answer", "exact match of the decoded string (acc, what the "
+            "figures plot)", f"{_KAZEMNEJAD_CODE} src/analyzers/seq2seq_analyzer.py", "same"),
+    Setting("seeds", "2, the mean reported", "3, the mean reported", "the paper, section 4", "scaled"),
+)
+
 KAZEMNEJAD2023 = Preset(
     name="kazemnejad2023",
     paper="Kazemnejad et al. 2023, The Impact of Positional Encoding on Length Generalization in Transformers "
@@ -207,18 +297,19 @@ KAZEMNEJAD2023 = Preset(
     settings={
         "task": "copy-random", "architecture": "decoder-only", "protocol": "kazemnejad2023",
         "encodings": ("none", "t5", "alibi", "rotary-quarter", "sinusoidal"),
-        "train_len": 20, "min_train_len": 1, "test_lens": (20, 25, 30, 35, 40), "n_seeds": 3,
-        "d_model": 64, "n_heads": 4, "n_layers": 2, "ff_units": 256, "lr": 3e-3,
-        "batch_size": 64, "n_train": 8192, "epochs": 16, "n_test": 128,
+        "train_len": 20, "min_train_len": 2, "test_lens": tuple(range(20, 41)), "n_seeds": 2,
+        "d_model": 64, "n_heads": 4, "n_layers": 4, "ff_units": 256, "dropout": 0.1, "lr": 3e-3,
+        "batch_size": 64, "n_train": 100_000, "epochs": 2, "n_test": 64,
     },
-    quick={"n_seeds": 1, "train_len": 10, "test_lens": (10, 15, 20), "n_train": 4096, "epochs": 16, "n_test": 128},
-    paper_setup={"train lengths": "up to 20 (SCAN: up to 22 actions)", "test lengths": "21-40 (SCAN: 24-48)",
+    quick={"n_seeds": 1, "train_len": 10, "test_lens": tuple(range(10, 21)), "n_train": 40_000, "epochs": 2,
+           "n_test": 64, "encodings": ("none", "t5")},
+    paper_setup={"train lengths": "2-20 (SCAN: up to 22 actions)", "test lengths": "21-40 (SCAN: 24-48)",
                  "model": "decoder-only, T5-base sizes, ~110M parameters", "training": "40,000 steps of 64, AdamW 3e-5",
                  "vocabulary": "100 random tokens (copy, reverse)", "rotary": "a quarter of each head's features",
                  "seeds": "3 (mean reported)"},
-    scaled="the same lengths and architecture, 1,000 times smaller (2 layers x 64, about 0.1M parameters against "
-           "~110M); 2,048 steps of 64 (paper 40,000) at 3e-3; the paper's 100-token vocabulary and quarter rotary; "
-           "the mean over 3 seeds of exact match beyond the training length, as the paper",
+    scaled="the paper's lengths, data, prompt, optimiser, schedule and dropout; a model 500 times smaller (4 layers x "
+           "64, about 0.2M parameters against ~110M) at a learning rate 100 times higher (3e-3); 3,126 steps of 64 "
+           "(paper 40,000); 2 of the paper's 17 task variants; 2 seeds (paper 3); 64 test examples per length",
     metric="sequence_accuracy",
     claims=(
         Claim("NoPE outperforms the explicit positional encodings (T5's bias, ALiBi, rotary, APE)", "abstract",
@@ -232,20 +323,29 @@ KAZEMNEJAD2023 = Preset(
                for (task, enc), v in _KAZEMNEJAD_TABLE.cells.items()},
     published_source=_KAZEMNEJAD_TABLE.source,
     published_metric=_KAZEMNEJAD_TABLE.metric,
-    tasks=("copy-random", "reverse-random", "scan"),
+    tasks=("copy-random", "reverse-random"),
     # Their SCAN split: answers of up to 25 actions train, 26-48 test (no command has 23, 29, 31, ...).
-    per_task={"scan": {"train_len": 25, "test_lens": (25, 26, 28, 30, 32, 36, 40, 48), "n_train": 17_774,
-                       "epochs": 4}},
+    per_task={"scan": {"train_len": 25, "min_train_len": 1, "test_lens": (25, 26, 28, 30, 32, 36, 40, 48),
+                       "n_train": 17_774, "epochs": 4}},
     quick_per_task={"scan": {"n_train": 4096, "test_lens": (25, 26, 28, 32, 40)}},
-    cost="about 35 minutes on 2 CPU cores (45 models); --quick about 3 (15 models)",
+    cost="about 40 minutes on 2 CPU cores (20 models); --quick about 3 (2 models)",
+    protocol_table=KAZEMNEJAD2023_TABLE,
 )
 
 KAZEMNEJAD2023_FULL = replace(
     KAZEMNEJAD2023, name="kazemnejad2023-full",
     settings={**KAZEMNEJAD2023.settings, "d_model": 768, "n_heads": 12, "n_layers": 12, "ff_units": 3072,
-              "lr": 3e-5, "n_train": 100_000, "epochs": 26, "n_test": 10_000},
-    scaled="the paper's model sizes, data and steps (Adam instead of AdamW)",
+              "lr": 3e-5, "epochs": 26, "n_seeds": 3, "n_test": 500},
+    tasks=("copy-random", "reverse-random", "scan"),
+    scaled="the paper's model sizes, data, steps and seeds, on 3 of its 17 task variants",
     cost="45 models of ~110M parameters and 40,000 steps: GPU-days; meant for --ray",
+    protocol_table=_at_paper_size(KAZEMNEJAD2023_TABLE, {
+        "tasks": ("copy-random, reverse-random, SCAN (length split)", "scaled"),
+        "layers x width x heads": ("12 x 768 x 12, feed-forward 3072", "same"),
+        "optimiser": ("AdamW 3e-5, weight decay 0.05, gradient norm clipped at 1.0", "same"),
+        "steps x batch": ("40,000 x 64 (26 passes)", "same"),
+        "test lengths": ("21-40, 500 examples each (20 in distribution)", "same"),
+        "seeds": ("3, the mean reported", "same")}),
 )
 
 
@@ -270,6 +370,30 @@ def _structure_best(records: list[dict[str, Any]], config: Any) -> tuple[str, st
 
 
 _MCLEISH, _CHO = TABLES["mcleish2024"], TABLES["cho2024"]
+
+_MCLEISH_CODE = "mcleish7/arithmetic@86022a5"
+
+ABACUS2024_TABLE = (
+    Setting("task", "addition, digits least significant first, operands and answer zero-padded",
+            "addition, all digits reversed (McLeish); answer reversed, operands zero-padded (Cho)",
+            f"{_MCLEISH_CODE} shells/addition_ff.sh; Cho et al.'s scripts (HanseulJo/position-coupling)", "same"),
+    Setting("layers x width x heads", "2 x 64 x 4, feed-forward 256",
+            "16 x 1024 x 16, feed-forward 2048 (McLeish); 1 x 1024 x 4 (Cho)",
+            f"{_MCLEISH_CODE} cramming/config/arch; Cho et al. 2024, appendix", "scaled"),
+    Setting("training data", "64,000 fixed sums, operands of 1-10 digits",
+            "20M sums, operands of 1-20 digits (McLeish); 100,000, 1-30 digits (Cho)",
+            f"{_MCLEISH_CODE} shells/addition_ff.sh", "scaled"),
+    Setting("steps x batch", "2,000 x 64", "24 GPU-hours (McLeish); 50,000 x 1,000 (Cho)",
+            f"{_MCLEISH_CODE} shells/addition_ff.sh; Cho et al. 2024, appendix", "scaled"),
+    Setting("optimiser", "Adam 3e-3, 5% warm-up, cosine decay to 10%", "AdamW 1e-4 (both)",
+            f"{_MCLEISH_CODE} cramming/config/train; Cho et al. 2024, appendix", "differs"),
+    Setting("Abacus offset", "one offset per batch, uniform over 0-100", "one offset per batch, max_abacus_len 100",
+            f"{_MCLEISH_CODE} abacus.py", "same"),
+    Setting("test lengths", "10-30 digits (3x the training length)",
+            "up to 100 digits (McLeish, 5x); up to 200 (Cho, 6.7x)", "the papers' length figures", "scaled"),
+    Setting("metric", "exact match of the answer, mean of 3 seeds", "exact match (McLeish: each model; Cho: median "
+            "of 8 runs)", "the papers' figures", "same"),
+)
 
 ABACUS2024 = Preset(
     name="abacus2024",
@@ -301,6 +425,7 @@ ABACUS2024 = Preset(
     published_metric=_MCLEISH.metric,
     tasks=("reversed-addition",),
     cost="about 12 minutes on 2 CPU cores (21 models); --quick about 2 (4 models)",
+    protocol_table=ABACUS2024_TABLE,
 )
 
 ABACUS2024_FULL = replace(
@@ -309,6 +434,12 @@ ABACUS2024_FULL = replace(
               "n_heads": 16, "n_layers": 16, "ff_units": 4096, "lr": 1e-4, "n_train": 20_000_000, "epochs": 1,
               "batch_size": 1024},
     scaled="McLeish et al.'s sizes and data (Adam at 1e-4)",
+    protocol_table=_at_paper_size(ABACUS2024_TABLE, {
+        "layers x width x heads": ("16 x 1024 x 16, feed-forward 4096", "same"),
+        "training data": ("20M sums, operands of 1-20 digits", "same"),
+        "steps x batch": ("20,000 x 1,024", "scaled"),
+        "optimiser": ("Adam 1e-4, 5% warm-up, cosine decay to 10%", "differs"),
+        "test lengths": ("20-100 digits", "same")}),
     cost="21 models of ~200M parameters on 20M sums: GPU-days; meant for --ray",
 )
 
@@ -325,6 +456,25 @@ def preset(name: str) -> Preset:
         ValueError: for an unknown name (listing the known ones).
     """
     return PRESETS[check_choice("preset", name, tuple(PRESETS))]
+
+
+def format_settings(name: str) -> str:
+    """Preset ``name``'s settings table as text: each setting, the lab's value beside the paper's, and the source.
+
+    A row scaled here is marked ``~`` and one that differs ``!=``; the same, ``=``.
+
+    Raises:
+        ValueError: for an unknown preset name.
+    """
+    chosen = preset(name)
+    if not chosen.protocol_table:
+        return f"Preset {chosen.name}: no settings table"
+    marks = {"same": "=", "scaled": "~", "differs": "!="}
+    lines = [f"Preset {chosen.name}: {chosen.paper}", "(= the paper's; ~ scaled here; != different)"]
+    for row in chosen.protocol_table:
+        lines += [f"{marks[row.status]:>2} {row.what}", f"     lab:   {row.lab}", f"     paper: {row.paper}",
+                  f"     from:  {row.source}"]
+    return "\n".join(lines)
 
 
 def check_claims(name: str, records: list[dict[str, Any]], config: Any) -> list[Verdict]:

@@ -22,9 +22,12 @@ its protocol and ``results.json`` records it:
   match of the whole answer, and their rotary, which turns a quarter of each head's
   features (``rotary`` is run as ``rotary-quarter``).
 
-A protocol builds a model's training batches and its loss; everything else (the model,
-the optimiser and schedule, the test sets, the scoring) is the comparison's and is the
-same under every protocol.
+A protocol is the paper's training procedure: it builds a model's training batches, its
+loss, its optimiser and its learning-rate schedule. Everything else (the model and its
+sizes, the learning rate, the test sets, the scoring) is the comparison's settings.
+The gradient's global norm is clipped at 1.0 under every protocol (Ruoss et al.'s
+``optax.clip_by_global_norm(1.0)``, the default ``max_grad_norm`` of the Hugging Face
+trainer Kazemnejad et al. train with).
 """
 
 from __future__ import annotations
@@ -45,8 +48,8 @@ from attnlab.data.tasks import TaskSets
 # A protocol is given the comparison's CompareConfig (attnlab.labs.lengths.config), which imports this module.
 CompareConfig = Any
 
-__all__ = ["PROTOCOLS", "FixedSet", "FreshBatches", "FreshStrings", "KazemnejadSet", "Protocol", "protocol_named",
-           "ruoss_lengths"]
+__all__ = ["CURRICULUM_SEED", "PROTOCOLS", "FixedSet", "FreshBatches", "FreshStrings", "KazemnejadSet", "Protocol",
+           "protocol_named", "ruoss_lengths"]
 
 
 class Protocol:
@@ -65,6 +68,27 @@ class Protocol:
     builds_training_set: bool = True
     per_row_loss: bool = False
     renames: dict[str, str] = {}
+
+    def optimizer(self, model: nn.Module, config: CompareConfig) -> torch.optim.Optimizer:
+        """The model's optimiser at peak rate ``config.lr``: Adam, unless the protocol says otherwise."""
+        # foreach: the same update, element for element, as torch's loop over the tensors on the CPU, one call per
+        # operation for all of them. Not fused=True: that kernel rounds differently, which would change the records.
+        return torch.optim.Adam(model.parameters(), lr=config.lr, foreach=True)
+
+    def schedule(self, total_steps: int) -> Callable[[int], float]:
+        """The learning rate's factor at each step (for ``LambdaLR``): attnlab's warm-up and cosine decay.
+
+        A linear warm-up over 5% of the steps, then a cosine decay to 10% of the peak.
+        """
+        warmup = max(1, total_steps // 20)
+
+        def factor(step: int) -> float:
+            if step < warmup:
+                return (step + 1) / warmup
+            progress = (step - warmup) / max(1, total_steps - warmup)
+            return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+
+        return factor
 
     def describe(self) -> str:
         """One sentence on how the models are trained, for the report.
@@ -122,23 +146,61 @@ class FixedSet(Protocol):
 
 
 class KazemnejadSet(FixedSet):
-    """Kazemnejad et al. 2023: a fixed set, exact match of the whole answer, rotary on a quarter of each head."""
+    """Kazemnejad et al. 2023: a fixed set, AdamW with a linear schedule, exact match of the whole answer.
+
+    Their code (McGill-NLP/length-generalization, ``configs/trainer/base_model.jsonnet`` and
+    ``default.jsonnet``) trains with the Hugging Face trainer: AdamW, weight decay 0.05, a linear
+    warm-up over 6% of the steps and a linear decay to 0. Their rotary turns a quarter of each
+    head's features (``rotary`` runs as ``rotary-quarter``).
+    """
 
     name = "kazemnejad2023"
     renames = {"rotary": "rotary-quarter"}
+    weight_decay = 0.05
+    warmup = 0.06
 
     def describe(self) -> str:
-        return ("Kazemnejad et al. 2023's protocol: one fixed training set, shuffled for every epoch, scored by exact "
-                "match of the whole answer; rotary turns a quarter of each head's features, as their code does")
+        return ("Kazemnejad et al. 2023's protocol: one fixed training set, shuffled for every epoch; AdamW with "
+                "weight decay 0.05 (not on biases and norms), a linear warm-up over 6% of the steps and a linear "
+                "decay to 0; scored by exact match of the whole answer; rotary turns a quarter of each head's "
+                "features, as their code does")
+
+    def optimizer(self, model: nn.Module, config: CompareConfig) -> torch.optim.Optimizer:
+        """AdamW, weight decay 0.05 on the weight matrices and tables only.
+
+        The Hugging Face trainer leaves biases and LayerNorm weights undecayed; here every
+        parameter of one dimension (biases, norms' scales and shifts) is.
+        """
+        params = list(model.parameters())
+        decayed = [p for p in params if p.dim() > 1]
+        plain = [p for p in params if p.dim() <= 1]
+        groups = [{"params": decayed, "weight_decay": self.weight_decay}, {"params": plain, "weight_decay": 0.0}]
+        return torch.optim.AdamW(groups, lr=config.lr, foreach=True)
+
+    def schedule(self, total_steps: int) -> Callable[[int], float]:
+        """A linear warm-up over 6% of the steps, then a linear decay to 0 (the trainer's warm-up and decay).
+
+        The warm-up is ``ceil(0.06 x steps)`` steps, from a factor of 0 at the first, as
+        ``get_linear_schedule_with_warmup`` (their ``polynomial`` decay of power 1 ends at
+        1e-7 instead of 0: a difference below 1e-6 of the peak rate).
+        """
+        warmup = max(1, math.ceil(self.warmup * total_steps))
+
+        def factor(step: int) -> float:
+            if step < warmup:
+                return step / warmup
+            return max(0.0, (total_steps - step) / max(1, total_steps - warmup))
+
+        return factor
 
 
 def ruoss_lengths(seed: int, steps: int, *, shortest: int, longest: int) -> list[int]:
-    """The training length of each step under Ruoss et al.'s rule, for a model of random seed ``seed``.
+    """The training length of each step under Ruoss et al.'s rule, drawn from a stream seeded by ``seed``.
 
     The reference (``UniformCurriculum.sample_sequence_length``) calls Python's
     ``random.choice`` on the lengths ``shortest .. longest`` once per step. Here it is a
-    ``random.Random(seed)`` of the model's own, so the draws are the reference's for
-    that seed and touch no global state.
+    ``random.Random(seed)`` of its own, so the draws are the reference's for that seed and
+    touch no global state.
 
     Raises:
         TypeError / ValueError: naming the argument, for a bad count or length.
@@ -179,8 +241,18 @@ class FreshBatches:
             yield self.draw(self.batch_size, length, generator=g)
 
 
+#: the seed of the curriculum's lengths: one sequence of lengths for every model of a comparison, so that the
+#: models of a group (attnlab.models.grouped) step through batches of the same shape together
+CURRICULUM_SEED = 0
+
+
 class FreshStrings(Protocol):
-    """Ruoss et al. 2023's protocol: a fresh batch of one length at every step, the loss summed over each string."""
+    """Ruoss et al. 2023's protocol: a fresh batch of one length at every step, the loss summed over each string.
+
+    Their code (google-deepmind/randomized_positional_encodings, ``experiments/example.py``)
+    trains with ``optax.adam`` at a constant learning rate (``1e-3`` there), clipped at a
+    global norm of 1.0: no warm-up, no decay.
+    """
 
     name = "ruoss2023"
     metric = "token_accuracy"
@@ -189,9 +261,14 @@ class FreshStrings(Protocol):
 
     def describe(self) -> str:
         return ("Ruoss et al. 2023's protocol: at every step one length drawn uniformly from the training lengths "
-                "(the reference's random.choice) and a fresh batch of strings of that length, none seen twice and "
-                "none padded; the loss sums the cross-entropy over each string's outputs and averages over the "
-                "batch; masked token accuracy at every test length")
+                "(the reference's random.choice; the same lengths for every model) and a fresh batch of strings of "
+                "that length, none seen twice and none padded; the loss sums the cross-entropy over each string's "
+                "outputs and averages over the batch; Adam at a constant learning rate; masked token accuracy at "
+                "every test length")
+
+    def schedule(self, total_steps: int) -> Callable[[int], float]:
+        """A constant learning rate, as the reference's ``optax.adam(1e-3)``."""
+        return lambda step: 1.0
 
     def batches(self, config: CompareConfig, sets: TaskSets, seed: int) -> tuple[Any, int]:
         """:class:`FreshBatches` of one epoch: a length per step by :func:`ruoss_lengths`, fresh strings of it.
@@ -203,7 +280,8 @@ class FreshStrings(Protocol):
         if not task.draws_fresh:
             raise ValueError(f"protocol {self.name!r} draws fresh strings, and the {task.name} task does not "
                              "(use --protocol fixed)")
-        lengths = ruoss_lengths(seed, self.steps(config), shortest=config.min_train_len, longest=config.train_len)
+        lengths = ruoss_lengths(CURRICULUM_SEED, self.steps(config), shortest=config.min_train_len,
+                                longest=config.train_len)
 
         def draw(n: int, length: int, *, generator: torch.Generator) -> Any:
             return task.draw(n, length, generator=generator, n_symbols=config.n_symbols)

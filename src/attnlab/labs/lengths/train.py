@@ -11,9 +11,8 @@ width, ``M`` output slots, ``V`` vocabulary.
 
 from __future__ import annotations
 
-import math
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -47,19 +46,6 @@ class ModelResult:
 
 
 # -- one model ---------------------------------------------------------------------------
-
-
-def _schedule(total_steps: int) -> Callable[[int], float]:
-    """Linear warm-up over 5% of the steps, then cosine decay to 10%: the same for every encoding."""
-    warmup = max(1, total_steps // 20)
-
-    def factor(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        progress = (step - warmup) / max(1, total_steps - warmup)
-        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
-
-    return factor
 
 
 def evaluate(model: nn.Module, config: CompareConfig, sets: TaskSets, encoding: str,
@@ -136,12 +122,8 @@ def train_one(config: CompareConfig, sets: TaskSets, encoding: str, seed: int, *
         with intra_op_threads(run_threads(config, model)):
             protocol = config.protocol_object
             loader, epochs = protocol.batches(config, sets, seed)
-            # foreach: the same update, element for element, as torch's loop over the tensors on the CPU (the
-            # records are unchanged, bit for bit), one call per operation for all of them: 0.6 ms instead of 0.8 of
-            # a ~10 ms step at the default sizes (benchmarks/bench_step_bound.py). Not fused=True (0.2 ms): that
-            # kernel rounds differently, which would change every record.
-            optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, foreach=True)
-            scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(epochs * len(loader)))
+            optimizer = protocol.optimizer(model, config)
+            scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, protocol.schedule(epochs * len(loader)))
             clipping = GradientClipping()
             clipping.set_norm(1.0)
             fit(model, optimizer, loader, epochs=epochs, loss=protocol.loss(config), scheduler=scheduler,
