@@ -52,11 +52,13 @@ def test_ruoss2023_runs_the_reference_codes_model_and_optimiser():
     schedule = protocol_named("ruoss2023").schedule(6400)
     assert {schedule(step) for step in (0, 1, 3199, 6399)} == {1.0}  # optax.adam(1e-3): constant
     # the paper's relative encoding is Transformer-XL's, each scheme beside its randomized version
-    for base in ("sinusoidal", "transformer-xl", "rotary", "alibi", "learned"):
+    for base in ("sinusoidal", "transformer-xl", "rotary", "alibi"):
         assert base in s["encodings"] and f"random-{base}" in s["encodings"]
-    assert "relative" not in s["encodings"]
-    assert preset("ruoss2023").aggregate == "best" and preset("ruoss2023").metric == "token_accuracy"
     full = preset("ruoss2023-full").settings
+    for base in ("sinusoidal", "transformer-xl", "rotary", "alibi", "learned"):
+        assert base in full["encodings"] and f"random-{base}" in full["encodings"]
+    assert "none" in full["encodings"] and "relative" not in full["encodings"] + s["encodings"]
+    assert preset("ruoss2023").aggregate == "best" and preset("ruoss2023").metric == "token_accuracy"
     assert (full["train_len"], full["batch_size"], full["n_train"] // full["batch_size"]) == (40, 128, 10_000)
     assert set(range(41, 501)) <= set(full["test_lens"])
 
