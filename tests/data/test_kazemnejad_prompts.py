@@ -228,8 +228,9 @@ def test_lengths_and_vocabulary_count_the_prompt(name):
     batch = task.draw(16, length, generator=0)
     M = task.output_length(length)
     assert batch.source.shape == (16, length + words) and bool((batch.lengths == length + words).all())
-    assert task.sequence_length(length, "decoder-only") == decoder_only_batch(batch)[0].shape[1] == length + words + M + 1
-    assert task.sequence_length(length, "encoder-only") == encoder_only_batch(batch)[0].shape[1] == length + words + M
+    width = length + words  # the prompt's words and the input
+    assert task.sequence_length(length, "decoder-only") == decoder_only_batch(batch)[0].shape[1] == width + M + 1
+    assert task.sequence_length(length, "encoder-only") == encoder_only_batch(batch)[0].shape[1] == width + M
     assert task.sequence_length(length, "decoder-only") == bare.sequence_length(length, "decoder-only") + words
     # every id the batch holds is in the model's vocabulary, and the prompt's words take ids no symbol has
     vocab = task.model_io(10)["vocab_size"]

@@ -159,10 +159,13 @@ class KazemnejadTask(DrawnStrings):
         Raises:
             ValueError: if a word of the prompt is missing or misplaced.
         """
-        return self.template.unframe(inputs, first_word=self.first_word, name=repr(self.name)) if self.prompt else inputs
+        if not self.prompt:
+            return inputs
+        return self.template.unframe(inputs, first_word=self.first_word, name=repr(self.name))
 
     def answer(self, inputs: Tensor) -> Tensor:
-        """The outputs int64 ``[N, M]`` for inputs int64 ``[N, W]`` as :meth:`sample` writes them (prompt included).
+        """The outputs int64 ``[N, M]`` for inputs int64 ``[N, S]`` (``S = input_length(L)``) as :meth:`sample`
+        writes them, the prompt included.
 
         Raises:
             TypeError: if ``inputs`` is not an int64 tensor.

@@ -47,6 +47,9 @@ _FIELD = re.compile(r"^\{(\w+)\}$")
 def split_words(text: str) -> tuple[str, ...]:
     """The tokens of ``text`` by this module's rule: words split on whitespace, end punctuation split off.
 
+    Raises:
+        TypeError: if ``text`` is not a string.
+
     Example:
         >>> split_words("Sort the following list [ a, b ]. [SEP] The answer is 7 .")
         ('Sort', 'the', 'following', 'list', '[', 'a', ',', 'b', ']', '.', '[SEP]', 'The', 'answer', 'is', '7', '.')
@@ -139,15 +142,17 @@ class Prompt:
         """Where a framed string of ``width`` symbols holds what, as int64 vectors.
 
         Returns:
-            ``(word_columns, word_symbols_offset, body_columns)``: the columns of the word
-            tokens, each one's word index (its symbol less ``first_word``), and the columns
-            of the input's symbols in the input's order (``L = width - fixed`` of them).
+            ``(word_columns, word_indices, body_columns)``: the columns of the word tokens,
+            each one's word index (its symbol less ``first_word``), and the columns of the
+            input's symbols in the input's order (``L = width - fixed`` of them).
 
         Raises:
             ValueError: if ``width`` is below :attr:`fixed`.
         """
         length = check_int("width", width, minimum=self.fixed) - self.fixed
-        word_cols, word_ids, body_cols = [], [], []
+        word_cols: list[int] = []
+        word_ids: list[int] = []
+        body_cols: list[int] = []
         column = 0
         for item in self.items:
             if isinstance(item, str):
