@@ -20,7 +20,15 @@ def gen(seed=0):
 
 
 def answer(name, rows, **kwargs):
-    return KAZEMNEJAD_TASKS[name](**kwargs).answer(torch.tensor(rows)).tolist()
+    """The answers to the task's own inputs ``rows``, written with the task's prompt as ``sample`` writes them."""
+    task = KAZEMNEJAD_TASKS[name](**kwargs)
+    return task.answer(task.frame(torch.tensor(rows))).tolist()
+
+
+def drawn(name, n, length, **kwargs):
+    """The task's own inputs ``[N, L]`` of a sample (the prompt's words taken off)."""
+    task = KAZEMNEJAD_TASKS[name](**kwargs)
+    return task.unframe(task.sample(n, length, generator=gen()).inputs)
 
 
 # -- the registry --------------------------------------------------------------------------
@@ -48,15 +56,20 @@ def test_every_task_is_a_string_generator(name):
 )  # fmt: skip
 def test_alphabets_are_the_papers(name, sizes):
     task = KAZEMNEJAD_TASKS[name]()
-    assert (task.input_size, task.output_size) == sizes
+    assert (task.body_size, task.output_size) == sizes
+    # the prompt's words come after every input and output symbol, one symbol per distinct word
+    assert task.first_word == max(sizes) and task.input_size == max(sizes) + len(task.template.words)
+    bare = KAZEMNEJAD_TASKS[name](prompt=False)
+    assert (bare.input_size, bare.output_size) == sizes
 
 
 # -- samples: shapes, alphabets, seeds, answers ---------------------------------------------
 
 
+@pytest.mark.parametrize("prompt", [True, False])
 @pytest.mark.parametrize("name", NAMES)
-def test_samples_keep_the_protocol_and_the_answers(name):
-    task = KAZEMNEJAD_TASKS[name]()
+def test_samples_keep_the_protocol_and_the_answers(name, prompt):
+    task = KAZEMNEJAD_TASKS[name](prompt=prompt)
     for length in (task.shortest, task.train_lengths[-1], task.test_lengths[-1]):
         strings = check_strings(task, task.sample(64, length, generator=gen(1)), 64, length)
         # the output is a function of the input: what answer() gives on the inputs alone
@@ -81,12 +94,12 @@ def test_hand_derived_copy_and_reverse():
 
 
 def test_repeated_tokens_and_distinct_replacements():
-    strings = KAZEMNEJAD_TASKS["copy-repeat"]().sample(200, 5, generator=gen())
-    assert bool((strings.inputs == strings.inputs[:, :1]).all())
-    assert len(set(strings.inputs[:, 0].tolist())) > 150  # one token per row, from 6052
-    rdc = KAZEMNEJAD_TASKS["copy-repeat-change"]().sample(500, 6, generator=gen()).inputs
+    inputs = drawn("copy-repeat", 200, 5)
+    assert bool((inputs == inputs[:, :1]).all())
+    assert len(set(inputs[:, 0].tolist())) > 150  # one token per row, from 6052
+    rdc = drawn("copy-repeat-change", 500, 6)
     assert bool((rdc[:, 0] != rdc[:, 1]).all()) and bool((rdc[:, 2:] == rdc[:, :1]).all())
-    random = KAZEMNEJAD_TASKS["copy-random"]().sample(500, 20, generator=gen()).inputs
+    random = drawn("copy-random", 500, 20)
     assert set(random.flatten().tolist()) == set(range(100))
 
 
@@ -94,7 +107,7 @@ def test_hand_derived_sort_and_summation():
     assert answer("kz-sort", [[3, 1, 4, 1, 5]]) == [[1, 1, 3, 4, 5]]
     assert answer("summation", [[9, 9, 9], [1, 2, 3]]) == [[7], [6]]  # 27 and 6, mod 10
     assert answer("summation", [[1, 2, 3, 4]]) == [[0]]
-    digits = KAZEMNEJAD_TASKS["summation"]().sample(500, 9, generator=gen()).inputs
+    digits = drawn("summation", 500, 9)
     assert set(digits.flatten().tolist()) == set(range(1, 10))
 
 
@@ -104,7 +117,7 @@ def add(text):
 
 
 def test_hand_derived_addition():
-    task = Addition()
+    task = Addition(prompt=False)
     strings = task.answer(torch.tensor([add("37+85")]))
     assert strings.tolist() == [[1, 2, 2, 10, 10]]  # 122, then the terminator '.', padded
     assert task.scored(strings).tolist() == [[True, True, True, True, False]]
@@ -119,7 +132,7 @@ def value(symbols):
 
 
 def test_addition_agrees_with_python_integers():
-    task = Addition()
+    task = Addition(prompt=False)
     for length in (3, 9, 33):
         strings = task.sample(300, length, generator=gen(length))
         rows = zip(strings.inputs.tolist(), strings.outputs.tolist(), strings.scored.tolist(), strict=True)
@@ -131,7 +144,7 @@ def test_addition_agrees_with_python_integers():
 
 
 def test_addition_operands_are_drawn_as_the_builder_draws_them():
-    strings = Addition().sample(3000, 7, generator=gen())
+    strings = Addition(prompt=False).sample(3000, 7, generator=gen())
     a_digits, starts = [], Counter()
     for x in strings.inputs.tolist():
         plus = x.index(10)
@@ -145,7 +158,8 @@ def test_addition_operands_are_drawn_as_the_builder_draws_them():
     assert starts[0] > 0  # a one-digit operand may be 0 (the builder's low = 0)
     bin_ = Addition().sample_digits(50, 3, 12, generator=gen())
     check_strings(Addition(), bin_, 50, 16)
-    assert bool((bin_.inputs[:, 3] == 10).all()) and bool((bin_.inputs[:, [0, 4]] != 0).all())
+    body = Addition().unframe(bin_.inputs)  # [50, 16]
+    assert bool((body[:, 3] == 10).all()) and bool((body[:, [0, 4]] != 0).all())
 
 
 def test_addition_bins_are_the_papers():
@@ -159,7 +173,7 @@ def test_addition_bins_are_the_papers():
 
 def best_guess_accuracy(task, inputs, weights):
     """Enumerated: the best input-ignoring guess per output position, over the scored positions."""
-    outputs = task.answer(torch.tensor(inputs))
+    outputs = task.answer(task.frame(torch.tensor(inputs)))
     scored = task.scored(outputs)
     scored = torch.ones_like(outputs, dtype=torch.bool) if scored is None else scored
     w = torch.tensor(weights, dtype=torch.float64)
@@ -246,7 +260,7 @@ def test_primitive_splits(name):
         assert split.n_valid == 78 * 77 * 19 - split.n_train
     else:
         assert split.n_valid == builder_split(split.n_train, 19)
-    assert split.vocab_size == task.input_size
+    assert split.vocab_size == task.body_size
 
 
 def test_addition_split():
@@ -263,7 +277,7 @@ def test_sort_and_summation_splits():
         split, task = KAZEMNEJAD_DATA[name], KAZEMNEJAD_TASKS[name]()
         assert split.test_lengths == task.test_lengths == tuple(range(9, 17))
         assert split.train_lengths == task.train_lengths and max(split.train_lengths) == 8
-    assert KAZEMNEJAD_DATA["kz-sort"].vocab_size == KAZEMNEJAD_TASKS["kz-sort"]().input_size
+    assert KAZEMNEJAD_DATA["kz-sort"].vocab_size == KAZEMNEJAD_TASKS["kz-sort"]().body_size
 
 
 def test_scan_split_matches_the_grammar():
@@ -291,7 +305,13 @@ def test_bad_arguments_name_themselves():
     with pytest.raises(TypeError, match="int64"):
         task.answer(torch.zeros(1, 3))
     with pytest.raises(ValueError, match="symbols 0..99"):
-        task.answer(torch.tensor([[100, 1]]))
+        task.answer(task.frame(torch.tensor([[100, 1]])))
+    with pytest.raises(ValueError, match="symbols 0..99"):
+        KAZEMNEJAD_TASKS["copy-random"](prompt=False).answer(torch.tensor([[100, 1]]))
+    with pytest.raises(ValueError, match="framed by the prompt 'Copy: {x}'"):
+        task.answer(torch.tensor([[1, 2, 3]]))  # no "Copy :" in front
+    with pytest.raises(TypeError, match="prompt"):
+        KAZEMNEJAD_TASKS["copy-random"](prompt=1)
     with pytest.raises(ValueError, match="length"):
         task.chance(length=0)
     with pytest.raises(ValueError, match="a_digits"):
@@ -301,7 +321,7 @@ def test_bad_arguments_name_themselves():
 @pytest.mark.parametrize("text", ["123", "+12", "12+", "1+2+3"])
 def test_addition_refuses_what_is_not_a_sum(text):
     with pytest.raises(ValueError, match="one '\\+'"):
-        Addition().answer(torch.tensor([add(text)]))
+        Addition(prompt=False).answer(torch.tensor([add(text)]))
 
 
 def test_chance_values_are_probabilities():

@@ -92,7 +92,7 @@ def test_scan_sets_are_the_length_split():
 
 
 def test_scan_batch_by_hand():
-    b = scan_batch([(("walk",), ("I_WALK",)), (("jump", "twice"), ("I_JUMP", "I_JUMP"))])
+    b = scan_batch([(("walk",), ("I_WALK",)), (("jump", "twice"), ("I_JUMP", "I_JUMP"))], prompt=False)
     # ids: 3 + the word's index in COMMANDS (walk 0, jump 3, twice 9), 3 + 13 + the action's (I_WALK 0, I_JUMP 3)
     assert b.source.tolist() == [[3, PAD], [6, 12]]
     assert b.target_out.tolist() == [[16, EOS, PAD], [19, 19, EOS]]
@@ -102,7 +102,7 @@ def test_scan_batch_by_hand():
 
 
 def test_scan_test_sets_of_several_command_lengths_are_decoded_a_length_at_a_time():
-    b = scan_batch([(("walk",), ("I_WALK",)), (("jump", "twice"), ("I_JUMP", "I_JUMP"))])
+    b = scan_batch([(("walk",), ("I_WALK",)), (("jump", "twice"), ("I_JUMP", "I_JUMP"))], prompt=False)
     prompts = []
 
     class Oracle(torch.nn.Module):  # answers with the target it is shown, to check the bookkeeping

@@ -1,4 +1,4 @@
-"""AbacusEmbedding (McLeish et al. 2024): rows at the task's digit indices, a random offset per row in training.
+"""AbacusEmbedding (McLeish et al. 2024): rows at the task's digit indices, a random offset per batch in training.
 
 Expected values are the table's own rows picked by indices worked out here (the rule
 of ``Abacus.forward`` in github.com/mcleish7/arithmetic: indices > 0 move by ``k``,
@@ -34,7 +34,8 @@ def test_eval_adds_the_rows_at_the_indices_with_no_offset():
 
 
 def test_training_offsets_are_per_row_bounded_and_leave_non_digits():
-    abacus = AbacusEmbedding(d_model=D, max_position=40, max_offset=29, generator=torch.Generator().manual_seed(0))
+    abacus = AbacusEmbedding(d_model=D, max_position=40, max_offset=29, per_row=True,
+                             generator=torch.Generator().manual_seed(0))
     B = 16
     p = ids(*[[0, 1, 2, 3, 0]] * B)
     out = abacus(torch.zeros(B, 5, D), position_ids=p)
@@ -48,7 +49,8 @@ def test_training_offsets_are_per_row_bounded_and_leave_non_digits():
 
 def test_offsets_are_the_seeded_draws_and_cover_their_range():
     draws = []
-    abacus = AbacusEmbedding(d_model=D, max_position=10, max_offset=2, generator=torch.Generator().manual_seed(7))
+    abacus = AbacusEmbedding(d_model=D, max_position=10, max_offset=2, per_row=True,
+                             generator=torch.Generator().manual_seed(7))
     for _ in range(40):
         abacus(torch.zeros(4, 2, D), position_ids=ids(*[[1, 2]] * 4))
         draws.append(abacus.last_offsets)
@@ -64,12 +66,18 @@ def test_max_offset_zero_draws_none():
     assert abacus.last_offsets.tolist() == [0, 0, 0] and torch.equal(out[0], abacus.pe[[1, 3]])
 
 
-def test_per_batch_offsets_are_the_authors_code():
-    abacus = AbacusEmbedding(d_model=D, max_position=200, per_row=False, generator=torch.Generator().manual_seed(1))
+def test_per_batch_offsets_are_the_authors_code_and_the_default():
+    """``Abacus.forward`` (cramming/architectures/embeddings.py): ``k = random.randint(0, self.max_k)`` once per
+    call, added to every digit of every row; one seeded draw per call here."""
+    abacus = AbacusEmbedding(d_model=D, max_position=200, generator=torch.Generator().manual_seed(1))
+    assert abacus.per_row is False
+    again = torch.Generator().manual_seed(1)
+    p = ids(*[[1, 2, 0, 3]] * 8)
     for _ in range(5):
-        abacus(torch.zeros(8, 3, D), position_ids=ids(*[[1, 2, 3]] * 8))
-        k = abacus.last_offsets
-        assert k.shape == (8,) and len(set(k.tolist())) == 1
+        out = abacus(torch.zeros(8, 4, D), position_ids=p)
+        k = int(torch.randint(0, 101, (1,), generator=again))
+        assert abacus.last_offsets.tolist() == [k] * 8
+        assert torch.equal(out, abacus.pe[torch.tensor([1 + k, 2 + k, 0, 3 + k])].expand(8, 4, D))
 
 
 def test_the_global_generator_is_used_without_one():

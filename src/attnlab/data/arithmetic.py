@@ -59,8 +59,9 @@ With operands written least significant first both are functions of the prefix: 
 token's position depends on the tokens before it only, so an answer generated one
 digit at a time gets its positions as it grows. On these reversed formats the two
 rules number the digits alike (coupled = Abacus + 1); they differ in the operators
-(0 or 1) and in how training moves the ids (an offset of ``0 .. 100`` for Abacus, a
-start drawn per sample over the whole table for coupling):
+(0 or 1) and in how training moves the ids (an offset of ``0 .. 100`` drawn once per
+batch for Abacus, as its authors' code draws it; a start drawn per sample over the whole
+table for coupling):
 :mod:`attnlab.encodings.abacus`, :mod:`attnlab.encodings.coupling`.
 
 Shape notation: ``N`` strings, ``B`` sequences, ``L`` a sequence's length (an operand's digits

@@ -20,7 +20,11 @@ How the repository builds and scores an example (read from its code):
   ``"[SEP] "`` for addition and sort: configs/data/*.jsonnet,
   ``decoder_only_input_output_sep_token``) as T5 sentencepiece tokens, with no BOS,
   and is trained on the answer and the EOS only (src/data/s2s_dl_factory.py,
-  ``_get_tokenize_function_for_decoder_only``);
+  ``_get_tokenize_function_for_decoder_only``). The prompt's fixed words open every
+  example (``"Copy: "``, ``"Reverse: "``, ``"Solve: "``, ...); the generators here
+  write them as tokens of their own by default (:mod:`attnlab.data.prompts`;
+  ``prompt=False`` leaves them out), and the lab's ``BOS`` stands where the answer
+  starts (the reference's ``[SEP]`` for copy, reverse and SCAN);
 * an answer is decoded greedily up to EOS (or ``generation_max_length``) and detokenised without
   special tokens (src/runtime/seq2seq_runtime.py), then scored by exact match
   (src/analyzers/seq2seq_analyzer.py averages it per length). For copy, reverse and
@@ -79,7 +83,8 @@ class KazemnejadSplit:
         n_test: test examples, or None.
         n_test_per_length: test examples per test length (per operand-length pair for addition), or None.
         vocab_size: the tokens an example draws from: the builder's token list for copy, reverse
-            and sort, the digits (10) for addition, 1..9 for summation, the command words for SCAN.
+            and sort, the digits (10) for addition, 1..9 for summation, the command words for SCAN
+            (the prompt's words not counted).
         sources: the repository files the numbers come from.
         note: how a number was derived where the files do not state it outright.
     """
@@ -126,7 +131,7 @@ def _primitive(task: str, dataset: str, split: str, sources: tuple[str, ...], no
         train_lengths=tuple(range(2, 21)), test_lengths=tuple(range(21, 41)),
         n_train=100_000, n_valid=14_988 if task != "copy-repeat-change" else 14_114,
         n_test=10_000, n_test_per_length=500,
-        vocab_size=cls().input_size, sources=sources, note=note or _COPY_NOTE,
+        vocab_size=cls().body_size, sources=sources, note=note or _COPY_NOTE,
     )  # fmt: skip
 
 

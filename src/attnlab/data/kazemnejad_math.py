@@ -3,10 +3,7 @@
 Read from McGill-NLP/length-generalization: the builders draw the numbers
 (scripts/dataset_builders/make_addition_dataset.py, make_sort_dataset.py,
 make_sum_dataset.py) and the instance processors write them as text
-(src/data/data_instance_processor/addition_instance_processor.py, ...). Their
-text's fixed words (``"Compute"``, ``"The answer is"``, ``"Sort the following
-list"``, brackets and commas) are the same in every example and are left out here;
-what varies is kept, as symbols.
+(src/data/data_instance_processor/addition_instance_processor.py, ...).
 
 * ``addition``, "Addition" (s2s_addition, len_tr8_ts16): ``"Compute a + b ?"`` ->
   ``"The answer is s."``, digits most significant first. Here the input is the digits
@@ -26,7 +23,32 @@ what varies is kept, as symbols.
   ``1..9``, answered by their sum modulo 10 (``modulo_factor: 10`` in
   configs/data/s2s_sum.jsonnet), one symbol.
 
-Shape notation: ``N`` strings, ``L`` input length, ``M`` output length.
+The prompt. What varies is kept as symbols; the fixed words around it are the
+task's prompt (:mod:`attnlab.data.prompts`), written by default as the reference
+writes them:
+
+* ``addition``: the reference reads ``Compute a + b ? `` then (no separator) ``The
+  answer is s.``; here ``Compute a + b ? The answer is BOS s .``
+* ``kz-sort``: ``Sort the following list [ x1, .., xL ]. `` then (no separator) ``The
+  sorted list is [ y1, .., yL ].``; here ``Sort the following list [ x1 .. xL ] . The
+  sorted list is [ BOS y1 .. yL``
+* ``summation``: ``Compute: x1 + .. + xL .``, ``[SEP] ``, ``The answer is s .``; here
+  ``Compute : x1 .. xL . [SEP] The answer is BOS s``
+
+(prompts: addition_instance_processor.py line 53, sort_instance_processor.py line 56,
+sum_instance_processor.py line 129; targets: lines 61, 65 and 137; separators:
+``decoder_only_input_output_sep_token`` in configs/data/s2s_addition.jsonnet,
+s2s_sort.jsonnet, s2s_sum.jsonnet). The words that open the reference's target
+(``The answer is``, ``The sorted list is [``) are the same in every answer: here they
+end the prompt, so the model reads them instead of writing them, and ``BOS`` follows
+them (a token the reference does not have: the lab's layout marks where the answer
+starts with it). Not written: the commas between sort's tokens and the ``+`` between
+summation's digits (in the prompt and, for sort, in the answer), and the closing
+``].`` / ``.`` after an answer, whose place ``EOS`` takes. Addition's ``+`` is the
+task's own symbol 10 and its final ``.`` the terminator, as before. ``prompt=False``
+gives the bare inputs.
+
+Shape notation: ``N`` strings, ``L`` input length (the prompt's words not counted), ``M`` output length.
 """
 
 from __future__ import annotations
@@ -40,6 +62,7 @@ from torch import Tensor
 
 from attnlab._validate import check_int
 from attnlab.data.kazemnejad_copy import KazemnejadTask
+from attnlab.data.prompts import Prompt
 from attnlab.data.strings import Strings, check_generator
 
 __all__ = ["Addition", "SortTokens", "Summation"]
@@ -48,7 +71,8 @@ __all__ = ["Addition", "SortTokens", "Summation"]
 class Addition(KazemnejadTask):
     """``addition``: the digits of ``a``, ``+``, the digits of ``b`` -> the digits of ``a + b``, ``.``, padding.
 
-    Symbols: inputs ``0..9`` digits and 10 = ``+``; outputs ``0..9`` digits and 10 = ``.``.
+    Symbols: inputs ``0..9`` digits and 10 = ``+`` (then the prompt's words); outputs ``0..9`` digits and
+    10 = ``.``.
     Lengths are input lengths ``L = ka + kb + 1``: the paper's training pairs span
     ``L = 3..17`` and its test pairs ``L = 11..33``, so the two overlap in ``L``;
     :attr:`train_lengths` / :attr:`test_lengths` are the clean split in ``L`` (3..17 / 18..33)
@@ -59,8 +83,12 @@ class Addition(KazemnejadTask):
     paper_name = "Addition"
     PLUS: ClassVar[int] = 10
     END: ClassVar[int] = 10
-    input_size = 11
+    body_size = 11
     output_size = 11
+    template = Prompt(
+        "Compute {x} ? The answer is",
+        source="src/data/data_instance_processor/addition_instance_processor.py:53 and :61 (sep '')",
+    )
     terminator = 10
     shortest = 3
     train_lengths = tuple(range(3, 18))
@@ -76,8 +104,8 @@ class Addition(KazemnejadTask):
         """``n`` sums of an ``a_digits``-digit and a ``b_digits``-digit number: one of the paper's bins.
 
         Returns:
-            :class:`~attnlab.data.strings.Strings` of input length ``L = a_digits + b_digits + 1``,
-            exactly as :meth:`sample` pairs such inputs.
+            :class:`~attnlab.data.strings.Strings` of input length ``L = a_digits + b_digits + 1``
+            (the prompt not counted), exactly as :meth:`sample` pairs such inputs.
 
         Raises:
             TypeError: if an argument is not an integer, or ``generator`` not a ``torch.Generator``.
@@ -87,9 +115,9 @@ class Addition(KazemnejadTask):
         a_digits = check_int("a_digits", a_digits, minimum=1)
         b_digits = check_int("b_digits", b_digits, minimum=1)
         check_generator(generator)
-        inputs = self._operands(torch.full((n, 1), a_digits), a_digits + b_digits + 1, generator)
-        outputs = self._answer(inputs)
-        return Strings(inputs, outputs, self.scored(outputs))
+        body = self._operands(torch.full((n, 1), a_digits), a_digits + b_digits + 1, generator)  # [N, L]
+        outputs = self._answer(body)
+        return Strings(self.frame(body), outputs, self.scored(outputs))
 
     def _output_length(self, length: int) -> int:
         return length
@@ -202,15 +230,20 @@ class SortTokens(KazemnejadTask):
     # recorded in the repository, 4 is its builder's default (--train_min).
     train_lengths = tuple(range(4, 9))
     test_lengths = tuple(range(9, 17))
+    template = Prompt(
+        "Sort the following list [ {x} ]. The sorted list is [",
+        source="src/data/data_instance_processor/sort_instance_processor.py:56 and :65 (sep '')",
+    )
 
-    def __init__(self, *, vocab_size: int | None = None) -> None:
-        """Args: vocab_size: tokens to draw from (default 50, the paper's)."""
+    def __init__(self, *, vocab_size: int | None = None, prompt: bool = True) -> None:
+        """Args: vocab_size: tokens to draw from (default 50, the paper's); prompt: as :class:`KazemnejadTask`'s."""
         size = self.default_vocab_size if vocab_size is None else vocab_size
         self.vocab_size = check_int("vocab_size", size, minimum=2)
-        self.input_size = self.output_size = self.vocab_size
+        self.body_size = self.output_size = self.vocab_size
+        super().__init__(prompt=prompt)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(vocab_size={self.vocab_size})"
+        return f"{type(self).__name__}(vocab_size={self.vocab_size}{'' if self.prompt else ', prompt=False'})"
 
     def _output_length(self, length: int) -> int:
         return length
@@ -238,13 +271,17 @@ class SortTokens(KazemnejadTask):
 class Summation(KazemnejadTask):
     """``summation``, "Summation": ``L`` digits of ``1..9`` -> their sum modulo 10, one symbol.
 
-    Symbols are the digits ``0..9`` (0 is never drawn but may be written by hand).
+    Symbols are the digits ``0..9`` (0 is never drawn but may be written by hand), then the prompt's words.
     """
 
     name = "summation"
     paper_name = "Summation"
-    input_size = 10
+    body_size = 10
     output_size = 10
+    template = Prompt(
+        "Compute: {x} . [SEP] The answer is",
+        source="src/data/data_instance_processor/sum_instance_processor.py:129 and :137 (sep '[SEP] ')",
+    )
     # As for kz-sort: up to 8 in training (from 4, the builder's default), 9..16 in test.
     train_lengths = tuple(range(4, 9))
     test_lengths = tuple(range(9, 17))

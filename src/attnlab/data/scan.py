@@ -33,7 +33,9 @@ decoder-only sequence is ``"Solve: " + command + "[SEP] " + actions + EOS`` (the
 written as the words ``Walk Run Jump Look Left Right``
 (:data:`KAZEMNEJAD_ACTION_WORDS`) and the whole sequence tokenised by T5's
 sentencepiece vocabulary: commands and actions share one embedding table, but
-the action words are capitalised, so the two use different tokens.
+the action words are capitalised, so the two use different tokens. The length lab's
+:class:`~attnlab.data.scan_task.ScanTask` writes ``Solve :`` before every command as
+tokens of their own, and its ``BOS`` where they have ``[SEP]``.
 """
 
 from __future__ import annotations

@@ -8,12 +8,20 @@ test set at length ``L`` holds the commands of exactly ``L`` actions (up to ``n_
 of them, drawn with the spec's test seed), so a test length must be one SCAN has
 (26, 27, 28, 30, 32, 33, 36, 40 and 48 beyond 25).
 
-Token ids: ``PAD``, ``BOS``, ``EOS``, then the 13 command words and the 6 actions, one
-shared vocabulary (the decoder-only model reads ``command + BOS + actions``); the
-commands differ in length within a set, so a test set is decoded a command length
-at a time (:meth:`attnlab.data.task.TokenTask.predict`).
+Token ids: ``PAD``, ``BOS``, ``EOS``, then the 13 command words, the 6 actions and the
+prompt's two words ``Solve`` and ``:``, one shared vocabulary. Kazemnejad et al.'s
+``scan_bos`` processor (the one of their ``mdlen_`` splits) writes every command as
+``f"Solve: {command}"`` (src/data/data_instance_processor/scan_instance_processor.py,
+line 44) and the model reads it, ``"[SEP] "`` (configs/data/scan.jsonnet) and the
+actions; so by default the source is ``Solve : command`` and the decoder-only model
+reads ``Solve : command BOS actions EOS``, ``BOS`` standing where they have ``[SEP]``
+(:mod:`attnlab.data.prompts` says how the words become tokens). ``ScanTask(prompt=False)``
+gives the bare ``command + BOS + actions``. The commands differ in length within a
+set, so a test set is decoded a command length at a time
+(:meth:`attnlab.data.task.TokenTask.predict`).
 
-Shape notation: ``N`` commands, ``S`` the longest command (9 words), ``T`` the longest answer and EOS.
+Shape notation: ``N`` commands, ``S`` the longest source (the prompt and up to 9 words), ``T`` the longest
+answer and EOS.
 """
 
 from __future__ import annotations
@@ -22,43 +30,57 @@ from typing import Any
 
 import torch
 
+from attnlab._validate import check_bool
+from attnlab.data.prompts import Prompt
 from attnlab.data.scan import ACTIONS, COMMANDS, length_split, scan_pairs
 from attnlab.data.square_walks import SquaresBatch
 from attnlab.data.task import TokenTask
 from attnlab.data.tasks import BOS, EOS, FIRST_SYMBOL, PAD, TaskBatch, TaskSets, TaskSpec
 
-__all__ = ["LONGEST_COMMAND", "ScanTask", "scan_batch"]
+__all__ = ["LONGEST_COMMAND", "SCAN_PROMPT", "ScanTask", "scan_batch"]
 
 #: the most words a SCAN command has ("jump around left thrice after walk opposite right twice").
 LONGEST_COMMAND = 9
+#: Kazemnejad et al.'s prompt: ``f"Solve: {command}"`` (their ``scan_bos`` processor).
+SCAN_PROMPT = Prompt("Solve: {x}", source="src/data/data_instance_processor/scan_instance_processor.py:44")
 _IDS = {word: FIRST_SYMBOL + i for i, word in enumerate((*COMMANDS, *ACTIONS))}
+_FIRST_WORD = len(COMMANDS) + len(ACTIONS)  # the prompt's words follow the actions
 
 
-def scan_batch(pairs: list[tuple[tuple[str, ...], tuple[str, ...]]]) -> TaskBatch:
+def scan_batch(pairs: list[tuple[tuple[str, ...], tuple[str, ...]]], *, prompt: bool = True) -> TaskBatch:
     """Commands and their actions as a right-padded :class:`TaskBatch` (``source [N, S]``, targets ``[N, T]``).
+
+    Args:
+        pairs: ``(command words, actions)`` pairs, as :func:`attnlab.data.scan.scan_pairs` gives them.
+        prompt: the source is ``Solve : command`` (Kazemnejad et al.'s), or the bare command.
 
     Raises:
         ValueError: for an empty list.
 
     Example:
         >>> b = scan_batch([(("jump", "twice"), ("I_JUMP", "I_JUMP"))])
-        >>> b.source.tolist(), b.target_out.tolist()
-        ([[6, 12]], [[19, 19, 2]])
+        >>> b.source.tolist(), b.target_out.tolist()  # Solve (22), : (23), jump (6), twice (12)
+        ([[22, 23, 6, 12]], [[19, 19, 2]])
     """
     if not pairs:
         raise ValueError("pairs is empty: a batch needs at least one command")
+    prompt = check_bool("prompt", prompt)
     n = len(pairs)
-    S = max(len(c) for c, _ in pairs)
+    words = SCAN_PROMPT.fixed if prompt else 0  # the prompt's tokens before every command
+    S = words + max(len(c) for c, _ in pairs)
     T = max(len(a) for _, a in pairs) + 1
     source = torch.full((n, S), PAD, dtype=torch.int64)  # [N, S]
     target_in = torch.full((n, T), PAD, dtype=torch.int64)  # [N, T]
     target_out = torch.full((n, T), PAD, dtype=torch.int64)  # [N, T]
     for i, (command, actions) in enumerate(pairs):
-        source[i, : len(command)] = torch.tensor([_IDS[w] for w in command])
+        ids = torch.tensor([[_IDS[w] for w in command]])  # [1, len(command)]
+        if prompt:
+            ids = SCAN_PROMPT.frame(ids, first_word=FIRST_SYMBOL + _FIRST_WORD)  # [1, words + len(command)]
+        source[i, : ids.shape[1]] = ids[0]
         ids = torch.tensor([_IDS[a] for a in actions])
         target_in[i, 0], target_in[i, 1: len(actions) + 1] = BOS, ids
         target_out[i, : len(actions)], target_out[i, len(actions)] = ids, EOS
-    lengths = torch.tensor([len(c) for c, _ in pairs])  # [N]
+    lengths = torch.tensor([words + len(c) for c, _ in pairs])  # [N]
     source_mask = (torch.arange(S) < lengths[:, None]).unsqueeze(1)  # [N, 1, S]
     real = target_out != PAD  # [N, T]: the actions and EOS
     return TaskBatch(source, target_in, target_out, source_mask, real.unsqueeze(1), lengths, real)
@@ -66,6 +88,10 @@ def scan_batch(pairs: list[tuple[tuple[str, ...], tuple[str, ...]]]) -> TaskBatc
 
 class ScanTask(TokenTask):
     """SCAN's length split: commands in, actions out, the length being the answer's actions.
+
+    Args:
+        prompt: every source is ``Solve : command``, Kazemnejad et al.'s (default); False: the
+            bare command.
 
     Example:
         >>> task = ScanTask()
@@ -78,8 +104,16 @@ class ScanTask(TokenTask):
     draws_fresh = False  # a fixed set of commands
     variable_lengths = False  # the training set is the split's, every command up to train_len actions
 
-    def __init__(self) -> None:  # one task, no name to choose
-        pass
+    def __init__(self, *, prompt: bool = True) -> None:  # one task, no name to choose
+        self.prompt = check_bool("prompt", prompt)
+
+    def __repr__(self) -> str:
+        return "ScanTask()" if self.prompt else "ScanTask(prompt=False)"
+
+    @property
+    def prompt_length(self) -> int:
+        """The prompt's tokens before every command: 2 (``Solve :``), 0 without it."""
+        return SCAN_PROMPT.fixed if self.prompt else 0
 
     def sets(self, spec: TaskSpec) -> TaskSets:
         """Every command of at most ``train_len`` actions (``n_train`` of them, drawn, if fewer), and per test length
@@ -104,8 +138,8 @@ class ScanTask(TokenTask):
             pool = by_length[n]
             g = torch.Generator().manual_seed(spec.test_seed * 1000 + n)
             chosen = sorted(torch.randperm(len(pool), generator=g)[: spec.n_test].tolist())
-            tests[n] = scan_batch([pool[i] for i in chosen])
-        return TaskSets(scan_batch(list(train)), tests, spec)
+            tests[n] = scan_batch([pool[i] for i in chosen], prompt=self.prompt)
+        return TaskSets(scan_batch(list(train), prompt=self.prompt), tests, spec)
 
     def draw(self, n: int, length: int, *, generator: torch.Generator | int, min_len: int | None = None,
              n_symbols: int = 10) -> TaskBatch:
@@ -118,20 +152,23 @@ class ScanTask(TokenTask):
                          "(use --protocol fixed or kazemnejad2023)")
 
     def model_io(self, n_symbols: int) -> dict[str, int | None]:
-        """The 13 command words and 6 actions after the special tokens (``n_symbols`` is not used)."""
-        return {"vocab_size": FIRST_SYMBOL + len(COMMANDS) + len(ACTIONS), "n_features": None}
+        """The 13 command words, 6 actions and the prompt's 2 words after the special tokens (``n_symbols`` unused)."""
+        words = len(SCAN_PROMPT.words) if self.prompt else 0
+        return {"vocab_size": FIRST_SYMBOL + _FIRST_WORD + words, "n_features": None}
 
     def target_length(self, length: int) -> int:
         """The answer's actions: the length itself."""
         return length
 
     def sequence_length(self, length: int, architecture: str) -> int:
-        """The longest command (9 words), BOS and ``length`` actions and EOS, as each architecture lays them out."""
+        """The prompt and the longest command (2 + 9 tokens), BOS and ``length`` actions and EOS, as each
+        architecture lays them out."""
+        source = self.prompt_length + LONGEST_COMMAND
         if architecture == "decoder-only":
-            return LONGEST_COMMAND + length + 1
+            return source + length + 1
         if architecture == "encoder-only":
-            return LONGEST_COMMAND + length
-        return max(LONGEST_COMMAND, length + 1)
+            return source + length
+        return max(source, length + 1)
 
     def chance(self, metric: str, *, n_symbols: int, length: int) -> float | None:
         """Guessing each action uniformly among the 6: ``1/6`` per token, that to the length per answer.

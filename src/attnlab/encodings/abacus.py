@@ -19,9 +19,12 @@ shifted. That is the authors' code (``Abacus.forward`` in
 are > 0), with ``max_k`` = ``arch.embedding.max_abacus_len`` = 100 in their training
 configuration (``cramming/config/arch/*.yaml``, ``components.py``; the standalone
 ``abacus.py`` defaults to 99): the first digit of a number sits at ``1 .. 101`` in
-training, at 1 in evaluation. Their code draws one ``k`` per batch; here each row
-draws its own by default (``per_row=True``, as position coupling draws its start per
-sample), ``per_row=False`` gives theirs. Evaluation adds no offset.
+training, at 1 in evaluation. Their code draws one ``k`` per batch: ``forward`` calls
+``random.randint`` once and adds the same ``k`` to every row (embeddings.py line 531;
+the standalone abacus.py line 62), and the model calls it once per forward pass, so one
+``k`` serves a whole (micro-)batch. That
+is the default here (``per_row=False``); ``per_row=True`` draws one offset per row
+instead (as position coupling draws its start per sample). Evaluation adds no offset.
 
 The table is ``nn.Embedding``-like, ``max_position`` rows initialised N(0, 1) (the
 authors' ``torch.nn.Embedding(max_seq_length, embedding_dim)``, 1024 rows). It is
@@ -50,15 +53,15 @@ class AbacusEmbedding(ShiftedPositionTable):
 
     ``forward(h, position_ids=p)[b, l] = h[b, l] + pe[p[b, l] + k_b]`` where ``p[b, l] > 0``
     (digits) and ``h[b, l] + pe[0]`` elsewhere; ``k_b`` uniform over ``0 .. max_offset``
-    in training (one per row, or one per call with ``per_row=False``), 0 in evaluation.
+    in training (one per call, the authors' rule, or one per row with ``per_row=True``), 0 in evaluation.
 
     Args:
         d_model: model dimension ``D``.
         max_position: table rows; the largest index plus ``max_offset`` must stay below it.
         max_offset: the largest training offset, both ends drawn (100: the authors'
             ``max_abacus_len``); 0 draws none.
-        per_row: each row draws its own offset (default), or one serves the call (the
-            authors' code).
+        per_row: False (default): one offset serves the whole call, every row of the batch
+            (the authors' code); True: each row draws its own.
         std: standard deviation of the table's N(0, std) start (1: ``nn.Embedding``'s).
         generator: a CPU ``torch.Generator`` the offsets are drawn from; None draws from
             torch's global generator (as the randomized tables do).
@@ -105,7 +108,7 @@ class AbacusEmbedding(ShiftedPositionTable):
         d_model: int,
         max_position: int = DEFAULT_MAX_POSITION,
         max_offset: int = 100,
-        per_row: bool = True,
+        per_row: bool = False,
         std: float = 1.0,
         generator: torch.Generator | None = None,
     ) -> None:
