@@ -114,10 +114,12 @@ def chance_level(config: CompareConfig, metric: str) -> float | None:
 
 
 def claim_verdicts(result: CompareResult) -> list[Verdict]:
-    """This run's verdict on each claim of its preset (none without a preset).
+    """This run's verdict on each claim of its preset (none without a preset), over its one task.
 
     A run that cannot test the claims (no test length beyond training, or the
-    squares, which have no accuracy) gets ``"not tested"`` for each, with the reason.
+    squares, which have no accuracy) gets ``"not tested"`` for each, with the reason;
+    a claim whose baselines did not learn the task gets ``"not tested (did not learn: ...)"``
+    (:mod:`attnlab.labs.lengths.paper_claims`).
 
     Returns:
         A :class:`~attnlab.labs.lengths.presets.Verdict` per claim of
@@ -132,7 +134,7 @@ def claim_verdicts(result: CompareResult) -> list[Verdict]:
         return [Verdict(c.text, "not tested", f"the {config.task} are scored by their error, the claims by accuracy")
                 for c in claims]
     try:
-        return check_claims(config.preset, result.records, config)
+        return check_claims(config.preset, [(result.records, config)])
     except ValueError as err:  # no test length beyond training: nothing about generalisation to check
         return [Verdict(c.text, "not tested", str(err)) for c in claims]
 
