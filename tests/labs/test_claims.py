@@ -114,7 +114,7 @@ def test_a_ranking_whose_encoding_did_not_learn_is_left_out_and_named():
     bad = [cell("reverse", "none", 0.0), cell("reverse", "t5", 0.9), cell("reverse", "alibi", 0.8, trained=0.5)]
     nope, _, _ = check_preset(preset("kazemnejad2023"), good + bad)
     assert nope.outcome == "reproduced"  # copy alone counts
-    assert "on the one task run, copy" in nope.detail
+    assert "over 1 of the 2 tasks run (copy)" in nope.detail
     assert "left out, not learned in distribution (token accuracy at the training length): alibi on reverse 50.0%" \
         in nope.detail
 
@@ -122,7 +122,8 @@ def test_a_ranking_whose_encoding_did_not_learn_is_left_out_and_named():
 def test_a_claim_whose_baselines_did_not_learn_is_not_tested_never_not_reproduced():
     cells = [cell("copy", "none", 0.0, trained=0.3), cell("copy", "t5", 0.9), cell("copy", "alibi", 0.8)]
     verdicts = check_preset(preset("kazemnejad2023"), cells)
-    assert [v.outcome for v in verdicts] == ["not tested (did not learn: none on copy 30.0% at the training length)"] * 3
+    expected = "not tested (did not learn: none on copy 30.0% at the training length)"
+    assert [v.outcome for v in verdicts] == [expected] * 3
     # a run with no record at the training length: competence unknown, said so
     unknown = [cell("copy", "none", 0.9, trained=None), cell("copy", "t5", 0.1)]
     assert outcomes("kazemnejad2023", unknown)[0] == ("not tested (competence unknown: no record at the training "
@@ -182,7 +183,7 @@ def test_a_pair_whose_baseline_did_not_learn_is_left_out():
     cells = ruoss_cells({("even-pairs", "rotary"): 0.12})
     cells += ruoss_cells({("even-pairs", "alibi"): -0.30}, trained=0.4)  # alibi never learned even-pairs
     [verdict] = check_preset(preset("ruoss2023"), cells)
-    assert verdict.outcome == "reproduced" and "over 1 pair(s)" in verdict.detail
+    assert verdict.outcome == "reproduced" and "over 1 pair(s) on the one task run, even-pairs" in verdict.detail
     assert "alibi on even-pairs 40.0%" in verdict.detail
     only_bad = ruoss_cells({("even-pairs", "alibi"): 0.3}, trained=0.4)
     assert outcomes("ruoss2023", only_bad) == ["not tested (did not learn: alibi on even-pairs 40.0% at the "

@@ -210,7 +210,8 @@ def test_a_run_whose_models_did_not_learn_judges_no_claim():
     result = CompareResult(kazemnejad(), records({enc: {4: [0.5, 0.5], 8: v} for enc, v in MIXED.items()}),
                            seconds=1.0)
     verdicts = claim_verdicts(result)
-    assert all(v.outcome.startswith("not tested (did not learn: none on copy 50.0%, t5 on copy 50.0%") for v in verdicts)
+    named = "not tested (did not learn: none on copy 50.0%, t5 on copy 50.0%"
+    assert all(v.outcome.startswith(named) for v in verdicts)
     assert not any("not reproduced" in v.outcome or v.outcome == "contradicted" for v in verdicts)
     assert claim_lines(format_table(result))[0].startswith("not tested (did not learn: ")
 

@@ -71,10 +71,13 @@ def _tasks(cells: list[Cell]) -> list[str]:
     return list(dict.fromkeys(c.task for c in cells))
 
 
-def _scope(tasks: list[str]) -> str:
-    if len(tasks) == 1:
-        return f"on the one task run, {tasks[0]} (the paper aggregates over all its tasks)"
-    return f"over {len(tasks)} tasks ({', '.join(tasks)})"
+def _scope(counted: list[str], run: list[str]) -> str:
+    """Over what the aggregate is: the tasks ``counted`` of those ``run``."""
+    if len(run) == 1:
+        return f"on the one task run, {run[0]} (the paper aggregates over all its tasks)"
+    if len(counted) < len(run):
+        return f"over {len(counted)} of the {len(run)} tasks run ({', '.join(counted)})"
+    return f"over {len(counted)} tasks ({', '.join(counted)})"
 
 
 def _untested(dropped: list[Cell]) -> tuple[str, str]:
@@ -140,7 +143,7 @@ def ruoss_mean_gain(cells: list[Cell]) -> tuple[str, str]:
             mine = [(base.task, _tokens(rand) - _tokens(base)) for base, rand in kept if base.encoding == name]
             parts.append(f"random-{name} vs {name} {100 * _mean([g for _, g in mine]):+.1f} points ("
                          + ", ".join(f"{t} {100 * g:+.1f}" for t, g in mine) + ")")
-    detail = (f"mean gain {100 * mean:+.1f} points over {len(gains)} pair(s) {_scope(kept_tasks)}: "
+    detail = (f"mean gain {100 * mean:+.1f} points over {len(gains)} pair(s) {_scope(kept_tasks, tasks)}: "
               + "; ".join(parts) + _left_out(dropped)
               + f"; the paper: +{100 * _RUOSS_HEADLINE:.1f} points on average over its 15 tasks")
     if mean >= _RUOSS_HEADLINE - MARGIN:
@@ -207,7 +210,7 @@ def _ranking(cells: list[Cell], needs: tuple[str, ...], others: tuple[str, ...],
         if dropped:
             return _untested(dropped)
         return "not tested", "no task on which every ranked encoding ran"
-    detail = (f"mean reciprocal rank {_scope(list(orders))}: "
+    detail = (f"mean reciprocal rank {_scope(list(orders), _tasks(cells))}: "
               + ", ".join(f"{e} {v:.2f}" for e, v in sorted(mrr.items(), key=lambda kv: -kv[1]))
               + "; ranks: " + "; ".join(f"{t} {o}" for t, o in orders.items())
               + _left_out(dropped) + f"; the paper: {_KAZEMNEJAD_MRR}")
@@ -268,7 +271,7 @@ def structure_best(cells: list[Cell]) -> tuple[str, str]:
         means[name] = (_mean([k[0] for k in mine]), _mean([k[1] for k in mine]))
     best = max(dict.fromkeys(c.encoding for c in own), key=lambda n: means[n])
     rival = max(dict.fromkeys(c.encoding for c in rivals), key=lambda n: means[n])
-    detail = (f"{_scope(_tasks(kept))}: "
+    detail = (f"{_scope(_tasks(kept), _tasks(cells))}: "
               + ", ".join(f"{n} {pct(e)} exact / {pct(t)} tokens" for n, (e, t) in means.items())
               + _left_out(dropped))
     return {1: "reproduced", 0: "not reproduced", -1: "contradicted"}[gap(means[best], means[rival])], detail
