@@ -169,16 +169,22 @@ def test_a_preset_run_prints_each_claim_with_its_outcome():
     result = CompareResult(kazemnejad(), preset_records(MIXED), seconds=1.0)
     text = format_table(result)
     claims = [c.text for c in presets.KAZEMNEJAD2023.claims]
-    # NoPE below every explicit encoding: contradicted; t5 above each other explicit one: reproduced;
-    # (none, t5) above (alibi, rotary, sinusoidal): none is below them, t5 above -> not reproduced
+    # ranked on the one task by exact match beyond training: t5 first, alibi, rotary and sinusoidal level (they
+    # share ranks 2-4, (1/2 + 1/3 + 1/4) / 3 = 0.36 each), none last (1/5): NoPE's MRR the lowest:
+    # contradicted; T5's above every other explicit one: reproduced; the common ones above NoPE but below T5:
+    # not reproduced
     lines = claim_lines(text)
     assert len(lines) == 3
     for line, outcome, words in zip(lines, ("contradicted", "reproduced", "not reproduced"), claims, strict=True):
         assert line.startswith(f"{outcome}: {words} — "), line
-    assert "t5 55.0% exact" in lines[1]  # the detail: the lab's numbers behind the outcome
-    assert "Claims, on sequence accuracy beyond the training length" in text
+    # the detail: the lab's numbers behind the outcome, and over what they are aggregated
+    assert "mean reciprocal rank on the one task run, copy (the paper aggregates over all its tasks): t5 1.00, " \
+           "alibi 0.36, rotary 0.36, sinusoidal 0.36, none 0.20" in lines[1]
+    assert "copy t5 > alibi = rotary = sinusoidal > none" in lines[1]
+    assert "Claims, on sequence accuracy beyond the training length (the mean over seeds of the mean over the " \
+           "lengths), on this task alone; models below 90% token accuracy at the training length are left out" in text
     assert f"Preset kazemnejad2023: {presets.KAZEMNEJAD2023.paper}."[:60] in text
-    assert "The paper's setup: train lengths up to 20 (SCAN: up to 22 actions); test lengths 21-40" in text
+    assert "The paper's setup: train lengths 2-20 (SCAN: up to 22 actions); test lengths 21-40" in text
     assert "This run: decoder-only, 2 layers x 64 wide x 4 heads; train lengths 1-4; tests at 4, 8" in text
 
 
@@ -199,6 +205,17 @@ def test_claims_need_a_test_length_beyond_training():
     assert "L>4" not in text  # no longer test length: no column of them
 
 
+def test_a_run_whose_models_did_not_learn_judges_no_claim():
+    # token accuracy 50% at the training length for every encoding: no verdict on generalisation
+    result = CompareResult(kazemnejad(), records({enc: {4: [0.5, 0.5], 8: v} for enc, v in MIXED.items()}),
+                           seconds=1.0)
+    verdicts = claim_verdicts(result)
+    named = "not tested (did not learn: none on copy 50.0%, t5 on copy 50.0%"
+    assert all(v.outcome.startswith(named) for v in verdicts)
+    assert not any("not reproduced" in v.outcome or v.outcome == "contradicted" for v in verdicts)
+    assert claim_lines(format_table(result))[0].startswith("not tested (did not learn: ")
+
+
 def test_a_run_without_the_encodings_a_claim_needs_does_not_test_it():
     result = CompareResult(kazemnejad(encodings=("alibi", "rotary")),
                            preset_records({"alibi": [0.1, 0.1], "rotary": [0.0, 0.0]}), seconds=1.0)
@@ -214,8 +231,11 @@ def test_a_preset_table_shows_its_metric_and_the_mean_beyond_training():
     assert "cells: sequence accuracy % mean [min-max over 2 seeds]\n" in text  # the preset's metric alone
     rows = body(text)
     assert rows["encoding"] == ["L=4", "(train)", "L=8", "L=12", "L>4"]
+    # at the training length, token accuracy after the slash: whether the models learned the task
     # none beyond 4: seed 0 (0.4 + 0) / 2 = 0.2, seed 1 (0.4 + 0.2) / 2 = 0.3 -> 25.0 [20-30]
-    assert rows["none"] == ["100.0", "[100-100]", "40.0", "[40-40]*", "10.0", "[0-20]*", "25.0", "[20-30]*"]
+    assert rows["none"] == ["100.0", "[100-100]", "/", "100", "40.0", "[40-40]*", "10.0", "[0-20]*", "25.0",
+                            "[20-30]*"]
+    assert "(train): / token accuracy % mean, the models learned the task where at least 90%" in text
     assert rows["t5"][-2:] == ["12.5", "[10-15]"]
     assert "paper" not in text.split("\n\n")[0]  # nothing published: no column, no noise
 

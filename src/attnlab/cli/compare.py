@@ -218,7 +218,7 @@ def _run_suite(args: argparse.Namespace, given: dict[str, Any], device: Any) -> 
     from attnlab.labs.lengths.config import CompareConfig
     from attnlab.labs.lengths.presets import preset
     from attnlab.labs.lengths.report import format_table
-    from attnlab.labs.lengths.suite import format_suite, run_suite, suite_rows
+    from attnlab.labs.lengths.suite import format_suite, run_suite, suite_rows, suite_verdicts
     from attnlab.labs.run_folder import check_claim
 
     chosen = preset(args.preset)
@@ -239,7 +239,8 @@ def _run_suite(args: argparse.Namespace, given: dict[str, Any], device: Any) -> 
         return result
 
     results, path = run_suite(configs, folder, chosen, resume=args.resume, run_one=run_one)
-    print(format_suite(suite_rows(results, chosen), chosen, seconds=sum(r.seconds for r in results)))
+    print(format_suite(suite_rows(results, chosen), chosen, seconds=sum(r.seconds for r in results),
+                       verdicts=suite_verdicts(results, chosen)))
     print(f"results: {path / 'suite.json'}, and a comparison per task in {path / 'tasks'}")
     return 0
 

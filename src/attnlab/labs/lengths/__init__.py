@@ -4,7 +4,9 @@
   and :class:`CompareResult`;
 * :mod:`.train`: one model's experiment (build, train, score);
 * :mod:`.compare`: the sweep over encodings and seeds in a run folder, resumable;
-* :mod:`.presets`: the papers' setups and their published claims;
+* :mod:`.presets`: the papers' setups and their published claims; :mod:`.published`: the papers'
+  numbers; :mod:`.claims` and :mod:`.paper_claims`: the claims checked as each paper aggregates,
+  on models that learned the task; :mod:`.suite`: a preset over several tasks;
 * :mod:`.table` and :mod:`.report`: the results as a table, figures and a report.
 """
 

@@ -10,8 +10,10 @@ Every number below was read from its source, never typed from memory:
 
 * ``kazemnejad2023``: computed from the authors' released run logs (the repository
   McGill-NLP/length-generalization, commit 40f8a44): the mean over the paper's three
-  seeds of each run's logged test accuracy, the quantity the paper's own plotting
-  notebooks read. ``kazemnejad2023-seqacc`` is the same runs' token-level metric.
+  seeds of each run's logged test accuracy (exact match of the decoded answer), the
+  quantity the paper's own plotting notebooks read and its figures plot: the table the
+  ``kazemnejad2023`` preset compares against. ``kazemnejad2023-seqacc`` is the same
+  runs' token-level sequence accuracy, kept for reference.
 * ``mcleish2024`` and ``cho2024``: the headline number of the abstract or of a figure
   caption; their per-length curves are figures, which could not be read as numbers.
 * ``ruoss2023``: the paper's Table 1 could not be read where this module was written
@@ -20,7 +22,8 @@ Every number below was read from its source, never typed from memory:
 
 Names: encodings use attnlab's scheme names (:data:`attnlab.catalog.SCHEMES`, the
 ``random-`` prefix for Ruoss et al.'s randomized versions) and, for schemes attnlab
-does not have, the names in :data:`EXTRA_ENCODINGS`; tasks are the names in :data:`TASKS`.
+does not have, the names in :data:`EXTRA_ENCODINGS`; tasks are the names in :data:`TASKS`, which are
+:data:`attnlab.catalog.TASKS`' names (what ``attnlab compare --task`` takes) but for :data:`EXTRA_TASKS`.
 
 This module imports only the standard library: the command line can list the tables
 without importing torch.
@@ -33,8 +36,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-__all__ = ["ARITHMETIC_TASKS", "CHOMSKY_TASKS", "EXTRA_ENCODINGS", "KAZEMNEJAD_TASKS", "METRICS", "TABLES", "TASKS",
-           "VALUE_KINDS", "PublishedTable", "published_cell"]
+__all__ = ["ARITHMETIC_TASKS", "CHOMSKY_TASKS", "EXTRA_ENCODINGS", "EXTRA_TASKS", "KAZEMNEJAD_TASKS", "METRICS",
+           "TABLES", "TASKS", "VALUE_KINDS", "PublishedTable", "published_cell"]
 
 #: the 15 tasks of Deletang et al. 2023 that Ruoss et al. 2023 report (regular, context-free, context-sensitive).
 CHOMSKY_TASKS: tuple[str, ...] = (
@@ -45,18 +48,21 @@ CHOMSKY_TASKS: tuple[str, ...] = (
 )
 #: Kazemnejad et al.'s tasks, named by what the model does (their data split in brackets):
 #: copy-repeat (rsc: one token repeated, so the model counts), copy-repeat-2x (rsc2x: the repeat written twice),
-#: copy-replace (rdc: "replace a with b", one token repeated), copy-random (cmc: tokens drawn from 100),
+#: copy-repeat-change (rdc: "replace a with b", one token repeated), copy-random (cmc: tokens drawn from 100),
 #: copy-random-2x (cmc2x: the copy written twice), reverse-random (mc), reverse-random-2x (mc2x: the reversal twice),
-#: reverse-then-copy (mcrv: the reversal, then the input again), scan (SCAN's length split, by output length),
+#: reverse-copy (mcrv: the reversal, then the input again), scan (SCAN's length split, by output length),
 #: pcfg-productivity (PCFG's productivity split, by number of functions), addition (most significant digit first).
 KAZEMNEJAD_TASKS: tuple[str, ...] = (
-    "copy-repeat", "copy-repeat-2x", "copy-replace", "copy-random", "copy-random-2x",
-    "reverse-random", "reverse-random-2x", "reverse-then-copy", "scan", "pcfg-productivity", "addition",
+    "copy-repeat", "copy-repeat-2x", "copy-repeat-change", "copy-random", "copy-random-2x",
+    "reverse-random", "reverse-random-2x", "reverse-copy", "scan", "pcfg-productivity", "addition",
 )
 #: integer arithmetic written least significant digit first (the answer at least; see each table's notes).
 ARITHMETIC_TASKS: tuple[str, ...] = ("reversed-addition", "reversed-multiplication")
 #: every task name a table may use.
 TASKS: tuple[str, ...] = CHOMSKY_TASKS + KAZEMNEJAD_TASKS + ARITHMETIC_TASKS
+#: the tables' tasks that ``attnlab compare --task`` does not run (yet): PCFG's productivity split. Every other
+#: name in :data:`TASKS` is one of :data:`attnlab.catalog.TASKS`, so that a preset run finds its published cells.
+EXTRA_TASKS: tuple[str, ...] = ("pcfg-productivity",)
 
 #: the papers' encodings that attnlab has no scheme for (yet): Transformer-XL's relative encoding (Ruoss et al.'s
 #: "relative", not Shaw et al.'s clipped vectors, attnlab's "relative") and its randomized version, McLeish et al.'s
@@ -157,8 +163,9 @@ RUOSS2023 = PublishedTable(
             "@e8c6474, experiments/example.py) trains on lengths 1-40 (sequence_length=40, a uniform curriculum "
             "over 1..40) and evaluates every length 1-100 (max_range_test_length=100)",
     cells={},
-    notes="No cells: the stored copies of the paper that could be searched (ar5iv, a SPIQA LaTeX dump) hold only "
-          "the pages' beginnings, and no repository holds the table; fill the cells from Table 1 of the PDF "
+    notes="No cells: the stored copies of the paper that could be searched (ar5iv, a SPIQA LaTeX dump, paper "
+          "summaries) hold only the pages' beginnings, and no repository holds the table (the released repository's "
+          "README has no results, its overview.png is the method's diagram); fill the cells from Table 1 of the PDF "
           "(percent / 100), with the caption's aggregate. Traced from the released code (@e8c6474): the metric is "
           "the per-token accuracy of the output, masked to the answer tokens (experiments/example.py accuracy_fn: "
           "sum(mask * accuracy) / sum(mask)), averaged per test length (experiments/range_evaluation.py: 512 "
@@ -192,7 +199,14 @@ _KAZEMNEJAD_PROTOCOL = (
     "40,000 steps (pcfg-productivity: 60,000; 100,000 for none), greedy decoding; 100,000 training examples per "
     "task. Seeds 146317, 234054, 256788. Figure 1's mean "
     "reciprocal rank over the 17 no-scratchpad dataset splits and 3 seeds (notebooks/plot_aggregate_final.ipynb, "
-    "cell 24 output): none 0.686928, t5 0.549020, alibi 0.502288, rotary 0.329739, sinusoidal 0.215359. The "
+    "cell 24 output): none 0.686928, t5 0.549020, alibi 0.502288, rotary 0.329739, sinusoidal 0.215359; each "
+    "split and seed is one ranking of the five encodings by output_acc over the whole test set (cell 16: pandas "
+    "rank, method 'first'), the reciprocal ranks averaged per encoding, the pcfg productivity split and SCAN's "
+    "len_tr25_ts48 split left out (cells 23-24). The paper's section 4 (read in a section-by-section transcript, "
+    "viktor-shcherb/msc_thesis, references/2023-12-positional-encoding-length-generalization) reports, after Liang "
+    "et al. 2022, the encodings' mean ranking against each other over all tasks and scenarios (Figures 1 and 2), "
+    "and says that in most extrapolation scenarios T5's bias outperforms the other explicit encodings, ALiBi sits "
+    "in the middle and APE and rotary generalise poorly. The "
     "paper's Figure 3 plots copy-repeat as 'Copy' and reverse-random-2x as 'Reverse' "
     "(notebooks/plot_showcase_final.ipynb, main_show_conf).")
 
@@ -213,12 +227,12 @@ KAZEMNEJAD2023 = PublishedTable(
         #                       none    t5      alibi   rotary  sinusoidal
         "copy-repeat":         (0.9856, 0.7712, 0.2893, 0.0002, 0.0000),
         "copy-repeat-2x":      (0.9736, 0.5577, 0.1936, 0.0000, 0.0000),
-        "copy-replace":        (0.9672, 0.9390, 0.1697, 0.0157, 0.0000),
+        "copy-repeat-change":  (0.9672, 0.9390, 0.1697, 0.0157, 0.0000),
         "copy-random":         (0.3054, 0.4195, 0.3310, 0.0114, 0.0277),
         "copy-random-2x":      (0.4307, 0.5239, 0.5692, 0.0427, 0.0395),
         "reverse-random":      (0.2301, 0.2423, 0.1709, 0.0774, 0.0230),
         "reverse-random-2x":   (0.4732, 0.4484, 0.1947, 0.0534, 0.0110),
-        "reverse-then-copy":   (0.1822, 0.1400, 0.1152, 0.0000, 0.0002),
+        "reverse-copy":        (0.1822, 0.1400, 0.1152, 0.0000, 0.0002),
         "scan":                (0.7973, 0.7985, 0.4381, 0.2829, 0.0569),
         "pcfg-productivity":   (0.4332, 0.4388, 0.4281, 0.4387, 0.3665),
         "addition":            (0.0845, 0.0721, 0.0775, 0.0004, 0.0044),
@@ -240,12 +254,12 @@ KAZEMNEJAD2023_SEQACC = PublishedTable(
         #                       none    t5      alibi   rotary  sinusoidal
         "copy-repeat":         (0.9898, 0.7742, 0.2901, 0.0002, 0.0000),
         "copy-repeat-2x":      (0.9784, 0.5611, 0.1950, 0.0000, 0.0000),
-        "copy-replace":        (0.9672, 0.9390, 0.1697, 0.0157, 0.0000),
+        "copy-repeat-change":  (0.9672, 0.9390, 0.1697, 0.0157, 0.0000),
         "copy-random":         (0.3930, 0.5489, 0.4271, 0.0154, 0.0337),
         "copy-random-2x":      (0.4307, 0.5239, 0.5692, 0.0427, 0.0395),
         "reverse-random":      (0.2301, 0.2423, 0.1709, 0.0774, 0.0230),
         "reverse-random-2x":   (0.4732, 0.4484, 0.1947, 0.0534, 0.0110),
-        "reverse-then-copy":   (0.1822, 0.1400, 0.1152, 0.0000, 0.0002),
+        "reverse-copy":        (0.1822, 0.1400, 0.1152, 0.0000, 0.0002),
         "scan":                (0.7973, 0.7985, 0.4381, 0.2829, 0.0569),
         "pcfg-productivity":   (0.4332, 0.4388, 0.4281, 0.4387, 0.3665),
     }),

@@ -93,7 +93,8 @@ def _claims_section(verdicts: list[Verdict], table: str) -> Html:
     """The verdicts as a list, then the table: one fragment, every text escaped."""
     esc = html.escape
     items = "".join(f"<li><b>{esc(v.outcome)}</b>: {esc(v.claim)} — {esc(v.detail)}</li>" for v in verdicts)
-    return Html(f"<h2>The paper's claims on this run (beyond the training length)</h2><ul>{items}</ul>"
+    return Html(f"<h2>The paper's claims on this task (beyond the training length; models that did not learn "
+                f"the task in distribution left out)</h2><ul>{items}</ul>"
                 f"<pre>{esc(table)}</pre>")
 
 

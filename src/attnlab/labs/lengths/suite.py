@@ -13,6 +13,12 @@ The aggregates, per task and encoding, over the test lengths beyond training:
 * ``best``: the best seed's (Ruoss et al. report the best of their seeds and learning
   rates: the paper's aggregate, where the preset says so).
 
+Beside each, the numbers in distribution, at the longest training length: the mean over
+seeds of the metric there (and the best seed's, where the aggregate is the best seed) and
+the token accuracy there, which says whether the models learned the task at all
+(:data:`~attnlab.labs.lengths.claims.COMPETENCE`). The paper's claims are checked over every
+task of the suite, as each paper aggregates (:mod:`attnlab.labs.lengths.paper_claims`).
+
 Every number in ``suite.json`` names its metric and aggregate.
 """
 
@@ -25,13 +31,14 @@ from pathlib import Path
 from typing import Any
 
 from attnlab._io import atomic_write, check_below
+from attnlab.labs.lengths.claims import COMPETENCE, Cell, Verdict, check_runs, run_cells
 from attnlab.labs.lengths.compare import check_compare
 from attnlab.labs.lengths.config import CompareConfig, CompareResult
 from attnlab.labs.lengths.presets import Preset
 from attnlab.labs.report import Report, write_report
 from attnlab.labs.run_folder import MARKER, check_claim, check_files, claim
 
-__all__ = ["SuiteRow", "format_suite", "run_suite", "suite_rows"]
+__all__ = ["SuiteRow", "format_suite", "run_suite", "suite_rows", "suite_verdicts"]
 
 SuiteRow = dict[str, Any]
 
@@ -45,40 +52,110 @@ def _per_seed(records: list[dict[str, Any]], metric: str, train_len: int) -> dic
     return {enc: [sum(v) / len(v) for _, v in sorted(seeds.items())] for enc, seeds in by.items()}
 
 
+def _at_train(records: list[dict[str, Any]], metric: str, train_len: int) -> dict[str, list[float]]:
+    """``{encoding: [per seed, metric at the training length]}`` (an encoding without that record: absent)."""
+    by: dict[str, list[float]] = {}
+    for r in records:
+        if r["length"] == train_len:
+            by.setdefault(r["encoding"], []).append(float(r[metric]))
+    return by
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
 def suite_rows(results: list[CompareResult], preset: Preset) -> list[SuiteRow]:
-    """A row per task and encoding: the lab's mean and best seed beyond training, and the paper's number.
+    """A row per task and encoding: the lab's mean and best seed beyond training and in distribution, and the
+    paper's number.
 
     Returns:
-        Dicts ``{"task", "encoding", "metric", "mean", "best", "seeds", "paper", "paper_metric"}``;
-        ``paper`` is None where the paper has no number for the cell.
+        Dicts ``{"task", "encoding", "metric", "mean", "best", "seeds", "paper", "paper_metric", "train_len",
+        "train_mean", "train_best", "train_token_accuracy", "learned"}``: ``mean`` and ``best`` beyond the
+        training length; ``train_*`` at the training length ``train_len`` (the mean over seeds of the
+        metric, the best seed's, and the mean token accuracy; None where the run has no record there);
+        ``learned`` whether the claims count the cell (True, False, or None where unknown:
+        :meth:`~attnlab.labs.lengths.claims.Cell.learned`); ``paper`` None where the paper has no number.
     """
     rows = []
     for result in results:
         config = result.config
         metric = result.metric
+        at_train = _at_train(result.records, metric, config.train_len)
+        tokens = _at_train(result.records, "token_accuracy", config.train_len)
+        cells = {c.encoding: c for c in _cells(result, preset)}
         for encoding, values in _per_seed(result.records, metric, config.train_len).items():
             paper = preset.published.get((config.task, encoding))
+            trained, trained_tokens = at_train.get(encoding), tokens.get(encoding)
+            cell = cells.get(encoding)
             rows.append({"task": config.task, "encoding": encoding, "metric": metric,
-                         "mean": sum(values) / len(values), "best": max(values), "seeds": len(values),
-                         "paper": paper, "paper_metric": preset.published_metric if paper is not None else None})
+                         "mean": _mean(values), "best": max(values), "seeds": len(values),
+                         "paper": paper, "paper_metric": preset.published_metric if paper is not None else None,
+                         "train_len": config.train_len,
+                         "train_mean": _mean(trained) if trained else None,
+                         "train_best": max(trained) if trained else None,
+                         "train_token_accuracy": _mean(trained_tokens) if trained_tokens else None,
+                         "learned": cell.learned() if cell is not None else None})
     return rows
 
 
-def format_suite(rows: list[SuiteRow], preset: Preset, *, seconds: float | None = None) -> str:
-    """The suite's table: a row per encoding, a column per task (``mean / best`` and the paper), and the average.
+def _cells(result: CompareResult, preset: Preset) -> list[Cell]:
+    """The claims' cells of one comparison (none where it has no accuracy beyond training)."""
+    if "token_accuracy" not in result.config.task_object.metrics:
+        return []
+    try:
+        return run_cells(result.records, result.config, metric=preset.metric, aggregate=preset.aggregate)
+    except ValueError:  # no test length beyond training: nothing about generalisation
+        return []
 
-    Each cell is ``lab`` (the preset's aggregate: the best seed for Ruoss et al., the
-    mean for the others) ``(paper)`` where the paper has the cell, in percent.
+
+def suite_verdicts(results: list[CompareResult], preset: Preset) -> list[Verdict]:
+    """The verdict on each claim of ``preset`` over every task of the suite (aggregated as its paper does).
+
+    A suite that cannot test the claims (a task with no test length beyond training, or
+    no accuracy) gets ``"not tested"`` for each, with the reason.
+    """
+    for result in results:
+        if "token_accuracy" not in result.config.task_object.metrics:
+            return [Verdict(c.text, "not tested", f"the {result.config.task} are scored by their error, the claims "
+                            "by accuracy") for c in preset.claims]
+    try:
+        return check_runs(preset, [(r.records, r.config) for r in results])
+    except ValueError as err:
+        return [Verdict(c.text, "not tested", str(err)) for c in preset.claims]
+
+
+def format_suite(rows: list[SuiteRow], preset: Preset, *, seconds: float | None = None,
+                 verdicts: list[Verdict] | None = None) -> str:
+    """The suite's table: a row per encoding; per task a column in distribution and one beyond; the average.
+
+    A cell beyond training is ``lab`` (the preset's aggregate: the best seed for Ruoss et
+    al., the mean for the others) ``(paper)`` where the paper has the cell, in percent. A
+    cell in distribution (``L=N``, the training length) is the mean over seeds of the metric
+    there (``/ best seed`` where the aggregate is the best seed) and ``/ token accuracy``
+    where the metric is another; ``!`` marks a cell whose models did not learn the task
+    (the claims leave it out), ``?`` one without a record at the training length.
+    ``verdicts`` (:func:`suite_verdicts`) are printed after the table, a line each.
     """
     tasks = list(dict.fromkeys(r["task"] for r in rows))
     encodings = list(dict.fromkeys(r["encoding"] for r in rows))
     cell = {(r["task"], r["encoding"]): r for r in rows}
+    train_len = {r["task"]: r.get("train_len") for r in rows}
     key = "best" if preset.aggregate == "best" else "mean"
-    metric = rows[0]["metric"].replace("_", " ") if rows else "?"
-    lines = [f"preset {preset.name}: {metric} beyond the training length, % ({_aggregate_words(preset)}); "
-             "(paper) where the paper has the cell" + ("" if preset.published else ": it has none here"),
+    metric = rows[0]["metric"] if rows else "?"
+    tokens_too = metric != "token_accuracy"
+    inside = "the mean over seeds" + (" / the best seed" if key == "best" else "") + (
+        " / token accuracy" if tokens_too else "")
+    lines = [f"preset {preset.name}: {metric.replace('_', ' ')} beyond the training length, % "
+             f"({_aggregate_words(preset)}); (paper) where the paper has the cell"
+             + ("" if preset.published else ": it has none here"),
+             f"L=N: at the training length N, {inside}; !: token accuracy there below {100 * COMPETENCE:.0f}% (the "
+             "models did not learn the task: the claims leave them out); ?: no record at the training length",
              ""]
-    header = ["encoding", *tasks, "average"]
+    header = ["encoding"]
+    for task in tasks:
+        header += [f"{task} L={train_len[task]}", f"{task} L>{train_len[task]}"]
+    header.append("average")
     table = [header]
     for enc in encodings:
         line = [enc]
@@ -86,8 +163,9 @@ def format_suite(rows: list[SuiteRow], preset: Preset, *, seconds: float | None 
         for task in tasks:
             r = cell.get((task, enc))
             if r is None:
-                line.append("-")
+                line += ["-", "-"]
                 continue
+            line.append(_in_distribution(r, key=key, tokens_too=tokens_too))
             values.append(r[key])
             text = f"{100 * r[key]:.1f}"
             if r["paper"] is not None:
@@ -100,7 +178,24 @@ def format_suite(rows: list[SuiteRow], preset: Preset, *, seconds: float | None 
               for row in table]
     if seconds is not None:
         lines.append(f"{sum(r['seeds'] for r in rows)} models in {seconds:.0f} s")
+    if verdicts:
+        lines += ["", f"Claims, over the {len(tasks)} task{'s' if len(tasks) > 1 else ''} of the suite, each "
+                      "aggregated as its paper does:"]
+        lines += [f"  {v.outcome}: {v.claim} — {v.detail}" for v in verdicts]
     return "\n".join(lines)
+
+
+def _in_distribution(row: SuiteRow, *, key: str, tokens_too: bool) -> str:
+    """A cell at the training length: ``mean[ / best][ / tokens]`` in percent, then ``!``, ``?`` or nothing."""
+    if row.get("train_mean") is None:
+        return "?"
+    parts = [f"{100 * row['train_mean']:.1f}"]
+    if key == "best":
+        parts.append(f"{100 * row['train_best']:.1f}")
+    if tokens_too and row.get("train_token_accuracy") is not None:
+        parts.append(f"{100 * row['train_token_accuracy']:.0f}")
+    mark = {False: "!", None: "?"}.get(row.get("learned"), "")
+    return " / ".join(parts) + mark
 
 
 def _aggregate_words(preset: Preset) -> str:
@@ -137,12 +232,14 @@ def run_suite(configs: list[CompareConfig], folder: str | os.PathLike[str], pres
             where = _task_folder(run.path, config)
             results.append(run_one(config, where, resume and where.exists()))
         rows = suite_rows(results, preset)
+        verdicts = suite_verdicts(results, preset)
         seconds = time.perf_counter() - began
         run.write_json("suite.json", {
             "preset": preset.name, "paper": preset.paper, "aggregate": preset.aggregate,
             "published_source": preset.published_source, "published_metric": preset.published_metric,
-            "seconds": seconds, "tasks": [c.task for c in configs], "rows": rows})
-        text = format_suite(rows, preset, seconds=seconds) + "\n"
+            "seconds": seconds, "tasks": [c.task for c in configs], "rows": rows, "competence": COMPETENCE,
+            "claims": [{"claim": v.claim, "outcome": v.outcome, "detail": v.detail} for v in verdicts]})
+        text = format_suite(rows, preset, seconds=seconds, verdicts=verdicts) + "\n"
         atomic_write(run.file("suite.txt"), lambda tmp: tmp.write_text(text))
         links = ", ".join(f"tasks/{c.task}/report.html" for c in configs)
         write_report(run.file("report.html"), Report(

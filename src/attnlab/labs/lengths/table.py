@@ -20,7 +20,10 @@ For a preset run (``attnlab compare --preset NAME``) the cells hold the preset's
 metric, a column ``L>N`` the mean over the test lengths beyond training (what the
 paper's claims and numbers are about) and, where the paper's number for the task
 and encoding is known (:attr:`~attnlab.labs.lengths.presets.Preset.published`, in the
-metric's own unit: a fraction, as the records), a column ``paper`` beside it;
+metric's own unit: a fraction, as the records), a column ``paper`` beside it; the
+training length's column adds the token accuracy there where the metric is another
+(the models learned the task where it is at least
+:data:`~attnlab.labs.lengths.claims.COMPETENCE`: the claims judge only those);
 after the table come the paper, its setup against this run's, and a line per
 claim with this run's verdict.
 """
@@ -32,6 +35,7 @@ import textwrap
 from typing import Any
 
 from attnlab._validate import check_choice
+from attnlab.labs.lengths.claims import COMPETENCE
 from attnlab.labs.lengths.config import CompareConfig, CompareResult
 from attnlab.labs.lengths.presets import Verdict, check_claims, preset
 
@@ -114,10 +118,12 @@ def chance_level(config: CompareConfig, metric: str) -> float | None:
 
 
 def claim_verdicts(result: CompareResult) -> list[Verdict]:
-    """This run's verdict on each claim of its preset (none without a preset).
+    """This run's verdict on each claim of its preset (none without a preset), over its one task.
 
     A run that cannot test the claims (no test length beyond training, or the
-    squares, which have no accuracy) gets ``"not tested"`` for each, with the reason.
+    squares, which have no accuracy) gets ``"not tested"`` for each, with the reason;
+    a claim whose baselines did not learn the task gets ``"not tested (did not learn: ...)"``
+    (:mod:`attnlab.labs.lengths.paper_claims`).
 
     Returns:
         A :class:`~attnlab.labs.lengths.presets.Verdict` per claim of
@@ -132,7 +138,7 @@ def claim_verdicts(result: CompareResult) -> list[Verdict]:
         return [Verdict(c.text, "not tested", f"the {config.task} are scored by their error, the claims by accuracy")
                 for c in claims]
     try:
-        return check_claims(config.preset, result.records, config)
+        return check_claims(config.preset, [(result.records, config)])
     except ValueError as err:  # no test length beyond training: nothing about generalisation to check
         return [Verdict(c.text, "not tested", str(err)) for c in claims]
 
@@ -257,7 +263,11 @@ def format_table(result: CompareResult, *, claims: bool = True) -> str:
     """
     config = result.config
     metric, after = _metrics(result)
-    pairs = {m: _grouped(result.records, m) for m in after}
+    # A preset run on another metric: the training length's column also shows token accuracy, which says
+    # whether the models learned the task (the claims judge only those that did).
+    competence = ["token_accuracy"] if (config.preset is not None and metric != "token_accuracy"
+                                         and "token_accuracy" in config.task_object.metrics) else []
+    pairs = {m: _grouped(result.records, m) for m in [*after, *competence]}
     sign = -1.0 if metric == "mean_squared_error" else 1.0  # the marks' keys are "higher is better"
     chance = metric != "mean_squared_error"
 
@@ -265,8 +275,9 @@ def format_table(result: CompareResult, *, claims: bool = True) -> str:
     # Every cell ends with its mark or a space, so that the numbers line up under the header.
     table: list[list[str]] = [["encoding", *config.encodings, *(["chance"] if chance else [])]]
     for header, n, values in _columns(result, metric):
+        shown = after if n != config.train_len else [*after, *competence]
         keys = {enc: (sign * float(_value(_mean(v), metric)),
-                      *(float(_after(_mean(pairs[m][enc][n]))) for m in after if n is not None))
+                      *(float(_after(_mean(pairs[m][enc][n]))) for m in shown if n is not None))
                 for enc, v in values.items()}
         best = _best(keys) if keys else set()
         cells = [header + " "]
@@ -275,10 +286,10 @@ def format_table(result: CompareResult, *, claims: bool = True) -> str:
                 cells.append("- ")
                 continue
             text = _spread(values[enc], metric) + "".join(
-                f" / {_after(_mean(pairs[m][enc][n]))}" for m in after if n is not None)
+                f" / {_after(_mean(pairs[m][enc][n]))}" for m in shown if n is not None)
             cells.append(text + ("*" if enc in best else " "))
         if chance:
-            cells.append(_chance_cell(config, [metric, *after], n) + " ")
+            cells.append(_chance_cell(config, [metric, *shown], n) + " ")
         table.append(cells)
     published = {} if config.preset is None else preset(config.preset).published
     paper = {enc: published[config.task, enc] for enc in config.encodings if (config.task, enc) in published}
@@ -290,10 +301,11 @@ def format_table(result: CompareResult, *, claims: bool = True) -> str:
     lines = [table[0][i].ljust(widths[0])
              + "".join(_SEP + column[i].rjust(w) for column, w in zip(table[1:], widths[1:], strict=True))
              for i in range(len(table[0]))]
-    return "\n".join([*_header(result, metric, after), *lines, *(_preset_lines(result, metric) if claims else [])])
+    return "\n".join([*_header(result, metric, after, competence), *lines,
+                      *(_preset_lines(result, metric) if claims else [])])
 
 
-def _header(result: CompareResult, metric: str, after: list[str]) -> list[str]:
+def _header(result: CompareResult, metric: str, after: list[str], competence: list[str]) -> list[str]:
     """The lines above the table: the run, what a cell holds, what ``*``, ``chance`` and ``L>N`` mean."""
     config = result.config
     seeds = len({r["seed"] for r in result.records})
@@ -311,6 +323,9 @@ def _header(result: CompareResult, metric: str, after: list[str]) -> list[str]:
         notes.append("chance: guessing each symbol uniformly")
     if config.preset is not None and any(n > config.train_len for n in config.test_lens):
         notes.append(f"L>{config.train_len}: the mean over the longer test lengths")
+    if competence:
+        notes.append(f"(train): / token accuracy % mean, the models learned the task where at least "
+                     f"{100 * COMPETENCE:.0f}%")
     return [f"{where}: trained on lengths up to {config.train_len}", f"cells: {what}",
             "*: the best encoding at that length, as printed (ties all marked; none where all are equal)",
             *(["; ".join(notes)] if notes else [])]
@@ -333,7 +348,10 @@ def _preset_lines(result: CompareResult, metric: str) -> list[str]:
     changed = changed_settings(config)
     if changed:
         lines += wrap(f"  Changed from the preset: {changed}.")
-    lines.append(f"Claims, on {_NAMES[metric]} beyond the training length (mean over seeds and lengths):")
+    aggregate = "the best seed's" if p.aggregate == "best" else "the mean over seeds of the"
+    lines.append(f"Claims, on {_NAMES[metric]} beyond the training length ({aggregate} mean over the lengths), "
+                 f"on this task alone; models below {100 * COMPETENCE:.0f}% token accuracy at the training length "
+                 "are left out:")
     lines += [f"  {v.outcome}: {v.claim} — {v.detail}" for v in claim_verdicts(result)]
     return lines
 
