@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from attnlab.encodings.scheme import relative_positions
 from attnlab.encodings.registry import attention_position
+from attnlab.encodings.scheme import relative_positions
 from attnlab.encodings.t5 import SharedT5RelativeBias, T5RelativeBias, t5_bucket
 
 
