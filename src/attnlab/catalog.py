@@ -37,12 +37,15 @@ SCHEMES: dict[str, str] = {
     "rotary-quarter": "attnlab.encodings.rotary_quarter:QuarterRotary",
     "abacus": "attnlab.encodings.abacus:AbacusEmbedding",
     "coupling": "attnlab.encodings.coupling:CoupledPositions",
+    "transformer-xl": "attnlab.encodings.transformer_xl:TransformerXLRelative",
+    "t5-shared": "attnlab.encodings.t5:SharedT5RelativeBias",
     "random-sinusoidal": "attnlab.encodings.randomized_tables:RandomizedSinusoidal",
     "random-learned": "attnlab.encodings.randomized_tables:RandomizedLearned",
 }
 
 #: the randomized schemes inside attention that attnlab lists; "random-" before any scheme's name works.
-RANDOMIZED: tuple[str, ...] = ("random-relative", "random-t5", "random-rotary", "random-alibi", "random-fire")
+RANDOMIZED: tuple[str, ...] = ("random-relative", "random-t5", "random-rotary", "random-alibi", "random-fire",
+                               "random-transformer-xl")
 
 #: what `attnlab compare` compares unless told (explicit, never a slice of SCHEMES).
 DEFAULT_ENCODINGS: tuple[str, ...] = ("sinusoidal", "learned", "relative", "t5", "rotary", "alibi", "none")

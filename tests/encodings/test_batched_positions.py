@@ -41,6 +41,7 @@ from attnlab.encodings.positions import (
     positions_from_mask,
 )
 from attnlab.encodings.scheme import bias_dtype, check_heads
+from attnlab.encodings.transformer_xl import TransformerXLRelative
 
 B, H, DH, T = 3, 2, 8, 5
 
@@ -63,6 +64,7 @@ def schemes():
         "kerple": KERPLE(H),
         "kerple-power": KERPLE(H, kernel="power"),
         "cope": CoPE(DH, npos_max=12),
+        "transformer-xl": TransformerXLRelative(H, DH),
         "none": NoPosition(),
     }
     with torch.no_grad():  # away from the initialisation, which is zero for CoPE and Shaw's tables are small
@@ -133,7 +135,7 @@ def test_position_ids_at_the_indices_are_the_default_call(name):
 def test_a_cached_step_at_key_positions_equals_the_full_calls_row():
     """Queries of one step against cached keys at per-row positions: the full per-row call's last rows."""
     q, k, _ = qkw(3)
-    for name in ("alibi", "t5", "shaw", "kerple", "fire", "cope"):
+    for name in ("alibi", "t5", "shaw", "kerple", "fire", "cope", "transformer-xl"):
         scheme = SCHEMES[name]
         kw = {"k": k} if scheme.reads_keys else {}
         full = scheme.bias(q, T, position_ids=Q_POS, **kw)  # [B, H, T, T]

@@ -5,8 +5,9 @@ import math
 import pytest
 import torch
 
+from attnlab.encodings.registry import attention_position
 from attnlab.encodings.scheme import relative_positions
-from attnlab.encodings.t5 import T5RelativeBias, t5_bucket
+from attnlab.encodings.t5 import SharedT5RelativeBias, T5RelativeBias, t5_bucket
 
 
 def reference_bucket(n, *, bidirectional, num_buckets, max_distance):
@@ -114,6 +115,18 @@ def test_bias_dtype_and_initialisation():
     assert t5.max_len is None and not t5.adds_value
     # N(0, 0.02^2) over 2048 draws: the sample std is within 10%
     assert abs(t5.table.weight.std().item() - 0.02) < 0.002
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_t5_shared_is_t5_declared_shared(causal):
+    shared = attention_position("t5-shared", n_heads=4, head_dim=8, causal=causal)
+    assert type(shared) is SharedT5RelativeBias and shared.shared_across_layers
+    assert shared.bidirectional is not causal
+    own = attention_position("t5", n_heads=4, head_dim=8, causal=causal)
+    assert not own.shared_across_layers
+    own.load_state_dict(shared.state_dict())
+    q = torch.randn(2, 4, 5, 8)
+    assert torch.equal(shared.bias(q, 7, q_offset=2), own.bias(q, 7, q_offset=2))
 
 
 @pytest.mark.parametrize(("call", "error", "match"), [

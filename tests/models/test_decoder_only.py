@@ -18,6 +18,8 @@ from attnlab.encodings import (
     XPos,
 )
 from attnlab.encodings.registry import ADDED_TO_INPUT, RANDOMIZED, task_positions
+from attnlab.encodings.t5 import SharedT5RelativeBias
+from attnlab.encodings.transformer_xl import TransformerXLRelative
 from attnlab.models import ENCODINGS, DecoderOnlyTransformer
 
 from model_helpers import perturbed
@@ -78,7 +80,8 @@ def test_no_output_depends_on_a_later_input(encoding):
 
 def test_every_scheme_is_causal_and_inside_the_attention():
     schemes = {"relative": ShawRelative, "t5": T5RelativeBias, "rotary": Rotary, "alibi": ALiBi, "none": NoPosition,
-               "fire": FIRE, "kerple": KERPLE, "xpos": XPos, "cope": CoPE, "rotary-quarter": Rotary}
+               "fire": FIRE, "kerple": KERPLE, "xpos": XPos, "cope": CoPE, "rotary-quarter": Rotary,
+               "transformer-xl": TransformerXLRelative, "t5-shared": SharedT5RelativeBias}
     for encoding in OWN:
         model = DecoderOnlyTransformer(vocab_size=8, d_model=16, n_heads=2, n_layers=2, encoding=encoding)
         positions = [layer.self_attn.position for layer in model.layers]
@@ -87,7 +90,10 @@ def test_every_scheme_is_causal_and_inside_the_attention():
             assert positions == [None, None] and model.input_position is not None
             continue
         assert model.input_position is None
-        assert positions[0] is not positions[1]  # each layer learns (and draws) its own
+        if positions[0].shared_across_layers:  # T5's one table: the same module in every layer
+            assert positions[0] is positions[1]
+        else:
+            assert positions[0] is not positions[1]  # each layer learns (and draws) its own
         if encoding in RANDOMIZED:
             assert all(isinstance(p, RandomizedPositions) and isinstance(p.scheme, schemes[base]) for p in positions)
             assert all(p.max_len == model.max_len for p in positions)

@@ -6,6 +6,8 @@ from torch.testing import assert_close
 
 from attnlab.encodings import FIRE, KERPLE, ALiBi, NoPosition, Rotary, ShawRelative, T5RelativeBias
 from attnlab.encodings.registry import ADDED_TO_INPUT, CAUSAL_ONLY, RANDOMIZED, task_positions
+from attnlab.encodings.t5 import SharedT5RelativeBias
+from attnlab.encodings.transformer_xl import TransformerXLRelative
 from attnlab.models import ENCODINGS, Transformer
 
 from model_helpers import perturbed
@@ -53,7 +55,8 @@ def test_cached_decoding_equals_uncached_decoding_values(encoding):
 
 def test_each_encoding_puts_its_scheme_where_it_belongs():
     schemes = {"relative": ShawRelative, "t5": T5RelativeBias, "rotary": Rotary, "alibi": ALiBi, "none": NoPosition,
-               "fire": FIRE, "kerple": KERPLE, "rotary-quarter": Rotary}
+               "fire": FIRE, "kerple": KERPLE, "rotary-quarter": Rotary, "transformer-xl": TransformerXLRelative,
+               "t5-shared": SharedT5RelativeBias}
     for encoding in BIDIRECTIONAL:
         model = Transformer(vocab_size=8, d_model=16, n_heads=2, n_layers=1, encoding=encoding)
         enc_pos = model.encoder_layers[0].self_attn.position

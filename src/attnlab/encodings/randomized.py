@@ -137,7 +137,7 @@ class RandomizedPositions(PositionScheme):
         scheme: the wrapped scheme.
         max_len: ``L_max``.
         caches: False: cached decoding would mix draws (module docstring); ``draws_positions`` True.
-        rotates, adds_score, adds_value, reads_keys, causal_only: the wrapped scheme's; no
+        rotates, adds_score, adds_value, reads_keys, causal_only, shared_across_layers: the wrapped scheme's; no
             ``score_mod`` (a draw per call is not a function of the indices).
         last_draw: the most recent draw, int64 ``[L]`` positions or ``[L - 1]``
             distances (None before the first call); for inspection only.
@@ -193,6 +193,7 @@ class RandomizedPositions(PositionScheme):
         self.adds_value, self.reads_keys = bool(scheme.adds_value), scheme.reads_keys
         self.reads_mask = scheme.reads_mask
         self.causal_only = scheme.causal_only
+        self.shared_across_layers = scheme.shared_across_layers  # one draw-wrapper, one table, for all layers
         self.last_draw: Tensor | None = None
         # The draw of the call in progress, per thread (module docstring).
         self._pending: dict[int, _Draw] = {}

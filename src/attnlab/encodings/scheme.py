@@ -159,6 +159,9 @@ class PositionScheme(nn.Module):
         randomize_by: what Ruoss et al.'s randomized version draws: ``"positions"`` or
             ``"distances"`` (their ALiBi and relative encoding).
         max_len: the most positions the scheme can encode, None for any length.
+        shared_across_layers: a model builds one instance for all the self-attentions of a
+            stack and gives every layer that same object (T5's one table, in its first layer),
+            instead of one per layer (:class:`attnlab.models.sequence_model.SequenceModel`).
     """
 
     rotates: bool = False
@@ -175,6 +178,7 @@ class PositionScheme(nn.Module):
     caches: bool = True
     randomize_by: str = "positions"
     max_len: int | None = None
+    shared_across_layers: bool = False
 
     @classmethod
     def for_model(cls, sizes: ModelSizes) -> PositionScheme:

@@ -19,6 +19,14 @@ them step by step so that T5 checkpoints load with the same buckets:
   ``N/2 + floor(log(r / (N/2)) / log(max_distance / (N/2)) * (N - N/2))``,
   clamped to ``N - 1``.
 
+One table per model. T5 creates the table in the first layer of each stack only and
+hands that layer's bias to every later layer (mesh-tensorflow; HF's
+``has_relative_attention_bias=bool(i == 0)``; Kazemnejad et al. 2023's decoder-only T5,
+McGill-NLP/length-generalization ``src/models/custom_t5_decoder_only.py``, likewise).
+:class:`T5RelativeBias` (``"t5"``) is one table per layer; :class:`SharedT5RelativeBias`
+(``"t5-shared"``) declares :attr:`~attnlab.encodings.PositionScheme.shared_across_layers`,
+so a model builds it once per stack and gives every layer the same module.
+
 Positions. :class:`T5RelativeBias` is a :class:`PositionScheme` that depends on
 the positions only through ``j - i``: the same buckets serve the offsets of
 ordinary and cached attention (:meth:`~T5RelativeBias.bias`), any positions
@@ -38,7 +46,7 @@ from torch import Tensor, nn
 from attnlab._validate import check_int
 from attnlab.encodings.scheme import ModelSizes, PositionScheme, bias_dtype, check_heads, check_rel
 
-__all__ = ["T5RelativeBias", "t5_bucket"]
+__all__ = ["SharedT5RelativeBias", "T5RelativeBias", "t5_bucket"]
 
 # Standard deviation of the initial bias table; see T5RelativeBias.
 _INIT_STD = 0.02
@@ -218,3 +226,31 @@ class T5RelativeBias(PositionScheme):
         values = self.table(buckets.to(self.table.weight.device))  # [*R, H]
         term = values.to(device=q.device, dtype=bias_dtype(q.dtype)).movedim(-1, -3)  # [(B,) H, T, S]
         return term if term.ndim == 4 else term[None]  # [B|1, H, T, S]
+
+
+class SharedT5RelativeBias(T5RelativeBias):
+    """T5's bias as T5 has it: one table for all the layers of a stack (Raffel et al. 2020).
+
+    The same numbers as :class:`T5RelativeBias`; what differs is how a model builds it.
+    It declares :attr:`~attnlab.encodings.PositionScheme.shared_across_layers`, so
+    :class:`attnlab.models.sequence_model.SequenceModel` builds one instance per stack (an
+    encoder, a decoder) when it builds the stack's first layer, before that layer's own
+    weights, and gives the same module to every layer of the stack: the table is one
+    parameter, listed once by ``parameters()``, trained by the gradients of every layer.
+    ``state_dict()`` holds it under each layer's name, as torch holds tied weights
+    (``torch.save`` writes the shared tensor once).
+
+    Every layer evaluates the same bias again; T5 evaluates it once and passes it on. The
+    numbers are the same, and the cost is a lookup per layer.
+
+    Args:
+        n_heads, num_buckets, max_distance, bidirectional: as :class:`T5RelativeBias`.
+
+    Example:
+        >>> from attnlab.models import DecoderOnlyTransformer
+        >>> model = DecoderOnlyTransformer(vocab_size=8, d_model=16, n_heads=2, n_layers=3, encoding="t5-shared")
+        >>> model.layers[0].self_attn.position is model.layers[2].self_attn.position
+        True
+    """
+
+    shared_across_layers = True

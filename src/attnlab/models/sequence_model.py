@@ -102,8 +102,12 @@ class SequenceModel(nn.Module):
                                                                max_len=self.max_len)
         self.input_dropout = nn.Dropout(self.dropout)
         # The subclass's layers, after the shared parts: the parameter creation order
-        # (and so the weights a seed gives) is embed, head, tables, then the layers.
+        # (and so the weights a seed gives) is embed, head, tables, then the layers, each
+        # layer's scheme before its own weights. A scheme shared across layers (T5's one
+        # table) is built with the first layer of its stack, where that layer's own would be.
+        self._shared_positions: dict[bool, PositionScheme] = {}  # causal -> the stack's shared scheme
         self._build_layers()
+        del self._shared_positions  # only while the layers are built: the layers hold the schemes
 
     def _check_memory(self) -> None:
         """Refuse, before any weight is made, sizes whose weights cannot fit (naming them).
@@ -147,10 +151,23 @@ class SequenceModel(nn.Module):
         raise NotImplementedError(f"{type(self).__name__} must define _build_layers")
 
     def _attention_position(self, causal: bool) -> PositionScheme | None:
-        """A new scheme for one self-attention (None for the absolute encodings)."""
-        return attention_position(self.encoding, n_heads=self.n_heads, head_dim=self.head_dim, d_model=self.d_model,
-                                  causal=causal, max_relative_position=self.max_relative_position,
-                                  max_len=self.max_len)
+        """The scheme for one self-attention of a stack (``causal``: a decoder's; None for the absolute encodings).
+
+        A new one per call, except for a scheme that declares ``shared_across_layers``
+        (:class:`attnlab.encodings.t5.SharedT5RelativeBias`): the first call of a stack builds
+        it and every later call of the same stack returns that same module, so its parameters
+        are one set, trained by every layer. An encoder-decoder's two stacks get one each, as
+        T5's encoder and decoder each have their own table.
+        """
+        shared = self._shared_positions.get(causal)
+        if shared is not None:
+            return shared
+        scheme = attention_position(self.encoding, n_heads=self.n_heads, head_dim=self.head_dim,
+                                    d_model=self.d_model, causal=causal,
+                                    max_relative_position=self.max_relative_position, max_len=self.max_len)
+        if scheme is not None and getattr(scheme, "shared_across_layers", False):
+            self._shared_positions[causal] = scheme
+        return scheme
 
     def _layer(self, cls: type[nn.Module], causal: bool) -> nn.Module:
         return cls(self.d_model, self.n_heads, self.ff_units, dropout=self.dropout,

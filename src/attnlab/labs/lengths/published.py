@@ -64,11 +64,10 @@ TASKS: tuple[str, ...] = CHOMSKY_TASKS + KAZEMNEJAD_TASKS + ARITHMETIC_TASKS
 #: name in :data:`TASKS` is one of :data:`attnlab.catalog.TASKS`, so that a preset run finds its published cells.
 EXTRA_TASKS: tuple[str, ...] = ("pcfg-productivity",)
 
-#: the papers' encodings that attnlab has no scheme for (yet): Transformer-XL's relative encoding (Ruoss et al.'s
-#: "relative", not Shaw et al.'s clipped vectors, attnlab's "relative") and its randomized version, McLeish et al.'s
-#: Abacus embeddings (a digit's place inside its number) and Cho et al.'s position coupling (one position ID
-#: shared by the digits of the same significance).
-EXTRA_ENCODINGS: tuple[str, ...] = ("transformer-xl", "random-transformer-xl")
+#: the papers' encodings that attnlab has no scheme for: none now. Ruoss et al.'s "relative" (Transformer-XL's, not
+#: Shaw et al.'s clipped vectors, attnlab's "relative") is attnlab's "transformer-xl" and "random-transformer-xl",
+#: McLeish et al.'s Abacus embeddings its "abacus", Cho et al.'s position coupling its "coupling".
+EXTRA_ENCODINGS: tuple[str, ...] = ()
 
 #: token_accuracy: the fraction of output tokens right; exact_match: the fraction of answers right in full.
 METRICS: tuple[str, ...] = ("token_accuracy", "exact_match")
