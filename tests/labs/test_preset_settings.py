@@ -67,7 +67,7 @@ def test_kazemnejad2023_runs_the_papers_lengths_data_and_metric():
     chosen = preset("kazemnejad2023")
     s = chosen.settings
     assert s["architecture"] == "decoder-only" and s["protocol"] == "kazemnejad2023"
-    assert set(s["encodings"]) == {"none", "t5", "alibi", "rotary-quarter", "sinusoidal"}
+    assert set(s["encodings"]) == {"none", "t5-shared", "alibi", "rotary-quarter", "sinusoidal"}
     # trained on 2-20, tested on every length 21-40 (the paper's pooled test set) and at 20 in distribution
     assert (s["min_train_len"], s["train_len"]) == (2, 20) and tuple(s["test_lens"]) == tuple(range(20, 41))
     assert (s["n_train"], s["batch_size"], s["dropout"]) == (100_000, 64, 0.1)

@@ -31,11 +31,11 @@ def result(task, scores, *, preset_name="kazemnejad2023", metric="sequence_accur
 
 def test_rows_hold_the_mean_the_best_seed_and_the_papers_cell():
     chosen = preset("kazemnejad2023")
-    rows = suite_rows([result("copy-random", {"t5": [0.2, 0.6], "none": [0.1, 0.1]})], chosen)
-    t5 = next(r for r in rows if r["encoding"] == "t5")
+    rows = suite_rows([result("copy-random", {"t5-shared": [0.2, 0.6], "none": [0.1, 0.1]})], chosen)
+    t5 = next(r for r in rows if r["encoding"] == "t5-shared")
     assert t5["mean"] == pytest.approx(0.4) and t5["best"] == pytest.approx(0.6) and t5["seeds"] == 2
     assert t5["metric"] == "sequence_accuracy" and t5["paper_metric"] == chosen.published_metric == "exact_match"
-    assert t5["paper"] == pytest.approx(chosen.published["copy-random", "t5"])  # 41.95, from the authors' logs
+    assert t5["paper"] == pytest.approx(chosen.published["copy-random", "t5-shared"])  # 41.95, from the authors' logs
     text = format_suite(rows, chosen)
     assert "40.0 (41.9)" in text  # Kazemnejad et al.'s aggregate is the mean over seeds
     assert "the mean over seeds" in text
@@ -43,9 +43,9 @@ def test_rows_hold_the_mean_the_best_seed_and_the_papers_cell():
 
 def test_rows_hold_the_numbers_in_distribution():
     chosen = preset("kazemnejad2023")
-    rows = suite_rows([result("copy-random", {"t5": [0.2, 0.6], "none": [0.1, 0.1]},
-                              trained={"t5": [1.0, 0.9], "none": [0.5, 0.7]})], chosen)
-    t5, none = (next(r for r in rows if r["encoding"] == e) for e in ("t5", "none"))
+    rows = suite_rows([result("copy-random", {"t5-shared": [0.2, 0.6], "none": [0.1, 0.1]},
+                              trained={"t5-shared": [1.0, 0.9], "none": [0.5, 0.7]})], chosen)
+    t5, none = (next(r for r in rows if r["encoding"] == e) for e in ("t5-shared", "none"))
     # at the training length 8: the metric's mean over seeds and best seed, and token accuracy's mean
     assert (t5["train_len"], t5["train_mean"], t5["train_best"], t5["train_token_accuracy"]) == pytest.approx(
         (8, 0.95, 1.0, 0.95))
@@ -55,7 +55,7 @@ def test_rows_hold_the_numbers_in_distribution():
     assert header.split() == ["encoding", "copy-random", "L=8", "copy-random", "L>8", "average"]
     # mean in distribution / token accuracy, then beyond (paper); none marked: the claims leave it out
     assert next(line for line in text.splitlines() if line.startswith("t5")).split() == [
-        "t5", "95.0", "/", "95", "40.0", "(41.9)", "40.0"]
+        "t5-shared", "95.0", "/", "95", "40.0", "(41.9)", "40.0"]
     assert next(line for line in text.splitlines() if line.startswith("none")).split()[1:4] == ["60.0", "/", "60!"]
     assert "!: token accuracy there below 90%" in text
 

@@ -40,6 +40,7 @@ published cell counts as learned: the papers report their models' in-distributio
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from attnlab.labs.lengths.claims import COMPETENCE, MARGIN, Cell, gap, pct
 
@@ -48,6 +49,8 @@ __all__ = ["COMMON", "EXPLICIT", "RANDOMIZABLE", "RANKED", "STRUCTURED", "common
 
 #: the schemes Ruoss et al.'s randomization applies to here ("random-" + name is the randomized one)
 RANDOMIZABLE = ("sinusoidal", "learned", "relative", "transformer-xl", "rotary", "alibi", "t5", "fire")
+#: the lab's names of Kazemnejad et al.'s own versions of a scheme: their T5 bias is one table shared by all layers
+PAPER_NAMES = {"t5-shared": "t5"}
 #: the encodings Kazemnejad et al. rank (their rotary is the quarter rotary, "rotary-quarter" here)
 RANKED = ("none", "t5", "alibi", "rotary", "rotary-quarter", "sinusoidal")
 #: the explicit encodings among them
@@ -202,6 +205,7 @@ def mean_reciprocal_rank(cells: list[Cell]) -> tuple[dict[str, float], dict[str,
 def _ranking(cells: list[Cell], needs: tuple[str, ...], others: tuple[str, ...],
              judge: Callable[[dict[str, float]], int], what: str) -> tuple[str, str]:
     """A claim about the MRR: ``judge(mrr)`` +1 reproduced, -1 contradicted, 0 not reproduced."""
+    cells = [replace(c, encoding=PAPER_NAMES.get(c.encoding, c.encoding)) for c in cells]
     present = {c.encoding for c in cells}
     if not any(n in present for n in needs) or not any(o in present for o in others):
         return "not tested", f"needs {what}"

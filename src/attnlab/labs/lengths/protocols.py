@@ -151,11 +151,12 @@ class KazemnejadSet(FixedSet):
     Their code (McGill-NLP/length-generalization, ``configs/trainer/base_model.jsonnet`` and
     ``default.jsonnet``) trains with the Hugging Face trainer: AdamW, weight decay 0.05, a linear
     warm-up over 6% of the steps and a linear decay to 0. Their rotary turns a quarter of each
-    head's features (``rotary`` runs as ``rotary-quarter``).
+    head's features (``rotary`` runs as ``rotary-quarter``), and their T5 bias is one table in
+    the first layer, shared by all (``t5`` runs as ``t5-shared``).
     """
 
     name = "kazemnejad2023"
-    renames = {"rotary": "rotary-quarter"}
+    renames = {"rotary": "rotary-quarter", "t5": "t5-shared"}
     weight_decay = 0.05
     warmup = 0.06
 
@@ -163,7 +164,7 @@ class KazemnejadSet(FixedSet):
         return ("Kazemnejad et al. 2023's protocol: one fixed training set, shuffled for every epoch; AdamW with "
                 "weight decay 0.05 (not on biases and norms), a linear warm-up over 6% of the steps and a linear "
                 "decay to 0; scored by exact match of the whole answer; rotary turns a quarter of each head's "
-                "features, as their code does")
+                "features and T5's bias is one table shared by every layer, as their code does")
 
     def optimizer(self, model: nn.Module, config: CompareConfig) -> torch.optim.Optimizer:
         """AdamW, weight decay 0.05 on the weight matrices and tables only.
