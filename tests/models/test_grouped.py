@@ -82,8 +82,8 @@ def _alone(build, seed: int, lr: float, batches) -> dict[str, torch.Tensor]:  # 
 
 def _grouped(build, lrs: list[float], batches) -> ModelGroup:  # type: ignore[no-untyped-def]
     group = ModelGroup.build(build, SEEDS)
-    train_group(group, zip(*batches), lrs=lrs, steps=STEPS, inputs=lambda b: MemberInputs(b[0]), loss=_loss,
-                schedule=_schedule)
+    train_group(group, zip(*batches, strict=True), lrs=lrs, steps=STEPS, inputs=lambda b: MemberInputs(b[0]),
+                loss=_loss, schedule=_schedule)
     return group
 
 
@@ -115,7 +115,8 @@ def test_training_equals_each_member_alone(cls: type, encoding: str) -> None:
         trained = group.member_state_dict(g)
         worst = max((trained[name] - p).abs().max().item() for name, p in alone.items())
         assert worst < 1e-10, (encoding, g, worst)
-        moved = max((p - q).abs().max().item() for p, q in zip(alone.values(), _initial(build, seed).values()))
+        start = _initial(build, seed)
+        moved = max((p - start[name]).abs().max().item() for name, p in alone.items())
         assert moved > 1e-4  # the run trained at all
 
 
@@ -148,18 +149,18 @@ def test_adam_equals_torch_adam_per_member_in_float32() -> None:
     lrs = [1e-2, 3e-3, 1e-3]
     stacked = [torch.stack([m[i].detach() for m in members]).requires_grad_() for i in range(len(shapes))]
     ours = GroupAdam(stacked, lrs=lrs)
-    theirs = [torch.optim.Adam(m, lr=lr, foreach=True) for m, lr in zip(members, lrs)]
+    theirs = [torch.optim.Adam(m, lr=lr, foreach=True) for m, lr in zip(members, lrs, strict=True)]
     schedulers = [torch.optim.lr_scheduler.LambdaLR(o, _schedule) for o in theirs]
     for step in range(5):
         grads = [[3 * torch.randn(s, generator=g) for s in shapes] for _ in range(3)]
-        for m, gs in zip(members, grads):
-            for p, gr in zip(m, gs):
+        for m, gs in zip(members, grads, strict=True):
+            for p, gr in zip(m, gs, strict=True):
                 p.grad = gr.clone()
             torch.nn.utils.clip_grad_norm_(m, 1.0)
         for i, p in enumerate(stacked):
             p.grad = torch.stack([gs[i] for gs in grads])
         clip_group_grad_norm_(stacked, 1.0)
-        for o, s in zip(theirs, schedulers):
+        for o, s in zip(theirs, schedulers, strict=True):
             o.step()
             s.step()
         ours.step(factor=_schedule(step))

@@ -18,8 +18,10 @@ batch (their sum is backpropagated, so each member's gradient is its own), its g
 clipped to norm ``clip`` over its own parameters (``nn.utils.clip_grad_norm_``), and
 ``torch.optim.Adam(foreach=True)``'s update at its own learning rate times the schedule's
 factor (``LambdaLR``) (:class:`GroupAdam`). In float64 a member's parameters after
-training equal the alone run's to rounding (``tests/models/test_grouped.py``); in float32
-the batched kernels add in another order, so they agree to float32 rounding, not bit for bit.
+training equal the alone run's to rounding (``tests/models/test_grouped.py``). In float32 the
+update and the clipping are torch's bit for bit on the same gradients, but the batched matmuls
+and attention add in another order than one model's, so the gradients, and so the runs, agree
+to float32 rounding, not bit for bit.
 
 Randomness. A randomized scheme (Ruoss et al. 2023) draws positions from torch's global
 generator at every call, in each layer. A group gives each member its own stream (a CPU
@@ -41,9 +43,8 @@ model dim, ``H`` heads, ``Dh`` head dim, ``F`` features, ``V`` vocabulary.
 
 from __future__ import annotations
 
-import copy
 import math
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, NamedTuple
 
@@ -62,7 +63,8 @@ from attnlab.models.decoder_only import DecoderOnlyTransformer
 from attnlab.models.encoder_only import EncoderOnlyTransformer
 from attnlab.models.sequence_model import SequenceModel
 
-__all__ = ["GroupAdam", "MemberInputs", "ModelGroup", "clip_group_grad_norm_", "train_group"]
+__all__ = ["GroupAdam", "MemberInputs", "ModelGroup", "clip_group_grad_norm_", "group_inputs", "group_step",
+           "train_group"]
 
 #: the model classes a group is made of (their forward is written here, batched over the members).
 GROUPABLE: tuple[type[SequenceModel], ...] = (EncoderOnlyTransformer, DecoderOnlyTransformer)
@@ -160,7 +162,7 @@ class _Part:
         """The members' stacked parameters of this module, ``{name: [G, ...]}``, named as in the module."""
         return {f"module.{n}": self.group.parameter(f"{self.path}.{n}") for n in self.names}
 
-    def run(self, method: str, args: Sequence[Tensor], kwargs: dict[str, Tensor | None], shared: dict[str, Any], *,
+    def run(self, method: str, args: Sequence[Tensor], kwargs: Mapping[str, Tensor | None], shared: dict[str, Any], *,
             B: int, lengths: Sequence[int] | None, cut: _Cut, mend: _Mend) -> Any:
         """``module.method(*args, **kwargs, **shared)`` for every member, as the grouped batch.
 
@@ -181,9 +183,10 @@ class _Part:
         if self.mode == "shared":
             return self.calls[0](method, tuple(args), {**kwargs, **shared})
         if self.mode == "vmap":
-            names = [name for name, t in kwargs.items() if t is not None]
+            present = {name: t for name, t in kwargs.items() if t is not None}
+            names = list(present)
             fixed = {**{name: None for name, t in kwargs.items() if t is None}, **shared}
-            tensors = [t.view(G, B, *t.shape[1:]) for t in (*args, *(kwargs[n] for n in names))]  # [G, B, ...]
+            tensors = [t.view(G, B, *t.shape[1:]) for t in (*args, *present.values())]  # [G, B, ...]
 
             def one(params: dict[str, Tensor], *member: Tensor) -> Any:
                 own_kwargs = dict(zip(names, member[len(args):], strict=True))
@@ -363,6 +366,7 @@ class ModelGroup(nn.Module):
         self.causal = isinstance(first, DecoderOnlyTransformer)
         self._members = members  # a plain list: their parameters are not the group's (it holds the stacked ones)
         self._names = [name for name, _ in first.named_parameters()]
+        self._eps = {name: m.eps for name, m in first.named_modules() if isinstance(m, nn.LayerNorm)}
         self.stacked = nn.ParameterDict()
         for name, p in first.named_parameters():
             others = [dict(m.named_parameters()).get(name) for m in members]
@@ -373,17 +377,20 @@ class ModelGroup(nn.Module):
                                      f"member 0's is {(list(p.shape), p.dtype, str(p.device))}")
             stacked = torch.stack([q.detach() for q in others if q is not None])  # [G, ...]
             self.stacked[name.replace(".", "__")] = nn.Parameter(stacked, requires_grad=p.requires_grad)
-        self._input_part = None
+        # Each member's own position modules, found by name (an input table; a scheme per layer).
+        owned = [dict(m.named_modules()) for m in members]
+        self._input_part: _Part | None = None
         if first.input_position is not None:
-            self._input_part = _Part(self, "input_position", [m.input_position for m in members], self.draws)
+            self._input_part = _Part(self, "input_position", [o["input_position"] for o in owned], self.draws)
         self._schemes: list[_Part | None] = []
         for i in range(first.n_layers):
-            schemes = [m.layers[i].self_attn.position for m in members]
+            path = f"layers.{i}.self_attn.position"
+            schemes = [o.get(path) for o in owned]
             if schemes[0] is None:
                 self._schemes.append(None)
             else:
-                self._schemes.append(_Part(self, f"layers.{i}.self_attn.position", schemes,
-                                           bool(schemes[0].draws_positions)))
+                self._schemes.append(_Part(self, path, [s for s in schemes if s is not None],
+                                           bool(getattr(schemes[0], "draws_positions", False))))
 
     # -- building and taking apart ------------------------------------------------------------
 
@@ -434,10 +441,10 @@ class ModelGroup(nn.Module):
         The group keeps the same model objects and writes into them again at every call.
         """
         with torch.no_grad():
-            for m in self._members:
+            for g, m in enumerate(self._members):
                 own = dict(m.named_parameters())
                 for name in self._names:
-                    own[name].copy_(self.parameter(name)[self._members.index(m)])
+                    own[name].copy_(self.parameter(name)[g])
         return list(self._members)
 
     def _apply(self, fn, recurse: bool = True):  # type: ignore[no-untyped-def]
@@ -456,10 +463,10 @@ class ModelGroup(nn.Module):
         out = torch.baddbmm(bias.unsqueeze(1), h.reshape(G, B * L, F_in), weight.transpose(1, 2))  # [G, B*L, O]
         return out.view(G, B, L, -1)
 
-    def _norm(self, h: Tensor, name: str, eps: float) -> Tensor:
+    def _norm(self, h: Tensor, name: str) -> Tensor:
         """Every member's ``nn.LayerNorm`` ``name``: ``h [G, B, L, D] -> [G, B, L, D]``."""
         weight, bias = self.parameter(f"{name}.weight"), self.parameter(f"{name}.bias")  # [G, D] each
-        normed = F.layer_norm(h, (h.shape[-1],), eps=eps)  # [G, B, L, D]
+        normed = F.layer_norm(h, (h.shape[-1],), eps=self._eps[name])  # [G, B, L, D]
         return torch.addcmul(bias[:, None, None, :], normed, weight[:, None, None, :])
 
     def _embed(self, x: Tensor) -> Tensor:
@@ -565,12 +572,12 @@ class ModelGroup(nn.Module):
             table_kwargs = {} if ids is None else {"position_ids": ids}
             h = self._input_part.run("forward", (h.reshape(G * B, L, D),), table_kwargs, {}, B=B, lengths=lengths,
                                      cut=_cut_table, mend=_mend_table).view(G, B, L, D)
-        for i, layer in enumerate(first.layers):
-            a = self._norm(h, f"layers.{i}.norm1", layer.norm1.eps)
+        for i in range(first.n_layers):
+            a = self._norm(h, f"layers.{i}.norm1")
             h = h + self._attention(i, a, keys_mask, ids, lengths)
-            f = F.relu(self._linear(self._norm(h, f"layers.{i}.norm2", layer.norm2.eps), f"layers.{i}.ffn.0"))
+            f = F.relu(self._linear(self._norm(h, f"layers.{i}.norm2"), f"layers.{i}.ffn.0"))
             h = h + self._linear(f, f"layers.{i}.ffn.3")  # [G, B, L, D]
-        return self._linear(self._norm(h, "norm", first.norm.eps), "head")  # [G, B, L, V]
+        return self._linear(self._norm(h, "norm"), "head")  # [G, B, L, V]
 
     def extra_repr(self) -> str:
         first = self._members[0]
@@ -584,7 +591,7 @@ def clip_group_grad_norm_(params: Sequence[Tensor], max_norm: float) -> Tensor:
     """Clip each member's gradients to norm ``max_norm`` over its own parameters, as ``nn.utils.clip_grad_norm_``.
 
     Member ``g``'s norm is the 2-norm of the 2-norms of ``p.grad[g]`` over ``params`` (the stacked
-    parameters ``[G, ...]`` that have a gradient), its gradients are multiplied by
+    parameters ``[G, ...]``, the members first, then any shape, that have a gradient), its gradients are multiplied by
     ``min(max_norm / (norm + 1e-6), 1)``: torch's rule, member by member.
 
     Returns:
@@ -615,7 +622,8 @@ class GroupAdam:
     in Python floats per member as torch computes it, then cast to the parameters' dtype.
 
     Args:
-        params: the stacked parameters (:meth:`ModelGroup.parameters`), each with leading ``G``.
+        params: the stacked parameters (:meth:`ModelGroup.parameters`), ``[G, ...]``: the members first,
+            then any shape.
         lrs: each member's base learning rate (the schedule multiplies it: :meth:`step`'s ``factor``).
         betas: ``(beta1, beta2)``.
         eps: added to the denominator.
@@ -748,6 +756,49 @@ def group_inputs(group: ModelGroup, calls: Sequence[MemberInputs]) -> tuple[dict
     return kwargs, lengths
 
 
+def group_step(group: ModelGroup, optimizer: GroupAdam, batches: Sequence[Any], *,
+               inputs: Callable[[Any], MemberInputs], loss: Callable[[Tensor, Any], Tensor],
+               factor: float = 1.0, clip: float | None = 1.0) -> Tensor:
+    """One training step of every member on its own batch: loss, backward, clipping, Adam.
+
+    Args:
+        group: the members.
+        optimizer: their :class:`GroupAdam`.
+        batches: a batch per member.
+        inputs: ``inputs(batch) -> MemberInputs``: the model call a member's batch makes.
+        loss: ``loss(output, batch) -> scalar``: a member's loss from its outputs ``[B, L_g, V]``
+            (its own columns only) and its batch.
+        factor: the schedule's factor of this step (``LambdaLR``'s), multiplying every member's rate.
+        clip: the members' gradient-norm bound (None: no clipping).
+
+    Returns:
+        The members' losses ``[G]``, detached.
+
+    Raises:
+        ValueError: for a step without a batch per member, or a loss that is not a scalar.
+    """
+    device = optimizer.params[0].device
+    calls = [inputs(b) for b in batches]
+    calls = [MemberInputs(c.x.to(device), None if c.position_ids is None else c.position_ids.to(device),
+                          None if c.mask is None else c.mask.to(device)) for c in calls]
+    kwargs, lengths = group_inputs(group, calls)
+    optimizer.zero_grad()
+    out = group(kwargs.pop("x"), **kwargs, lengths=lengths)  # [G, B, L, V]
+    member_losses = []
+    for g, (batch, n) in enumerate(zip(batches, lengths, strict=True)):
+        value = loss(out[g, :, :n], batch)  # the member's own columns
+        if not isinstance(value, Tensor) or value.dim() != 0:
+            raise ValueError(f"loss must return a scalar tensor, got {type(value).__name__} "
+                             f"of shape {tuple(getattr(value, 'shape', ()))} for member {g}")
+        member_losses.append(value)
+    losses = torch.stack(member_losses)  # [G]
+    losses.sum().backward()  # the members' parameters are apart: each gradient is its member's own
+    if clip is not None:
+        clip_group_grad_norm_(optimizer.params, clip)
+    optimizer.step(factor=factor)
+    return losses.detach()
+
+
 def train_group(group: ModelGroup, batches: Iterable[Sequence[Any]], *, lrs: Sequence[float], steps: int,
                 inputs: Callable[[Any], MemberInputs], loss: Callable[[Tensor, Any], Tensor],
                 schedule: Callable[[int], float] | None = None, clip: float | None = 1.0,
@@ -758,7 +809,7 @@ def train_group(group: ModelGroup, batches: Iterable[Sequence[Any]], *, lrs: Seq
     Member ``g``'s step is :func:`attnlab.training.fit`'s step with ``torch.optim.Adam(lr=lrs[g],
     foreach=True)``, ``LambdaLR(schedule)`` stepped every batch and norm clipping at ``clip``
     (:func:`attnlab.labs.lengths.train.train_one`): its loss on its own batch, its gradients
-    clipped over its own parameters, Adam at ``lrs[g] * schedule(step)``.
+    clipped over its own parameters, Adam at ``lrs[g] * schedule(step)`` (:func:`group_step`).
 
     Args:
         group: the members.
@@ -785,9 +836,7 @@ def train_group(group: ModelGroup, batches: Iterable[Sequence[Any]], *, lrs: Seq
         raise ValueError(f"lrs must hold one learning rate per member ({group.n_members}), got {len(lrs)}")
     if clip is not None:
         clip = check_finite_float("clip", clip, positive=True)
-    params = [p for p in group.parameters() if p.requires_grad]
-    adam = optimizer if optimizer is not None else GroupAdam(params, lrs=lrs, betas=betas, eps=eps)
-    device = params[0].device
+    adam = optimizer if optimizer is not None else GroupAdam(group.parameters(), lrs=lrs, betas=betas, eps=eps)
     group.train()
     losses = []
     iterator = iter(batches)
@@ -796,23 +845,7 @@ def train_group(group: ModelGroup, batches: Iterable[Sequence[Any]], *, lrs: Seq
             members = list(next(iterator))
         except StopIteration:
             raise ValueError(f"batches ran out after {k} steps of steps={steps}") from None
-        calls = [inputs(b) for b in members]
-        calls = [MemberInputs(*(None if t is None else t.to(device) for t in c)) for c in calls]
-        kwargs, lengths = group_inputs(group, calls)
-        adam.zero_grad()
-        out = group(kwargs.pop("x"), **kwargs, lengths=lengths)  # [G, B, L, V]
-        member_losses = []
-        for g, (batch, n) in enumerate(zip(members, lengths, strict=True)):
-            value = loss(out[g, :, :n], batch)
-            if not isinstance(value, Tensor) or value.dim() != 0:
-                raise ValueError(f"loss must return a scalar tensor, got {type(value).__name__} "
-                                 f"of shape {tuple(getattr(value, 'shape', ()))} for member {g}")
-            member_losses.append(value)
-        stacked = torch.stack(member_losses)  # [G]
-        stacked.sum().backward()  # the members' parameters are apart: each gradient is its member's own
-        if clip is not None:
-            clip_group_grad_norm_(params, clip)
-        adam.step(factor=1.0 if schedule is None else schedule(k))
-        losses.append(stacked.detach())
+        losses.append(group_step(group, adam, members, inputs=inputs, loss=loss,
+                                 factor=1.0 if schedule is None else schedule(k), clip=clip))
     adam.zero_grad()
     return torch.stack(losses)  # [steps, G]
