@@ -138,7 +138,7 @@ def test_a_preset_run_from_the_command_line(capsys, tmp_path):
     assert "Randomized positions increase test accuracy by 12.0% on average" in out
     saved = json.loads((out_dir / "results.json").read_text())
     assert saved["config"]["preset"] == "ruoss2023" and saved["config"]["task"] == "duplicate-string"
-    assert saved["config"]["l_max"] == 256 and saved["config"]["protocol"] == "ruoss2023"  # as the preset set them
+    assert saved["config"]["l_max"] == 2048 and saved["config"]["protocol"] == "ruoss2023"  # as the preset set them
     # every number names its metric: the headline is token accuracy (the paper's), not sequence accuracy
     assert saved["metric"] == saved["summary_metric"] == "token_accuracy"
     assert set(saved["summaries"]) == {"sequence_accuracy", "token_accuracy"}

@@ -81,7 +81,9 @@ RUOSS2023_TABLE = (
             f"{_RUOSS_CODE} experiments/example.py:69-70; models/transformer.py:37-41", "same"),
     Setting("feed-forward", "256, ReLU", "4 x 64 = 256 (widening_factor)", f"{_RUOSS_CODE} models/transformer.py:70",
             "same"),
-    Setting("dropout", "0.1", "0.1", f"{_RUOSS_CODE} experiments/example.py:71", "same"),
+    Setting("dropout", "0.1 on the embeddings, both residual branches, the attention weights and the feed-forward's "
+            "hidden layer", "0.1 on the embeddings and both residual branches",
+            f"{_RUOSS_CODE} experiments/example.py:71; models/transformer.py:324-325, 417-420, 430-431", "differs"),
     Setting("layer norm", "before each block (pre-LN), and after the last",
             "after each residual sum (post-LN)", f"{_RUOSS_CODE} models/transformer.py:421, 432", "differs"),
     Setting("embedding init", "torch's (normal, std 1)", "truncated normal, std 0.02",
