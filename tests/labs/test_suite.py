@@ -92,6 +92,10 @@ def test_a_suite_checks_the_claims_over_all_its_tasks():
                                                               "at the training length)")
 
 
+def chosen_table(name):
+    return preset(name).protocol_table
+
+
 @pytest.mark.training
 def test_a_preset_of_several_tasks_runs_each_in_its_own_folder(capsys, tmp_path):
     out_dir = tmp_path / "kaz"
@@ -99,20 +103,24 @@ def test_a_preset_of_several_tasks_runs_each_in_its_own_folder(capsys, tmp_path)
                          "--epochs", "1", "--n-train", "32", "--n-test", "4", "--d-model", "8", "--n-heads", "2",
                          "--n-layers", "1", "--out", str(out_dir), "--jobs", "1", "--no-progress")
     assert code == 0, err
-    assert "preset kazemnejad2023: 3 tasks (copy-random, reverse-random, scan), 6 models" in out
+    assert "preset kazemnejad2023: 2 tasks (copy-repeat, reverse-random-2x), 4 models" in out
+    assert "attnlab compare --preset kazemnejad2023 --settings" in out
     suite = json.loads((out_dir / "suite.json").read_text())
-    assert suite["tasks"] == ["copy-random", "reverse-random", "scan"] and suite["aggregate"] == "mean"
+    assert suite["tasks"] == ["copy-repeat", "reverse-random-2x"] and suite["aggregate"] == "mean"
+    # t5 runs as their T5, one table shared by every layer
     assert {(r["task"], r["encoding"]) for r in suite["rows"]} == {
-        (t, e) for t in suite["tasks"] for e in ("none", "t5")}
+        (t, e) for t in suite["tasks"] for e in ("none", "t5-shared")}
     assert all(r["metric"] == "sequence_accuracy" and r["paper"] is not None for r in suite["rows"])
-    # the numbers in distribution beside them, and the claims over the three tasks
+    # the numbers in distribution beside them, and the claims over the two tasks
     assert all({"train_len", "train_mean", "train_best", "train_token_accuracy", "learned"} <= set(r)
                for r in suite["rows"])
     assert suite["competence"] == 0.9 and len(suite["claims"]) == 3
     assert all(set(c) == {"claim", "outcome", "detail"} for c in suite["claims"])
-    assert "Claims, over the 3 tasks of the suite" in out
-    scan = json.loads((out_dir / "tasks" / "scan" / "results.json").read_text())
-    assert scan["config"]["train_len"] == 25 and scan["config"]["protocol"] == "kazemnejad2023"  # SCAN's own split
+    assert "Claims, over the 2 tasks of the suite" in out
+    # the preset's settings table, beside the paper's, in the files
+    assert [row["what"] for row in suite["settings_table"]] == [r.what for r in chosen_table("kazemnejad2023")]
+    assert "lab:   AdamW 3e-3" in (out_dir / "suite.txt").read_text()
     assert (out_dir / "suite.txt").read_text().startswith("preset kazemnejad2023")
     page = (out_dir / "report.html").read_text()
-    assert "tasks/scan/report.html" in page and "copy-random" in page
+    assert "tasks/reverse-random-2x/report.html" in page and "copy-repeat" in page
+    assert "The preset&#x27;s settings beside the paper&#x27;s" in page or "The preset's settings beside" in page

@@ -231,6 +231,8 @@ def _run_suite(args: argparse.Namespace, given: dict[str, Any], device: Any) -> 
     n_models = sum(len(c.runs()) for c in configs)
     tasks = f"{len(configs)} task{'s' if len(configs) > 1 else ''} ({', '.join(chosen.tasks)})"
     print(f"preset {chosen.name}: {tasks}, {n_models} models -> {folder}", flush=True)
+    print(f"its settings beside the paper's: attnlab compare --preset {chosen.name} --settings (and in suite.txt)",
+          flush=True)
 
     def run_one(config: CompareConfig, where: Path, resume: bool) -> Any:
         result = run_compare(config, where, resume=resume, progress=None if args.progress else False,

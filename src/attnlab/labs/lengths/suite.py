@@ -24,6 +24,7 @@ Every number in ``suite.json`` names its metric and aggregate.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable
@@ -34,7 +35,7 @@ from attnlab._io import atomic_write, check_below
 from attnlab.labs.lengths.claims import COMPETENCE, Cell, Verdict, check_runs, run_cells
 from attnlab.labs.lengths.compare import check_compare
 from attnlab.labs.lengths.config import CompareConfig, CompareResult
-from attnlab.labs.lengths.presets import Preset
+from attnlab.labs.lengths.presets import Preset, format_settings
 from attnlab.labs.report import Report, write_report
 from attnlab.labs.run_folder import MARKER, check_claim, check_files, claim
 
@@ -238,8 +239,11 @@ def run_suite(configs: list[CompareConfig], folder: str | os.PathLike[str], pres
             "preset": preset.name, "paper": preset.paper, "aggregate": preset.aggregate,
             "published_source": preset.published_source, "published_metric": preset.published_metric,
             "seconds": seconds, "tasks": [c.task for c in configs], "rows": rows, "competence": COMPETENCE,
-            "claims": [{"claim": v.claim, "outcome": v.outcome, "detail": v.detail} for v in verdicts]})
+            "claims": [{"claim": v.claim, "outcome": v.outcome, "detail": v.detail} for v in verdicts],
+            "settings_table": [dataclasses.asdict(row) for row in preset.protocol_table]})
         text = format_suite(rows, preset, seconds=seconds, verdicts=verdicts) + "\n"
+        if preset.protocol_table:
+            text += "\n" + format_settings(preset.name) + "\n"
         atomic_write(run.file("suite.txt"), lambda tmp: tmp.write_text(text))
         links = ", ".join(f"tasks/{c.task}/report.html" for c in configs)
         write_report(run.file("report.html"), Report(
@@ -247,7 +251,10 @@ def run_suite(configs: list[CompareConfig], folder: str | os.PathLike[str], pres
             paragraphs=[f"{preset.paper}. Scaled to run here: {preset.scaled}.",
                         f"Each task is a comparison of its own, with its figures and report: {links}.",
                         f"The paper's numbers: {preset.published_source or 'none could be traced here'}."],
-            preformatted=text, settings={"preset": preset.name, "tasks": [c.task for c in configs]}))
+            preformatted=text, settings={"preset": preset.name, "tasks": [c.task for c in configs]},
+            table_title="The preset's settings beside the paper's",
+            table_header=("setting", "attnlab", "the paper", "source", "status"),
+            table_rows=[(r.what, r.lab, r.paper, r.source, r.status) for r in preset.protocol_table]))
         return results, run.path
 
 
