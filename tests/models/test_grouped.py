@@ -170,8 +170,11 @@ def test_adam_equals_torch_adam_per_member_in_float32() -> None:
 
 
 def test_refuses_what_it_cannot_group() -> None:
-    with pytest.raises(ValueError, match="dropout"):
+    with pytest.raises(ValueError, match="dropout=0.1 draws masks"):
         ModelGroup([EncoderOnlyTransformer(vocab_size=V, d_model=8, n_heads=2, dropout=0.1)])
+    with pytest.raises(ValueError, match="dropout"):
+        ModelGroup([EncoderOnlyTransformer(vocab_size=V, d_model=8, n_heads=2, dropout=0.1),
+                    EncoderOnlyTransformer(vocab_size=V, d_model=8, n_heads=2)], streams=[torch.Generator()] * 2)
     with pytest.raises(ValueError, match="d_model"):
         ModelGroup([EncoderOnlyTransformer(vocab_size=V, d_model=8, n_heads=2),
                     EncoderOnlyTransformer(vocab_size=V, d_model=16, n_heads=2)])
