@@ -398,7 +398,8 @@ class Bar:
 
 config = CompareConfig(encodings=(sys.argv[1],), n_seeds=2, epochs=1, n_train=64, n_test=16, d_model=16, n_heads=2,
                        n_layers=1, train_len=4, test_lens=(4, 6))
-sweeping = threading.Thread(target=lambda: list(sweep.local_workers(config, groups(config, config.runs()), Bar(), jobs=2)))
+work = groups(config, config.runs())
+sweeping = threading.Thread(target=lambda: list(sweep.local_workers(config, work, Bar(), jobs=2)))
 sweeping.start()
 sweeping.join()
 """

@@ -294,6 +294,16 @@ def _mend_value(out: Tensor | None, args: tuple[Tensor, ...], length: int) -> Te
     return F.pad(out, (0, 0, 0, args[0].shape[2] - length))  # [B, H, L, Dv]
 
 
+def _own(t: Tensor | None, rows: slice, n: int, L: int, dims: tuple[int, ...]) -> Tensor | None:
+    """A member's ``rows`` of ``t`` (of every member's rows ``[G*B, ...]``, or one shared ``[1|..., L, L]``), with
+    each of ``dims`` that spans the group's length ``L`` cut to the member's ``n``."""
+    if t is None:
+        return None
+    if t.dim() == 4 and t.shape[0] > 1:
+        t = t[rows]
+    return _cut(t, [d for d in dims if t.shape[d] == L], n)
+
+
 class ModelGroup(nn.Module):
     """``G`` models of one class, sizes and encoding as one module: parameters stacked on a leading ``G``.
 
@@ -567,17 +577,11 @@ class ModelGroup(nn.Module):
         for g in range(G):
             n = L if lengths is None else lengths[g]
 
-            def own(t: Tensor | None, dims: tuple[int, ...]) -> Tensor | None:
-                """Member ``g``'s rows of ``t`` (a tensor of every member's, or one shared by them), at length ``n``."""
-                if t is None:
-                    return None
-                if t.dim() == 4 and t.shape[0] == G * B:
-                    t = t[g * B:(g + 1) * B]
-                return _cut(t, tuple(d for d in dims if t.shape[d] == L), n)
-
+            rows = slice(g * B, (g + 1) * B)
             with _stream(self.streams[g]):
-                out, w = attend_unchecked(own(q, (2,)), own(k, (2,)), own(v, (2,)),  # type: ignore[arg-type]
-                                          mask=own(mask, (-1,)), bias=own(bias, (-2, -1)), scale=None,
+                out, w = attend_unchecked(q[rows, :, :n], k[rows, :, :n], v[rows, :, :n],
+                                          mask=_own(mask, rows, n, L, (-1,)), bias=_own(bias, rows, n, L, (-2, -1)),
+                                          scale=None,
                                           dropout_p=self.dropout, need_weights=need_weights, is_causal=self.causal,
                                           guarded=guarded)  # [B, H, L_g, Dh], [B, H, L_g, L_g]
             outs.append(F.pad(out, (0, 0, 0, L - n)))  # [B, H, L, Dh]
@@ -766,7 +770,8 @@ class GroupAdam:
                     raise ValueError(f"optimizers[{g}] is Adam with weight_decay={decay} (an L2 term in the "
                                      "gradient); GroupAdam decays as AdamW does")
                 rates.add(float(settings_of["lr"]))
-                settings.add((*(float(b) for b in settings_of["betas"]), float(settings_of["eps"])))
+                beta1, beta2 = (float(b) for b in settings_of["betas"])
+                settings.add((beta1, beta2, float(settings_of["eps"])))
                 for p in settings_of["params"]:
                     if id(p) not in names:
                         raise ValueError(f"optimizers[{g}] holds a parameter that is not member {g}'s")
@@ -809,11 +814,11 @@ class GroupAdam:
         shrink: dict[tuple[float, torch.dtype, torch.device], Tensor] = {}
         for p, decay in zip(self.params, self.weight_decay, strict=True):
             if decay:
-                key = (decay, p.dtype, p.device)
-                if key not in shrink:
-                    shrink[key] = torch.tensor([1 - (lr * factor) * decay for lr in self.lrs], dtype=p.dtype,
-                                               device=p.device)  # [G]
-                p.mul_(shrink[key].view(-1, *([1] * (p.dim() - 1))))
+                at = (decay, p.dtype, p.device)
+                if at not in shrink:
+                    shrink[at] = torch.tensor([1 - (lr * factor) * decay for lr in self.lrs], dtype=p.dtype,
+                                              device=p.device)  # [G]
+                p.mul_(shrink[at].view(-1, *([1] * (p.dim() - 1))))
         torch._foreach_lerp_(self.exp_avg, grads, 1 - beta1)
         torch._foreach_mul_(self.exp_avg_sq, beta2)
         torch._foreach_addcmul_(self.exp_avg_sq, grads, grads, 1 - beta2)
@@ -839,7 +844,8 @@ class GroupAdam:
     def state_dict(self) -> dict[str, Any]:
         """The optimizer's state: steps taken, the moments, the learning rates and settings."""
         return {"steps": self.steps, "lrs": list(self.lrs), "betas": (self.beta1, self.beta2), "eps": self.eps,
-                "weight_decay": list(self.weight_decay), "exp_avg": [t.clone() for t in self.exp_avg], "exp_avg_sq": [t.clone() for t in self.exp_avg_sq]}
+                "weight_decay": list(self.weight_decay), "exp_avg": [t.clone() for t in self.exp_avg],
+                "exp_avg_sq": [t.clone() for t in self.exp_avg_sq]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from :meth:`state_dict`'s ``state``.

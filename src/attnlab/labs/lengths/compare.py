@@ -15,9 +15,9 @@ it comes back, from this process alone. The run folder (the contract of
 The models of one encoding train ``group_size`` seeds at a time as one computation
 (:func:`~attnlab.labs.lengths.train.train_seeds`), each with the records it gets alone;
 a group is what a worker or a Ray task takes. A comparison killed at any moment keeps
-every finished model; ``resume`` trains only the missing ones (grouped in turn). Each model depends only on the settings, its encoding and
-its seed (its weights, its batches), so the records of a resumed comparison are
-bit-identical to an unbroken one's.
+every finished model; ``resume`` trains only the missing ones (grouped in turn). Each
+model depends only on the settings, its encoding and its seed (its weights, its
+batches), so the records of a resumed comparison are bit-identical to an unbroken one's.
 
 A resume is all-or-nothing: everything it reads (the settings, every saved model,
 :mod:`attnlab.labs.lengths.saved`) and every path it writes (no link below the folder,

@@ -199,7 +199,7 @@ def train_seeds(config: CompareConfig, sets: TaskSets, encoding: str, seeds: Seq
             def batches() -> Iterator[list[Any]]:
                 for _ in range(epochs):  # each loader shuffles anew at every pass, as fit iterates it
                     for step in zip(*(loader for loader, _ in loaders), strict=True):
-                        yield [to_device(batch, device) for batch in step]
+                        yield [to_device(batch, torch.device(device)) for batch in step]
 
             def progress(step: int, losses: torch.Tensor) -> None:
                 if bar is None:
