@@ -13,10 +13,12 @@ through :func:`attnlab.training.fit`): loss, backward, norm clipping at 1.0, Ada
 
 Both in this process, on one thread (``torch.set_num_threads(1)``, as the lab trains at these
 sizes), interleaved (A, B, A, B, ...), wall time per call, median of the repeats; the figure
-compared is model-steps per second, and ``speedup = grouped / sequential``.
+compared is model-steps per second, and ``speedup = grouped / sequential``; ``models_per_hour``
+is that rate over the ruoss2023 preset's 6,400 steps per model (training only, no evaluation).
+``--dropout 0.1`` (the preset's) trains with dropout at every site, each member drawing its own masks.
 
 Run: ``python benchmarks/bench_grouped.py [--groups 1 4 16] [--repeats 5] [--encoding sinusoidal]
-[--device cpu|cuda] [--name grouped_cpu]``; it writes ``benchmarks/results/<name>.json``.
+[--dropout 0.1] [--device cpu|cuda] [--name grouped_cpu]``; it writes ``benchmarks/results/<name>.json``.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import torch.nn.functional as F
 from harness import interleaved, write_result
 
 V, BATCH, LENGTH = 5, 32, 25
+STEPS_PER_MODEL = 6_400  # the ruoss2023 preset's
 SIZES = {"vocab_size": V, "d_model": 64, "n_heads": 8, "n_layers": 5, "ff_units": 256, "max_len": 64}
 
 
@@ -71,7 +74,8 @@ def _grouped(models: list, batches: list, device: torch.device) -> Callable[[], 
     """One grouped step of all the models."""
     from attnlab.models.grouped import GroupAdam, MemberInputs, ModelGroup, group_step
 
-    group = ModelGroup(models).train()
+    # Each member's own stream for its dropout masks (what ModelGroup.build makes).
+    group = ModelGroup(models, streams=[torch.Generator().manual_seed(g) for g in range(len(models))]).train()
     adam = GroupAdam(group.parameters(), lrs=[1e-3] * len(models))
     count = [0]
 
@@ -91,7 +95,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--groups", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--encoding", default="sinusoidal")
+    parser.add_argument("--dropout", type=float, default=0.0)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--note", default=None, help="recorded with the settings (e.g. the machine's load)")
     parser.add_argument("--name", default=None, help="result file name (default grouped_<device type>)")
     args = parser.parse_args(argv)
     device = torch.device(args.device)
@@ -106,20 +112,23 @@ def main(argv: list[str] | None = None) -> dict:
             out = []
             for seed in range(G):
                 torch.manual_seed(seed)
-                out.append(EncoderOnlyTransformer(**SIZES, encoding=args.encoding).to(device))
+                out.append(EncoderOnlyTransformer(**SIZES, encoding=args.encoding, dropout=args.dropout).to(device))
             return out
 
         timings = interleaved({"sequential": _sequential(models(), batches, device),
                                "grouped": _grouped(models(), batches, device)},
                               repeats=args.repeats, warmup=2)
         rates = {name: G / t["median"] for name, t in timings.items()}  # model-steps per second
-        row = {"G": G, "seconds_per_call": timings, "model_steps_per_second": rates,
+        per_hour = {name: 3600 * rate / STEPS_PER_MODEL for name, rate in rates.items()}
+        row = {"G": G, "seconds_per_call": timings, "model_steps_per_second": rates, "models_per_hour": per_hour,
                "speedup": rates["grouped"] / rates["sequential"]}
         print(f"G={G:3d}  sequential {rates['sequential']:8.1f}  grouped {rates['grouped']:8.1f} model-steps/s  "
+              f"({per_hour['sequential']:.1f} vs {per_hour['grouped']:.1f} models/hour)  "
               f"speedup {row['speedup']:.2f}x", flush=True)
         results.append(row)
-    payload = {"settings": {**SIZES, "encoding": args.encoding, "batch": BATCH, "length": LENGTH,
-                            "device": str(device), "threads": torch.get_num_threads(), "repeats": args.repeats},
+    payload = {"settings": {**SIZES, "encoding": args.encoding, "dropout": args.dropout, "batch": BATCH,
+                            "length": LENGTH, "device": str(device), "threads": torch.get_num_threads(),
+                            "repeats": args.repeats, "steps_per_model": STEPS_PER_MODEL, "note": args.note},
                "results": results}
     path = write_result(args.name or f"grouped_{device.type}", payload)
     print(f"wrote {path}")

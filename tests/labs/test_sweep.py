@@ -21,7 +21,7 @@ import sweep_gate
 import torch
 
 from attnlab.labs import sweep
-from attnlab.labs.lengths.compare import run_compare
+from attnlab.labs.lengths.compare import groups, run_compare
 from attnlab.labs.lengths.config import CompareConfig
 
 pytestmark = pytest.mark.process  # every test here starts a sweep's worker processes
@@ -49,9 +49,9 @@ class CountingBar:
 
 def test_two_workers_give_the_records_and_weights_of_one_process_and_report_every_step():
     config = CompareConfig(**TINY)
-    here = {(r.encoding, r.seed): r for r in sweep.in_process(config, config.runs(), CountingBar())}
+    here = {(r.encoding, r.seed): r for r in sweep.in_process(config, groups(config, config.runs()), CountingBar())}
     bar = CountingBar()
-    there = {(r.encoding, r.seed): r for r in sweep.local_workers(config, config.runs(), bar, jobs=2)}
+    there = {(r.encoding, r.seed): r for r in sweep.local_workers(config, groups(config, config.runs()), bar, jobs=2)}
     assert sorted(there) == sorted(here) == sorted(config.runs())
     for key, result in here.items():
         assert there[key].records == result.records, key
@@ -68,7 +68,7 @@ def test_a_killed_worker_ends_the_sweep_in_one_line_and_no_worker_is_left(tmp_pa
     monkeypatch.setenv("ATTNLAB_TEST_STARTED", str(tmp_path))
     monkeypatch.setenv("ATTNLAB_TEST_GATE", str(tmp_path / "gate"))
     config = CompareConfig(**{**TINY, "encodings": ("alibi", sweep_gate.NAME)})
-    runs = sweep.local_workers(config, config.runs(), CountingBar(), jobs=2)
+    runs = sweep.local_workers(config, groups(config, config.runs()), CountingBar(), jobs=2)
     first = next(runs)
     assert first.encoding == "alibi", first
     sweep_gate.wait_until(lambda: len(sweep_gate.started(tmp_path)) == 2, "both workers held mid-training")

@@ -17,7 +17,14 @@ import torch
 import torch.nn.functional as F
 
 from attnlab.models import DecoderOnlyTransformer, EncoderOnlyTransformer
-from attnlab.models.grouped import GroupAdam, MemberInputs, ModelGroup, clip_group_grad_norm_, train_group
+from attnlab.models.grouped import (
+    GroupAdam,
+    MemberInputs,
+    ModelGroup,
+    clip_group_grad_norm_,
+    member_calls,
+    train_group,
+)
 from attnlab.training import fit
 from attnlab.training.clipping import GradientClipping
 from attnlab.training.threads import intra_op_threads
@@ -39,10 +46,10 @@ def float64() -> Iterator[None]:
     torch.set_default_dtype(before)
 
 
-def _builder(cls: type, encoding: str):  # type: ignore[no-untyped-def]
+def _builder(cls: type, encoding: str, dropout: float = 0.0):  # type: ignore[no-untyped-def]
     def build():  # type: ignore[no-untyped-def]
         return cls(vocab_size=V, d_model=16, n_heads=2, n_layers=2, ff_units=24, encoding=encoding, max_len=32,
-                   pad_id=PAD)
+                   pad_id=PAD, dropout=dropout)
     return build
 
 
@@ -120,6 +127,108 @@ def test_training_equals_each_member_alone(cls: type, encoding: str) -> None:
         assert moved > 1e-4  # the run trained at all
 
 
+@pytest.mark.parametrize("cls", [EncoderOnlyTransformer, DecoderOnlyTransformer])
+@pytest.mark.parametrize("encoding", ["sinusoidal", "t5", "random-alibi", "random-rotary"])
+def test_training_with_dropout_equals_each_member_alone(cls: type, encoding: str) -> None:
+    """Dropout 0.1 at every site: each member's masks are the ones it draws alone, so the runs are equal."""
+    build = _builder(cls, encoding, dropout=0.1)
+    lengths = {0: [6, 9, 7, 9], 1: [9, 5, 7, 8], 2: [9, 9, 7, 6]}
+    batches = [_batches(seed, lengths[seed]) for seed in SEEDS]
+    lrs = [1e-2, 3e-3, 1e-3]
+    group = _grouped(build, lrs, batches)
+    without = _alone(_builder(cls, encoding), SEEDS[0], lrs[0], batches[0])
+    for g, seed in enumerate(SEEDS):
+        alone = _alone(build, seed, lrs[g], batches[g])
+        trained = group.member_state_dict(g)
+        worst = max((trained[name] - p).abs().max().item() for name, p in alone.items())
+        assert worst < 1e-10, (encoding, g, worst)
+    # The dropout did something: the same member trained without it ends elsewhere.
+    assert max((without[name] - p).abs().max().item() for name, p in group.member_state_dict(0).items()
+               if name in without) > 1e-4
+
+
+def test_evaluation_draws_no_dropout() -> None:
+    build = _builder(DecoderOnlyTransformer, "alibi", dropout=0.5)
+    group = ModelGroup.build(build, SEEDS).eval()
+    x = torch.randint(1, V, (len(SEEDS), 2, 6), generator=torch.Generator().manual_seed(0))
+    assert torch.equal(group(x), group(x))
+    assert not torch.equal(group.train()(x), group(x))  # in training the masks differ call to call
+
+
+def test_adamw_with_weight_decay_per_parameter_equals_torch_adamw_in_float32() -> None:
+    """GroupAdam.like of each member's AdamW (decay on matrices only, as Kazemnejad et al.) steps as torch's."""
+    torch.set_default_dtype(torch.float32)
+    build = _builder(DecoderOnlyTransformer, "t5")
+    group = ModelGroup.build(build, SEEDS)
+    members = group.to_members()
+    alone = [build() for _ in SEEDS]
+    lrs = [1e-2, 3e-3, 1e-3]
+
+    def adamw(model: torch.nn.Module, lr: float) -> torch.optim.Optimizer:
+        params = list(model.parameters())
+        return torch.optim.AdamW([{"params": [p for p in params if p.dim() > 1], "weight_decay": 0.05},
+                                  {"params": [p for p in params if p.dim() <= 1], "weight_decay": 0.0}],
+                                 lr=lr, foreach=True)
+
+    ours = GroupAdam.like(group, [adamw(m, lr) for m, lr in zip(members, lrs, strict=True)])
+    assert ours.lrs == lrs and sorted(set(ours.weight_decay)) == [0.0, 0.05]
+    for a, m in zip(alone, members, strict=True):
+        a.load_state_dict(m.state_dict())
+    theirs = [adamw(a, lr) for a, lr in zip(alone, lrs, strict=True)]
+    schedulers = [torch.optim.lr_scheduler.LambdaLR(o, _schedule) for o in theirs]
+    g = torch.Generator().manual_seed(0)
+    names = [name for name, _ in alone[0].named_parameters()]
+    for step in range(4):
+        grads = [{name: torch.randn(p.shape, generator=g) for name, p in alone[0].named_parameters()} for _ in SEEDS]
+        for a, own in zip(alone, grads, strict=True):
+            for name, p in a.named_parameters():
+                p.grad = own[name].clone()
+        for name in names:
+            group.parameter(name).grad = torch.stack([own[name] for own in grads])
+        for o, s in zip(theirs, schedulers, strict=True):
+            o.step()
+            s.step()
+        ours.step(factor=_schedule(step))
+    for j, a in enumerate(alone):
+        for name, p in a.named_parameters():
+            assert torch.equal(group.parameter(name)[j], p), name
+
+
+def test_like_refuses_what_it_cannot_step() -> None:
+    group = ModelGroup.build(_builder(EncoderOnlyTransformer, "alibi"), SEEDS[:2])
+    members = group.to_members()
+    with pytest.raises(TypeError, match="SGD"):
+        GroupAdam.like(group, [torch.optim.SGD(m.parameters(), lr=0.1) for m in members])
+    with pytest.raises(ValueError, match="L2"):
+        GroupAdam.like(group, [torch.optim.Adam(m.parameters(), weight_decay=0.1) for m in members])
+    with pytest.raises(ValueError, match="amsgrad"):
+        GroupAdam.like(group, [torch.optim.Adam(m.parameters(), amsgrad=True) for m in members])
+    with pytest.raises(ValueError, match="does not train"):
+        GroupAdam.like(group, [torch.optim.Adam(list(m.parameters())[1:]) for m in members])
+    with pytest.raises(ValueError, match="one per member"):
+        GroupAdam.like(group, [torch.optim.Adam(members[0].parameters())])
+
+
+def test_member_calls_runs_a_batch_loss_on_the_group() -> None:
+    """fit's loss(model, batch) split into the call it makes and the loss of given outputs."""
+    build = _builder(DecoderOnlyTransformer, "rotary")
+    member = build()
+    batch = _batches(0, [7])[0]
+    ids = torch.arange(7).view(1, 7)
+
+    def batch_loss(model, b):  # type: ignore[no-untyped-def]
+        assert model.vocab_size == V  # the member's attributes are there
+        return _loss(model(b[0], position_ids=ids), b)
+
+    inputs, loss = member_calls(batch_loss, member)
+    call = inputs(batch)
+    assert torch.equal(call.x, batch[0]) and call.mask is None and list(call.position_ids.shape) == [3, 7]
+    out = member(batch[0], position_ids=ids)
+    assert torch.equal(loss(out, batch), batch_loss(member, batch))
+    with pytest.raises(ValueError, match="never called"):
+        member_calls(lambda model, b: torch.zeros(()), member)[0](batch)
+
+
 def _initial(build, seed: int) -> dict[str, torch.Tensor]:  # type: ignore[no-untyped-def]
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
@@ -170,8 +279,11 @@ def test_adam_equals_torch_adam_per_member_in_float32() -> None:
 
 
 def test_refuses_what_it_cannot_group() -> None:
-    with pytest.raises(ValueError, match="dropout"):
+    with pytest.raises(ValueError, match="dropout=0.1 draws masks"):
         ModelGroup([EncoderOnlyTransformer(vocab_size=V, d_model=8, n_heads=2, dropout=0.1)])
+    with pytest.raises(ValueError, match="dropout"):
+        ModelGroup([EncoderOnlyTransformer(vocab_size=V, d_model=8, n_heads=2, dropout=0.1),
+                    EncoderOnlyTransformer(vocab_size=V, d_model=8, n_heads=2)], streams=[torch.Generator()] * 2)
     with pytest.raises(ValueError, match="d_model"):
         ModelGroup([EncoderOnlyTransformer(vocab_size=V, d_model=8, n_heads=2),
                     EncoderOnlyTransformer(vocab_size=V, d_model=16, n_heads=2)])

@@ -352,6 +352,7 @@ def test_workers_started_by_a_thread_that_ends_keep_training_for_the_driver(tmp_
     import threading
 
     from attnlab.labs import sweep
+    from attnlab.labs.lengths.compare import groups
     from attnlab.labs.lengths.config import CompareConfig
 
     monkeypatch.setenv("ATTNLAB_TEST_STARTED", str(tmp_path))
@@ -367,7 +368,7 @@ def test_workers_started_by_a_thread_that_ends_keep_training_for_the_driver(tmp_
             pass
 
     before = set(multiprocessing.active_children())
-    runs = sweep.local_workers(config, config.runs(), Bar(), jobs=2)
+    runs = sweep.local_workers(config, groups(config, config.runs()), Bar(), jobs=2)
     first = []
     starter = threading.Thread(target=lambda: first.append(next(runs)))  # starts the workers, then ends
     starter.start()
@@ -388,6 +389,7 @@ def test_workers_started_by_a_thread_that_ends_keep_training_for_the_driver(tmp_
 THREAD_DRIVER = """
 import sys, threading
 from attnlab.labs import sweep
+from attnlab.labs.lengths.compare import groups
 from attnlab.labs.lengths.config import CompareConfig
 
 class Bar:
@@ -396,7 +398,8 @@ class Bar:
 
 config = CompareConfig(encodings=(sys.argv[1],), n_seeds=2, epochs=1, n_train=64, n_test=16, d_model=16, n_heads=2,
                        n_layers=1, train_len=4, test_lens=(4, 6))
-sweeping = threading.Thread(target=lambda: list(sweep.local_workers(config, config.runs(), Bar(), jobs=2)))
+work = groups(config, config.runs())
+sweeping = threading.Thread(target=lambda: list(sweep.local_workers(config, work, Bar(), jobs=2)))
 sweeping.start()
 sweeping.join()
 """

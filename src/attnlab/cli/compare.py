@@ -104,6 +104,10 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--ray", default=None, metavar="ADDRESS",
                    help="train every model as a task on the Ray cluster at ADDRESS (auto, ray://host:port, or "
                         "local for a private instance on this machine); needs pip install 'attnlab[ray]'")
+    p.add_argument("--group-size", dest="group_size", type=positive_int, default=None, metavar="N",
+                   help="train the models of one encoding N seeds at a time as one batched computation (a "
+                        "worker, a Ray task or this process takes a group); each model's records are the ones "
+                        "it gets alone (default 1: one model at a time; decoder-only and encoder-only models)")
     add_device_option(p)
     add_threads_option(p, what="each model (recorded with the settings: the records can differ in the last bits "
                                 "with another count, never with --jobs)")
@@ -135,7 +139,7 @@ def _given(args: argparse.Namespace, *, task: str | None = None) -> dict[str, An
         name: getattr(args, name)
         for name in ("task", "architecture", "train_len", "n_seeds", "epochs", "n_train", "test_lens", "n_symbols",
                      "l_max", "min_train_len", "n_test", "batch_size", "lr", "dropout", "backend", "protocol",
-                     "threads")}
+                     "threads", "group_size")}
     flags.update({field: getattr(args, field) for field in size_flags.values()})
     if args.encodings is not None:
         names = tuple(name.strip() for name in args.encodings.split(",") if name.strip())

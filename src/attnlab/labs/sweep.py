@@ -2,17 +2,20 @@
 
 A comparison is a list of independent runs, one per ``(encoding, seed)``
 (:func:`~attnlab.labs.lengths.train.train_one`): each is seeded on its own and depends
-on nothing else, so they can run anywhere and in any order. This module only
-decides *where*; what to do with a finished run (save it in the run folder, as it
-returns, by this process alone) stays with :mod:`attnlab.labs.lengths.compare`. Each
-executor is a generator of :class:`~attnlab.labs.lengths.train.ModelResult` in the
-order the runs finish:
+on nothing else, so they can run anywhere and in any order. The unit an executor hands
+out is a group, ``(encoding, seeds)``: the models of one encoding at those seeds, trained
+together (:func:`~attnlab.labs.lengths.train.train_seeds`; a group of one seed is a run),
+each with the records it gets alone. This module only decides *where*; what to do with a
+finished model (save it in the run folder, as it returns, by this process alone) stays
+with :mod:`attnlab.labs.lengths.compare`. Each executor is a generator of
+:class:`~attnlab.labs.lengths.train.ModelResult` in the order the groups finish (a group's
+models one after another):
 
 * :func:`in_process`: one after another, here;
 * :func:`local_workers`: ``jobs`` processes of :mod:`concurrent.futures` (started
   with ``spawn``: a fresh interpreter, safe with torch's threads and CUDA), which
   die with this process however it ends (:mod:`attnlab._workers`);
-* :func:`ray_tasks`: one Ray task per run on an existing cluster (``ray.init(address)``),
+* :func:`ray_tasks`: one Ray task per group on an existing cluster (``ray.init(address)``),
   retried by Ray when the worker running it dies.
 
 The rule for threads: every run computes on one thread, wherever it runs
@@ -43,12 +46,11 @@ import torch
 from attnlab import _workers
 from attnlab.data.tasks import TaskSets
 from attnlab.labs.lengths.config import CompareConfig
-from attnlab.labs.lengths.train import ModelResult, train_one
-from attnlab.training import StepProgress
+from attnlab.labs.lengths.train import ModelResult, train_seeds
 
 __all__ = ["connect_ray", "cpu_count", "in_process", "local_workers", "ray_tasks"]
 
-Run = tuple[str, int]  # (encoding, seed)
+Group = tuple[str, tuple[int, ...]]  # (encoding, seeds): the models trained together
 #: how often (in training steps) a worker reports its progress to the driver's bar
 _REPORT_EVERY = 10
 
@@ -64,22 +66,25 @@ def cpu_count() -> int:
 # -- in this process ---------------------------------------------------------------------
 
 
-def in_process(config: CompareConfig, todo: Sequence[Run], bar: Any, *, device: str = "cpu") -> Iterator[ModelResult]:
-    """Train the runs ``todo`` one after another in this process, on ``device``; ``bar`` (a tqdm bar) advances
-    by step."""
+def in_process(config: CompareConfig, todo: Sequence[Group], bar: Any, *,
+               device: str = "cpu") -> Iterator[ModelResult]:
+    """Train the groups ``todo`` one after another in this process, on ``device``; ``bar`` (a tqdm bar) advances
+    by every model's step."""
     sets = config.task_sets() if todo else None
-    for encoding, seed in todo:
+    for encoding, seeds in todo:
         assert sets is not None
-        label = f"{encoding}, seed {seed}"
-        bar.set_postfix_str(label, refresh=False)
-        yield train_one(config, sets, encoding, seed, callbacks=[StepProgress(bar, label)], device=device)
+        yield from train_seeds(config, sets, encoding, seeds, bar=bar, device=device)
+
+
+def _label(encoding: str, seeds: Sequence[int]) -> str:
+    return f"{encoding}, seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"
 
 
 # -- what a worker does (local or Ray) ---------------------------------------------------------
 
 
 class _QueueBar:
-    """A bar for :class:`StepProgress` in a worker: it sends its steps to the driver's bar, now and then."""
+    """A progress bar in a worker (:func:`train_seeds`'): it sends its steps to the driver's bar, now and then."""
 
     def __init__(self, send: Callable[[int], None]) -> None:
         self.n = 0
@@ -127,26 +132,28 @@ def _unpack(packed: dict[str, Any]) -> ModelResult:
 
 
 def _train_packed(
-    config_dict: dict[str, Any], encoding: str, seed: int, device: str, send: Callable[[int], None]
-) -> dict[str, Any]:
-    """Train one run in a worker: the settings as a dict in, the result as plain data out."""
+    config_dict: dict[str, Any], encoding: str, seeds: tuple[int, ...], device: str, send: Callable[[int], None]
+) -> list[dict[str, Any]]:
+    """Train one group in a worker: the settings as a dict in, each model's result as plain data out."""
     config = CompareConfig.from_dict(config_dict)
     bar = _QueueBar(send)
-    result = train_one(config, _sets_for(config), encoding, seed, callbacks=[StepProgress(bar, "")], device=device)
+    results = train_seeds(config, _sets_for(config), encoding, seeds, bar=bar, device=device)
     bar.flush()
-    return _pack(result)
+    return [_pack(result) for result in results]
 
 
 # -- local worker processes --------------------------------------------------------------------
 
 
-def _local_task(config_dict: dict[str, Any], encoding: str, seed: int, device: str) -> dict[str, Any]:
-    return _train_packed(config_dict, encoding, seed, device, _workers.report)
+def _local_task(config_dict: dict[str, Any], encoding: str, seeds: tuple[int, ...],
+                device: str) -> list[dict[str, Any]]:
+    return _train_packed(config_dict, encoding, seeds, device, _workers.report)
 
 
-def local_workers(config: CompareConfig, todo: Sequence[Run], bar: Any, *, jobs: int,
+def local_workers(config: CompareConfig, todo: Sequence[Group], bar: Any, *, jobs: int,
                   device: str = "cpu") -> Iterator[ModelResult]:
-    """Train the runs ``todo`` in ``jobs`` worker processes, on ``device``; yields each result as it comes back.
+    """Train the groups ``todo`` in ``jobs`` worker processes, on ``device``; yields each model as its group
+    comes back.
 
     ``bar`` advances as the workers report their steps. When the caller stops
     iterating (Ctrl-C, SIGTERM or SIGHUP, an error while saving a result) or a worker
@@ -157,8 +164,8 @@ def local_workers(config: CompareConfig, todo: Sequence[Run], bar: Any, *, jobs:
     (see :mod:`attnlab._workers`).
 
     Raises:
-        ChildProcessError: naming the run, if a worker process died (killed, out of memory);
-            the runs that had finished were already handed out.
+        ChildProcessError: naming the group, if a worker process died (killed, out of memory);
+            the models that had finished were already handed out.
     """
     if not todo:
         return
@@ -176,10 +183,10 @@ def local_workers(config: CompareConfig, todo: Sequence[Run], bar: Any, *, jobs:
     try:
         with _workers.termination_as_interrupt():
             config_dict = config.to_dict()
-            pending: set[Future[dict[str, Any]]] = set()
-            for encoding, seed in todo:
-                future = executor.submit(_local_task, config_dict, encoding, seed, device)
-                names[future] = f"{encoding}, seed {seed}"
+            pending: set[Future[list[dict[str, Any]]]] = set()
+            for encoding, seeds in todo:
+                future = executor.submit(_local_task, config_dict, encoding, tuple(seeds), device)
+                names[future] = _label(encoding, seeds)
                 pending.add(future)
             while pending:
                 done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
@@ -193,7 +200,8 @@ def local_workers(config: CompareConfig, todo: Sequence[Run], bar: Any, *, jobs:
                                                     "with --resume") from None
                         raise error
                     bar.set_postfix_str(f"{names[future]} done", refresh=False)
-                    yield _unpack(future.result())
+                    for packed in future.result():
+                        yield _unpack(packed)
         finished = True
     finally:
         executor.shutdown(wait=finished, cancel_futures=True)
@@ -227,22 +235,24 @@ def _drain(progress: Any, bar: Any) -> None:
 # -- Ray ---------------------------------------------------------------------------------------
 
 
-def _ray_task(config_dict: dict[str, Any], encoding: str, seed: int, device: str) -> dict[str, Any]:
-    return _train_packed(config_dict, encoding, seed, device, lambda steps: None)
+def _ray_task(config_dict: dict[str, Any], encoding: str, seeds: tuple[int, ...],
+              device: str) -> list[dict[str, Any]]:
+    return _train_packed(config_dict, encoding, seeds, device, lambda steps: None)
 
 
-def ray_tasks(config: CompareConfig, todo: Sequence[Run], bar: Any, *, address: str, device: str = "cpu",
+def ray_tasks(config: CompareConfig, todo: Sequence[Group], bar: Any, *, address: str, device: str = "cpu",
               max_retries: int = 3) -> Iterator[ModelResult]:
-    """Train the runs ``todo`` as Ray tasks on the cluster at ``address``; yields each result as it returns.
+    """Train the groups ``todo`` as Ray tasks on the cluster at ``address``; yields each model as its group
+    returns.
 
     The cluster must be reachable (``connect_ray`` checks it before any training).
     Each task needs one CPU (and, for a CUDA ``device``, one GPU of its own: Ray makes it
     the task's ``cuda``) and computes on one thread; a task whose worker dies is
-    run again by Ray, up to ``max_retries`` times. ``bar`` advances by a whole run's
-    steps when the run returns. Stopping early cancels the tasks still queued or running.
+    run again by Ray, up to ``max_retries`` times. ``bar`` advances by a whole group's
+    steps when the group returns. Stopping early cancels the tasks still queued or running.
 
     Raises:
-        ChildProcessError: naming the run, if a task failed ``max_retries + 1`` times.
+        ChildProcessError: naming the group, if a task failed ``max_retries + 1`` times.
     """
     import ray
 
@@ -254,8 +264,8 @@ def ray_tasks(config: CompareConfig, todo: Sequence[Run], bar: Any, *, address: 
     config_dict = config.to_dict()
     config_ref = ray.put(config_dict)
     names = {}
-    for encoding, seed in todo:
-        names[remote.remote(config_ref, encoding, seed, device)] = f"{encoding}, seed {seed}"
+    for encoding, seeds in todo:
+        names[remote.remote(config_ref, encoding, tuple(seeds), device)] = _label(encoding, seeds)
     pending = list(names)
     finished = False
     try:
@@ -263,12 +273,13 @@ def ray_tasks(config: CompareConfig, todo: Sequence[Run], bar: Any, *, address: 
             done, pending = ray.wait(pending, num_returns=1, timeout=None)
             for ref in done:
                 try:
-                    packed = ray.get(ref)
+                    group = ray.get(ref)
                 except ray.exceptions.RayError as err:
                     raise ChildProcessError(f"Ray could not train {names[ref]}: {str(err).splitlines()[0]}") from None
-                bar.update(config.steps_per_model())
+                bar.update(config.steps_per_model() * len(group))
                 bar.set_postfix_str(f"{names[ref]} done", refresh=False)
-                yield _unpack(packed)
+                for packed in group:
+                    yield _unpack(packed)
         finished = True
     finally:
         if not finished:

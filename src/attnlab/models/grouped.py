@@ -16,20 +16,25 @@ Equal to training each alone. Each member is built exactly as it would be alone
 through :func:`attnlab.training.fit`, member by member: the loss of each member on its own
 batch (their sum is backpropagated, so each member's gradient is its own), its gradients
 clipped to norm ``clip`` over its own parameters (``nn.utils.clip_grad_norm_``), and
-``torch.optim.Adam(foreach=True)``'s update at its own learning rate times the schedule's
-factor (``LambdaLR``) (:class:`GroupAdam`). In float64 a member's parameters after
-training equal the alone run's to rounding (``tests/models/test_grouped.py``). In float32 the
-update and the clipping are torch's bit for bit on the same gradients, but the batched matmuls
-and attention add in another order than one model's, so the gradients, and so the runs, agree
-to float32 rounding, not bit for bit.
+``torch.optim.Adam(foreach=True)``'s update (or ``AdamW``'s, with a weight decay per parameter)
+at its own learning rate times the schedule's factor (``LambdaLR``) (:class:`GroupAdam`). In
+float64 a member's parameters after training equal the alone run's to rounding
+(``tests/models/test_grouped.py``). In float32 on the CPU the batched matmuls (``baddbmm``
+over the members), the attention over ``[G*B, ...]``, the embedding and their gradients give
+one model's numbers bit for bit; the layer norms run member by member (``F.layer_norm`` with
+the member's own weight and bias) because the fused kernel's gradient of the weight and bias
+sums in another order than a separate product's would.
 
 Randomness. A randomized scheme (Ruoss et al. 2023) draws positions from torch's global
-generator at every call, in each layer. A group gives each member its own stream (a CPU
-``torch.Generator`` holding the global state the member left after it was built, which is
-where training alone begins) and runs that member's draws on it, in the order the member
-alone makes them; the draws are then the alone run's, and each member draws for its own
-length. Dropout is refused (``dropout > 0``): ``nn.Dropout`` draws one mask for the whole
-grouped batch, which no member alone would draw.
+generator at every call, in each layer, and dropout draws its masks from it. A group gives
+each member its own stream (a CPU ``torch.Generator`` holding the global state the member
+left after it was built, which is where training alone begins) and runs that member's draws
+on it, in the order the member alone makes them: its positions, and in training its dropout
+masks (after the embeddings, on the attention weights, on the feed-forward network's hidden
+layer, on both residual branches), each drawn with ``F.dropout`` on the member's own
+activations at its own length, as alone. The draws are then the alone run's. On an
+accelerator, dropout draws from the device's generator, member after member: each member's
+masks are its own, but not those it would draw alone.
 
 Members of different lengths. Members may be given batches of different lengths at one
 step (Ruoss et al.'s protocol draws a length per step from each seed's stream): the group
@@ -64,14 +69,14 @@ from attnlab.models.encoder_only import EncoderOnlyTransformer
 from attnlab.models.sequence_model import SequenceModel
 
 __all__ = ["GroupAdam", "MemberInputs", "ModelGroup", "clip_group_grad_norm_", "group_inputs", "group_step",
-           "train_group"]
+           "member_calls", "train_group"]
 
 #: the model classes a group is made of (their forward is written here, batched over the members).
 GROUPABLE: tuple[type[SequenceModel], ...] = (EncoderOnlyTransformer, DecoderOnlyTransformer)
 
 #: what must be equal for members to be one computation (the constructor's settings).
 _SHAPE = ("vocab_size", "n_features", "d_model", "n_heads", "head_dim", "n_layers", "ff_units", "max_len",
-          "max_relative_position", "pad_id")
+          "max_relative_position", "pad_id", "dropout")
 
 
 class MemberInputs(NamedTuple):
@@ -289,6 +294,16 @@ def _mend_value(out: Tensor | None, args: tuple[Tensor, ...], length: int) -> Te
     return F.pad(out, (0, 0, 0, args[0].shape[2] - length))  # [B, H, L, Dv]
 
 
+def _own(t: Tensor | None, rows: slice, n: int, L: int, dims: tuple[int, ...]) -> Tensor | None:
+    """A member's ``rows`` of ``t`` (of every member's rows ``[G*B, ...]``, or one shared ``[1|..., L, L]``), with
+    each of ``dims`` that spans the group's length ``L`` cut to the member's ``n``."""
+    if t is None:
+        return None
+    if t.dim() == 4 and t.shape[0] > 1:
+        t = t[rows]
+    return _cut(t, [d for d in dims if t.shape[d] == L], n)
+
+
 class ModelGroup(nn.Module):
     """``G`` models of one class, sizes and encoding as one module: parameters stacked on a leading ``G``.
 
@@ -296,10 +311,11 @@ class ModelGroup(nn.Module):
         members: the models, each built as it would be alone (e.g. after ``torch.manual_seed(seed)``):
             :class:`~attnlab.models.EncoderOnlyTransformer` or
             :class:`~attnlab.models.DecoderOnlyTransformer`, all of one class, sizes, encoding,
-            dtype and device, with ``dropout=0``. The group keeps them (see :meth:`to_members`).
-        streams: a CPU ``torch.Generator`` per member, from which its randomized positions are
-            drawn (what :meth:`build` makes: the global state the member left after it was
-            built); required for an encoding that draws positions, else unused.
+            dropout, dtype and device. The group keeps them (see :meth:`to_members`).
+        streams: a CPU ``torch.Generator`` per member, from which its randomized positions and
+            its dropout masks are drawn (what :meth:`build` makes: the global state the member
+            left after it was built); required for an encoding that draws positions or a
+            dropout above 0, else unused.
 
     Attributes:
         n_members: ``G``.
@@ -313,8 +329,9 @@ class ModelGroup(nn.Module):
 
     Raises:
         TypeError: for members that are not all of one groupable class.
-        ValueError: naming what differs (a size, the encoding, a parameter's shape, dtype or
-            device), for ``dropout > 0``, or an encoding that draws positions without ``streams``.
+        ValueError: naming what differs (a size, the dropout, the encoding, a parameter's shape,
+            dtype or device), or an encoding that draws positions (or a dropout above 0) without
+            ``streams``.
 
     Example:
         >>> group = ModelGroup.build(lambda: EncoderOnlyTransformer(vocab_size=5, d_model=8, n_heads=2,
@@ -344,16 +361,12 @@ class ModelGroup(nn.Module):
             if m.encoding != first.encoding:
                 raise ValueError(f"members must have one encoding: member 0 has {first.encoding!r}, "
                                  f"member {i} has {m.encoding!r}")
-        for i, m in enumerate(members):
-            if m.dropout > 0:
-                raise ValueError(f"member {i} has dropout={m.dropout}: a group computes every member's dropout "
-                                 "from one mask of the whole batch, which no member alone draws; "
-                                 "group models with dropout=0")
         self.draws = draws_positions(first.encoding)
-        if self.draws:
-            if streams is None:
-                raise ValueError(f"encoding {first.encoding!r} draws positions at every call: give streams "
-                                 "(a generator per member; ModelGroup.build makes them)")
+        self.dropout = float(first.dropout)
+        if streams is None and (self.draws or self.dropout > 0):
+            why = (f"encoding {first.encoding!r} draws positions at every call" if self.draws
+                   else f"dropout={self.dropout} draws masks in training")
+            raise ValueError(f"{why}: give streams (a generator per member; ModelGroup.build makes them)")
         if streams is not None:
             streams = list(streams)
             if len(streams) != len(members):
@@ -464,10 +477,33 @@ class ModelGroup(nn.Module):
         return out.view(G, B, L, -1)
 
     def _norm(self, h: Tensor, name: str) -> Tensor:
-        """Every member's ``nn.LayerNorm`` ``name``: ``h [G, B, L, D] -> [G, B, L, D]``."""
+        """Every member's ``nn.LayerNorm`` ``name``: ``h [G, B, L, D] -> [G, B, L, D]``.
+
+        Member by member, with its own weight and bias in the fused kernel, as alone: a batched
+        ``weight * normed + bias`` gives the same outputs, but its weight's and bias's gradients
+        sum in another order than the fused kernel's (float32 would differ in the last bits).
+        """
         weight, bias = self.parameter(f"{name}.weight"), self.parameter(f"{name}.bias")  # [G, D] each
-        normed = F.layer_norm(h, (h.shape[-1],), eps=self._eps[name])  # [G, B, L, D]
-        return torch.addcmul(bias[:, None, None, :], normed, weight[:, None, None, :])
+        eps, D = self._eps[name], h.shape[-1]
+        return torch.stack([F.layer_norm(h[g], (D,), weight[g], bias[g], eps) for g in range(self.n_members)])
+
+    def _dropout(self, h: Tensor, lengths: Sequence[int] | None) -> Tensor:
+        """Every member's dropout on its own activations ``h [G, B, L, F]`` (training only): ``[G, B, L, F]``.
+
+        Member ``g``'s mask is drawn on its own stream for ``h[g]`` at its own length ``[B, L_g, F]``
+        (its columns past it, padding, pass unchanged), as ``nn.Dropout`` draws it alone.
+        """
+        if not self.training or self.dropout == 0.0:
+            return h
+        assert self.streams is not None  # required with dropout (__init__)
+        L = h.shape[2]
+        dropped = []
+        for g in range(self.n_members):
+            n = L if lengths is None else lengths[g]
+            with _stream(self.streams[g]):
+                own = F.dropout(h[g, :, :n], p=self.dropout)  # [B, L_g, F]
+            dropped.append(own if n == L else torch.cat([own, h[g, :, n:]], dim=1))
+        return torch.stack(dropped)  # [G, B, L, F]
 
     def _embed(self, x: Tensor) -> Tensor:
         """Tokens ``[G, B, L]`` (or values ``[G, B, L, F]``) -> ``[G, B, L, D]``, each through its member's table."""
@@ -509,8 +545,12 @@ class ModelGroup(nn.Module):
                 bias = part.run("bias", (q,), {**ids_kwargs, **extra}, {"n_keys": L}, B=B, lengths=lengths,
                                 cut=_cut_bias, mend=_mend_bias)  # [G*B, H, L, L] (or broadcastable)
         value_term = part is not None and part.adds_value
-        out, weights = attend_unchecked(q, k, v, mask=mask, bias=bias, scale=None, dropout_p=0.0,
-                                        need_weights=value_term, is_causal=self.causal, guarded=adds)
+        if self.training and self.dropout > 0:
+            out, weights = self._attend_each(q, k, v, mask=mask, bias=bias, need_weights=value_term, guarded=adds,
+                                             lengths=lengths)
+        else:
+            out, weights = attend_unchecked(q, k, v, mask=mask, bias=bias, scale=None, dropout_p=0.0,
+                                            need_weights=value_term, is_causal=self.causal, guarded=adds)
         if value_term and weights is not None and part is not None:
             ids_both = {} if ids is None else {"position_ids": ids, "key_position_ids": ids}
             term = part.run("value_term", (weights,), ids_both, {}, B=B, lengths=lengths, cut=_cut_value,
@@ -519,6 +559,35 @@ class ModelGroup(nn.Module):
                 out = out + term.to(out.dtype)  # [G*B, H, L, Dh]
         context = out.transpose(1, 2).reshape(G, B, L, H * Dh)  # [G, B, L, H * Dh], heads side by side
         return self._linear(context, f"layers.{i}.self_attn.linear_out")  # [G, B, L, D]
+
+    def _attend_each(self, q: Tensor, k: Tensor, v: Tensor, *, mask: Tensor | None, bias: Tensor | None,
+                     need_weights: bool, guarded: bool,
+                     lengths: Sequence[int] | None) -> tuple[Tensor, Tensor | None]:
+        """Attention with dropout on the weights, member by member: each draws its mask on its own stream.
+
+        ``q``, ``k``, ``v`` ``[G*B, H, L, Dh]``; ``mask`` ``[G*B, 1, 1, L]`` (or None); ``bias``
+        broadcastable to ``[G*B, H, L, L]`` (or None). Member ``g`` attends on its rows at its own
+        length ``L_g``, as alone (its dropout mask is ``[B, H, L_g, L_g]``); its outputs and weights
+        are zero past it. Returns ``(out [G*B, H, L, Dh], weights [G*B, H, L, L] or None)``.
+        """
+        assert self.streams is not None  # required with dropout (__init__)
+        G, L = self.n_members, q.shape[2]
+        B = q.shape[0] // G
+        outs, weights = [], []
+        for g in range(G):
+            n = L if lengths is None else lengths[g]
+
+            rows = slice(g * B, (g + 1) * B)
+            with _stream(self.streams[g]):
+                out, w = attend_unchecked(q[rows, :, :n], k[rows, :, :n], v[rows, :, :n],
+                                          mask=_own(mask, rows, n, L, (-1,)), bias=_own(bias, rows, n, L, (-2, -1)),
+                                          scale=None,
+                                          dropout_p=self.dropout, need_weights=need_weights, is_causal=self.causal,
+                                          guarded=guarded)  # [B, H, L_g, Dh], [B, H, L_g, L_g]
+            outs.append(F.pad(out, (0, 0, 0, L - n)))  # [B, H, L, Dh]
+            if w is not None:
+                weights.append(F.pad(w, (0, L - n, 0, L - n)))  # [B, H, L, L]
+        return torch.cat(outs), (torch.cat(weights) if weights else None)
 
     # -- the forward ----------------------------------------------------------------------------
 
@@ -572,11 +641,15 @@ class ModelGroup(nn.Module):
             table_kwargs = {} if ids is None else {"position_ids": ids}
             h = self._input_part.run("forward", (h.reshape(G * B, L, D),), table_kwargs, {}, B=B, lengths=lengths,
                                      cut=_cut_table, mend=_mend_table).view(G, B, L, D)
+        h = self._dropout(h, lengths)
+        # A layer's draws in the order of TransformerEncoderLayer's: its scheme's and the attention
+        # weights' masks, the attention branch's, the feed-forward network's hidden layer's, its branch's.
         for i in range(first.n_layers):
             a = self._norm(h, f"layers.{i}.norm1")
-            h = h + self._attention(i, a, keys_mask, ids, lengths)
+            h = h + self._dropout(self._attention(i, a, keys_mask, ids, lengths), lengths)
             f = F.relu(self._linear(self._norm(h, f"layers.{i}.norm2"), f"layers.{i}.ffn.0"))
-            h = h + self._linear(f, f"layers.{i}.ffn.3")  # [G, B, L, D]
+            f = self._dropout(f, lengths)
+            h = h + self._dropout(self._linear(f, f"layers.{i}.ffn.3"), lengths)  # [G, B, L, D]
         return self._linear(self._norm(h, "norm"), "head")  # [G, B, L, V]
 
     def extra_repr(self) -> str:
@@ -613,13 +686,15 @@ def clip_group_grad_norm_(params: Sequence[Tensor], max_norm: float) -> Tensor:
 
 
 class GroupAdam:
-    """Adam on a group's stacked parameters ``[G, ...]``, member ``g`` at learning rate ``lrs[g]``.
+    """Adam (or AdamW) on a group's stacked parameters ``[G, ...]``, member ``g`` at learning rate ``lrs[g]``.
 
     Member by member the update of ``torch.optim.Adam(foreach=True)`` (Kingma & Ba 2015; torch's
-    ``_multi_tensor_adam`` without weight decay, amsgrad or maximize), in its order of
-    operations: ``m = lerp(m, grad, 1 - beta1)``, ``v = v * beta2 + (1 - beta2) grad^2``,
-    ``p += (-lr / (1 - beta1^t)) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)``, the step size computed
-    in Python floats per member as torch computes it, then cast to the parameters' dtype.
+    ``_multi_tensor_adam`` without amsgrad or maximize), in its order of operations: AdamW's
+    decoupled weight decay ``p *= 1 - lr * weight_decay`` (Loshchilov & Hutter 2019) first, then
+    ``m = lerp(m, grad, 1 - beta1)``, ``v = v * beta2 + (1 - beta2) grad^2``,
+    ``p += (-lr / (1 - beta1^t)) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)``, the factors computed
+    in Python floats per member as torch computes them, then cast to the parameters' dtype.
+    :meth:`like` builds the one that matches each member's own torch optimizer.
 
     Args:
         params: the stacked parameters (:meth:`ModelGroup.parameters`), ``[G, ...]``: the members first,
@@ -627,14 +702,16 @@ class GroupAdam:
         lrs: each member's base learning rate (the schedule multiplies it: :meth:`step`'s ``factor``).
         betas: ``(beta1, beta2)``.
         eps: added to the denominator.
+        weight_decay: AdamW's decoupled weight decay, one for every parameter or one per parameter
+            of ``params`` (0: Adam).
 
     Raises:
-        TypeError / ValueError: naming ``lrs``, ``betas`` or ``eps`` when they are bad, or ``params``
-            without the members' leading dimension.
+        TypeError / ValueError: naming ``lrs``, ``betas``, ``eps`` or ``weight_decay`` when they are bad,
+            or ``params`` without the members' leading dimension.
     """
 
     def __init__(self, params: Iterable[Tensor], *, lrs: Sequence[float], betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8) -> None:
+                 eps: float = 1e-8, weight_decay: float | Sequence[float] = 0.0) -> None:
         self.params = [p for p in params if p.requires_grad]
         self.lrs = [check_finite_float("lrs", lr, positive=True) for lr in lrs]
         if not self.params:
@@ -649,9 +726,71 @@ class GroupAdam:
         self.eps = check_finite_float("eps", eps)
         if self.eps < 0:
             raise ValueError(f"eps must not be negative, got {eps!r}")
+        decays = [weight_decay] * len(self.params) if isinstance(weight_decay, (int, float)) else list(weight_decay)
+        if len(decays) != len(self.params):
+            raise ValueError(f"weight_decay must be one number or one per parameter ({len(self.params)}), "
+                             f"got {len(decays)}")
+        self.weight_decay = [check_finite_float("weight_decay", d) for d in decays]
+        if any(d < 0 for d in self.weight_decay):
+            raise ValueError(f"weight_decay must not be negative, got {weight_decay!r}")
         self.steps = 0
         self.exp_avg = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in self.params]
         self.exp_avg_sq = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in self.params]
+
+    @classmethod
+    def like(cls, group: ModelGroup, optimizers: Sequence[torch.optim.Optimizer]) -> GroupAdam:
+        """The :class:`GroupAdam` that steps member ``g`` as ``optimizers[g]`` (over that member's parameters) would.
+
+        Each must be a ``torch.optim.Adam`` or ``AdamW`` (foreach or not: the same numbers) with one
+        learning rate for all its parameters (it becomes the member's in ``lrs``), the group's
+        ``betas`` and ``eps``, and a weight decay per parameter equal in every member (AdamW's, or 0).
+
+        Raises:
+            TypeError / ValueError: naming what cannot be matched (another optimizer, amsgrad,
+                maximize, fused or capturable, Adam's L2 weight decay, settings that differ).
+        """
+        if len(optimizers) != group.n_members:
+            raise ValueError(f"optimizers must hold one per member ({group.n_members}), got {len(optimizers)}")
+        settings: set[tuple[float, float, float]] = set()
+        lrs: list[float] = []
+        decays: dict[str, set[float]] = {name: set() for name in group._names}
+        for g, (member, optimizer) in enumerate(zip(group._members, optimizers, strict=True)):
+            if not isinstance(optimizer, (torch.optim.Adam, torch.optim.AdamW)):
+                raise TypeError(f"optimizers[{g}] is {type(optimizer).__name__}: a group steps with Adam or AdamW only")
+            names = {id(p): name for name, p in member.named_parameters()}
+            rates = set()
+            seen = set()
+            for settings_of in optimizer.param_groups:
+                for flag in ("amsgrad", "maximize", "fused", "capturable", "differentiable"):
+                    if settings_of.get(flag):
+                        raise ValueError(f"optimizers[{g}] has {flag}=True, which GroupAdam does not do")
+                decoupled = isinstance(optimizer, torch.optim.AdamW) or settings_of.get("decoupled_weight_decay")
+                decay = float(settings_of["weight_decay"])
+                if decay and not decoupled:
+                    raise ValueError(f"optimizers[{g}] is Adam with weight_decay={decay} (an L2 term in the "
+                                     "gradient); GroupAdam decays as AdamW does")
+                rates.add(float(settings_of["lr"]))
+                beta1, beta2 = (float(b) for b in settings_of["betas"])
+                settings.add((beta1, beta2, float(settings_of["eps"])))
+                for p in settings_of["params"]:
+                    if id(p) not in names:
+                        raise ValueError(f"optimizers[{g}] holds a parameter that is not member {g}'s")
+                    seen.add(names[id(p)])
+                    decays[names[id(p)]].add(decay)
+            if len(rates) != 1:
+                raise ValueError(f"optimizers[{g}] has learning rates {sorted(rates)}: a member steps at one rate")
+            missing = [name for name in group._names if name not in seen]
+            if missing:
+                raise ValueError(f"optimizers[{g}] does not train {', '.join(missing)}")
+            lrs.append(rates.pop())
+        if len(settings) != 1:
+            raise ValueError(f"the optimizers differ in (beta1, beta2, eps): {sorted(settings)}")
+        uneven = [name for name, d in decays.items() if len(d) != 1]
+        if uneven:
+            raise ValueError(f"the optimizers decay {', '.join(uneven)} at different rates")
+        beta1, beta2, eps = settings.pop()
+        return cls([group.parameter(name) for name in group._names], lrs=lrs, betas=(beta1, beta2), eps=eps,
+                   weight_decay=[decays[name].pop() for name in group._names])
 
     def zero_grad(self) -> None:
         """Forget the gradients (``set_to_none``)."""
@@ -671,6 +810,15 @@ class GroupAdam:
         self.steps += 1
         beta1, beta2 = self.beta1, self.beta2
         grads = [p.grad for p in self.params if p.grad is not None]
+        # AdamW: p *= 1 - lr * weight_decay, the factor in Python floats as torch forms it for a group's rate.
+        shrink: dict[tuple[float, torch.dtype, torch.device], Tensor] = {}
+        for p, decay in zip(self.params, self.weight_decay, strict=True):
+            if decay:
+                at = (decay, p.dtype, p.device)
+                if at not in shrink:
+                    shrink[at] = torch.tensor([1 - (lr * factor) * decay for lr in self.lrs], dtype=p.dtype,
+                                              device=p.device)  # [G]
+                p.mul_(shrink[at].view(-1, *([1] * (p.dim() - 1))))
         torch._foreach_lerp_(self.exp_avg, grads, 1 - beta1)
         torch._foreach_mul_(self.exp_avg_sq, beta2)
         torch._foreach_addcmul_(self.exp_avg_sq, grads, grads, 1 - beta2)
@@ -696,7 +844,8 @@ class GroupAdam:
     def state_dict(self) -> dict[str, Any]:
         """The optimizer's state: steps taken, the moments, the learning rates and settings."""
         return {"steps": self.steps, "lrs": list(self.lrs), "betas": (self.beta1, self.beta2), "eps": self.eps,
-                "exp_avg": [t.clone() for t in self.exp_avg], "exp_avg_sq": [t.clone() for t in self.exp_avg_sq]}
+                "weight_decay": list(self.weight_decay), "exp_avg": [t.clone() for t in self.exp_avg],
+                "exp_avg_sq": [t.clone() for t in self.exp_avg_sq]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from :meth:`state_dict`'s ``state``.
@@ -712,6 +861,7 @@ class GroupAdam:
         self.lrs = [float(lr) for lr in state["lrs"]]
         self.beta1, self.beta2 = (float(b) for b in state["betas"])
         self.eps = float(state["eps"])
+        self.weight_decay = [float(d) for d in state.get("weight_decay", [0.0] * len(self.params))]
         self.exp_avg = [t.to(p.device).clone() for t, p in zip(moments[0], self.params, strict=True)]
         self.exp_avg_sq = [t.to(p.device).clone() for t, p in zip(moments[1], self.params, strict=True)]
 
@@ -754,6 +904,71 @@ def group_inputs(group: ModelGroup, calls: Sequence[MemberInputs]) -> tuple[dict
                                                                      dtype=torch.bool) for c in calls]
         kwargs["mask"] = torch.stack([_pad_to(m, L, False) for m in masks])  # [G, B, L]
     return kwargs, lengths
+
+
+class _Called(Exception):
+    """Raised by :class:`_Recorder` with the model call a batch loss made (ends that loss early)."""
+
+    def __init__(self, call: MemberInputs) -> None:
+        super().__init__("the model was called")
+        self.call = call
+
+
+class _Recorder:
+    """Stands for a member in a batch loss: its attributes are the member's; calling it records the call."""
+
+    def __init__(self, member: SequenceModel) -> None:
+        self._member = member
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._member, name)
+
+    def __call__(self, x: Tensor, *, position_ids: Tensor | None = None, mask: Tensor | None = None,
+                 **rest: Any) -> Tensor:
+        if rest:
+            raise ValueError(f"a grouped member is called with x, position_ids and mask only, got {sorted(rest)}")
+        if position_ids is not None:
+            position_ids = position_ids.expand(x.shape[0], x.shape[1])  # [B, L], as the model reads [1, L]
+        raise _Called(MemberInputs(x, position_ids, mask))
+
+
+class _Outputs:
+    """Stands for a member in a batch loss: its attributes are the member's; calling it gives its outputs."""
+
+    def __init__(self, member: SequenceModel, output: Tensor) -> None:
+        self._member, self._output = member, output
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._member, name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Tensor:
+        return self._output
+
+
+def member_calls(batch_loss: Callable[[Any, Any], Tensor], member: SequenceModel) -> tuple[
+        Callable[[Any], MemberInputs], Callable[[Tensor, Any], Tensor]]:
+    """:func:`attnlab.training.fit`'s ``loss(model, batch)`` as :func:`train_group`'s ``inputs`` and ``loss``.
+
+    ``batch_loss`` must call the model once, as ``model(x, position_ids=..., mask=...)``; it may
+    read the model's attributes (``member``'s, one of the group: they are every member's).
+    ``inputs(batch)`` runs it up to that call and returns the call; ``loss(output, batch)``
+    runs it again with the member's outputs as the model's.
+
+    Raises:
+        ValueError: (from ``inputs``) for a loss that never calls the model.
+    """
+
+    def inputs(batch: Any) -> MemberInputs:
+        try:
+            batch_loss(_Recorder(member), batch)
+        except _Called as called:
+            return called.call
+        raise ValueError("the batch loss never called the model")
+
+    def loss(output: Tensor, batch: Any) -> Tensor:
+        return batch_loss(_Outputs(member, output), batch)
+
+    return inputs, loss
 
 
 def group_step(group: ModelGroup, optimizer: GroupAdam, batches: Sequence[Any], *,
@@ -803,7 +1018,8 @@ def train_group(group: ModelGroup, batches: Iterable[Sequence[Any]], *, lrs: Seq
                 inputs: Callable[[Any], MemberInputs], loss: Callable[[Tensor, Any], Tensor],
                 schedule: Callable[[int], float] | None = None, clip: float | None = 1.0,
                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-                optimizer: GroupAdam | None = None) -> Tensor:
+                optimizer: GroupAdam | None = None,
+                on_step: Callable[[int, Tensor], None] | None = None) -> Tensor:
     """Train every member of ``group`` for ``steps`` steps, each exactly as it would train alone.
 
     Member ``g``'s step is :func:`attnlab.training.fit`'s step with ``torch.optim.Adam(lr=lrs[g],
@@ -822,7 +1038,9 @@ def train_group(group: ModelGroup, batches: Iterable[Sequence[Any]], *, lrs: Seq
         schedule: the ``LambdaLR`` factor of step ``k`` (from 0); None: 1.
         clip: the members' gradient-norm bound (None: no clipping).
         betas, eps: Adam's.
-        optimizer: a :class:`GroupAdam` to continue (e.g. restored from a checkpoint); None: a new one.
+        optimizer: a :class:`GroupAdam` to continue (e.g. restored from a checkpoint, or :meth:`GroupAdam.like`
+            the members' own optimizers); None: a new one (Adam at ``lrs``, ``betas``, ``eps``).
+        on_step: called after every step ``k`` with the members' losses ``[G]`` (detached): progress.
 
     Returns:
         The members' losses at every step, ``[steps, G]`` (detached, on the group's device).
@@ -847,5 +1065,7 @@ def train_group(group: ModelGroup, batches: Iterable[Sequence[Any]], *, lrs: Seq
             raise ValueError(f"batches ran out after {k} steps of steps={steps}") from None
         losses.append(group_step(group, adam, members, inputs=inputs, loss=loss,
                                  factor=1.0 if schedule is None else schedule(k), clip=clip))
+        if on_step is not None:
+            on_step(k, losses[-1])
     adam.zero_grad()
     return torch.stack(losses)  # [steps, G]

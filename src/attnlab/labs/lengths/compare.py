@@ -12,10 +12,12 @@ it comes back, from this process alone. The run folder (the contract of
     results.json         every record, once all models are done; then the figures and report.html
                          (see :mod:`attnlab.labs.lengths.report`)
 
-A comparison killed at any moment keeps every finished model; ``resume`` trains
-only the missing ones. Each model depends only on the settings, its encoding and
-its seed (its weights, its batches), so the records of a resumed comparison are
-bit-identical to an unbroken one's.
+The models of one encoding train ``group_size`` seeds at a time as one computation
+(:func:`~attnlab.labs.lengths.train.train_seeds`), each with the records it gets alone;
+a group is what a worker or a Ray task takes. A comparison killed at any moment keeps
+every finished model; ``resume`` trains only the missing ones (grouped in turn). Each
+model depends only on the settings, its encoding and its seed (its weights, its
+batches), so the records of a resumed comparison are bit-identical to an unbroken one's.
 
 A resume is all-or-nothing: everything it reads (the settings, every saved model,
 :mod:`attnlab.labs.lengths.saved`) and every path it writes (no link below the folder,
@@ -48,7 +50,7 @@ from attnlab.labs.lengths.train import ModelResult
 from attnlab.labs.run_folder import RunFolder, check_claim, check_files, claim
 from attnlab.training.checkpoint import write_checkpoint
 
-__all__ = ["CompareResult", "check_compare", "check_compare_folder", "resume_config", "run_compare"]
+__all__ = ["CompareResult", "check_compare", "check_compare_folder", "groups", "resume_config", "run_compare"]
 
 
 # -- the run folder ----------------------------------------------------------------------
@@ -204,15 +206,31 @@ def _checked(config: CompareConfig, path: Path, *, resume: bool,
     return done
 
 
+def groups(config: CompareConfig, todo: list[tuple[str, int]]) -> list[tuple[str, tuple[int, ...]]]:
+    """The runs ``todo`` as groups ``(encoding, seeds)``: each encoding's seeds, ``config.group_size`` at a time.
+
+    Example:
+        >>> config = CompareConfig(encodings=("alibi", "rotary"), n_seeds=5, group_size=2)
+        >>> groups(config, [key for key in config.runs() if key != ("alibi", 1)])
+        [('alibi', (0, 2)), ('alibi', (3, 4)), ('rotary', (0, 1)), ('rotary', (2, 3)), ('rotary', (4,))]
+    """
+    seeds: dict[str, list[int]] = {}
+    for encoding, seed in todo:
+        seeds.setdefault(encoding, []).append(seed)
+    size = config.group_size
+    return [(encoding, tuple(own[i:i + size])) for encoding, own in seeds.items() for i in range(0, len(own), size)]
+
+
 def _executor(config: CompareConfig, todo: list[tuple[str, int]], bar: Any, *, jobs: int,
               ray_address: str | None, device: str) -> Iterator[ModelResult]:
-    """The runs ``todo``, trained where the caller asked, in the order they finish."""
+    """The runs ``todo``, trained in groups (:func:`groups`) where the caller asked, in the order they finish."""
+    work = groups(config, todo)
     if ray_address is not None:
         sweep.connect_ray(ray_address)
-        return sweep.ray_tasks(config, todo, bar, address=ray_address, device=device)
-    if jobs > 1 and len(todo) > 1:  # one model left: no worker to start
-        return sweep.local_workers(config, todo, bar, jobs=jobs, device=device)
-    return sweep.in_process(config, todo, bar, device=device)
+        return sweep.ray_tasks(config, work, bar, address=ray_address, device=device)
+    if jobs > 1 and len(work) > 1:  # one group left: no worker to start
+        return sweep.local_workers(config, work, bar, jobs=jobs, device=device)
+    return sweep.in_process(config, work, bar, device=device)
 
 
 def _compare(config: CompareConfig, run: RunFolder | None, progress: bool | None,

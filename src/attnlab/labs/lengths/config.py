@@ -121,12 +121,19 @@ class CompareConfig:
     # Intra-op threads each model computes on (--threads); None: attnlab.training.threads' rule, by the work of a
     # step (one thread at the lab's sizes). Never by --jobs: the records are the same whatever the workers.
     threads: int | None = None
+    # Models of one encoding trained together as one batched computation (attnlab.models.grouped), group_size
+    # seeds at a time: each model's records are the ones it gets alone. 1: one model at a time.
+    group_size: int = 1
 
     def __post_init__(self) -> None:
         check_choice("task", self.task, TASKS)
         if self.threads is not None:
             check_int("threads", self.threads, minimum=1)
+        check_int("group_size", self.group_size, minimum=1)
         self.task_object.check_architecture(self.architecture)
+        if self.group_size > 1 and self.architecture == "encoder-decoder":
+            raise ValueError(f"group_size {self.group_size}: a group trains decoder-only or encoder-only models, "
+                             "not the encoder-decoder (use group_size 1)")
         check_choice("protocol", self.protocol, PROTOCOLS)
         if not self.protocol_object.builds_training_set and not self.task_object.draws_fresh:
             raise ValueError(f"protocol {self.protocol!r} draws fresh strings at every step, and the {self.task} task "
@@ -354,6 +361,8 @@ class CompareConfig:
             d = {**d, "protocol": "fixed"}  # written before protocols were named: every run trained on a fixed set
         if isinstance(d, dict) and "threads" not in d:
             d = {**d, "threads": None}  # written before --threads: every run computed on one thread, as the rule does
+        if isinstance(d, dict) and "group_size" not in d:
+            d = {**d, "group_size": 1}  # written before --group-size: every model trained alone
         return cls(**check_keys("config", d, [f.name for f in dataclasses.fields(cls)], complete=True))
 
 

@@ -2,7 +2,9 @@
 
 :func:`train_one` is everything a worker runs for one ``(encoding, seed)`` of a
 comparison (:mod:`attnlab.labs.sweep`); it depends on nothing else, so the records
-are the same wherever it runs. The settings are a
+are the same wherever it runs. :func:`train_seeds` trains the models of one encoding at
+several seeds as one :class:`~attnlab.models.grouped.ModelGroup` (``group_size``): each
+model's records are the ones :func:`train_one` gives it. The settings are a
 :class:`~attnlab.labs.lengths.config.CompareConfig`.
 
 Shape notation: ``B`` batch, ``N`` test sequences, ``S`` source length, ``T`` target
@@ -11,6 +13,7 @@ width, ``M`` output slots, ``V`` vocabulary.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -22,12 +25,14 @@ from torch import nn
 
 from attnlab.data.tasks import TaskSets
 from attnlab.labs.lengths.config import CompareConfig
-from attnlab.training import Callback, fit
+from attnlab.models.grouped import GroupAdam, ModelGroup, member_calls, train_group
+from attnlab.training import Callback, StepProgress, fit
+from attnlab.training.batches import to_device
 from attnlab.training.clipping import GradientClipping
 from attnlab.training.rng import preserved_rng
 from attnlab.training.threads import intra_op_threads, step_work, threads_for
 
-__all__ = ["ModelResult", "evaluate", "one_thread", "run_threads", "train_one"]
+__all__ = ["ModelResult", "evaluate", "one_thread", "run_threads", "train_one", "train_seeds"]
 
 
 @dataclass
@@ -132,3 +137,99 @@ def train_one(config: CompareConfig, sets: TaskSets, encoding: str, seed: int, *
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     n_parameters = sum(p.numel() for p in model.parameters())
     return ModelResult(encoding, seed, records, state, time.perf_counter() - began, n_parameters)
+
+
+# -- the models of one encoding at several seeds, as one group ------------------------------
+
+
+def train_seeds(config: CompareConfig, sets: TaskSets, encoding: str, seeds: Sequence[int], *, bar: Any = None,
+                device: torch.device | str = "cpu") -> list[ModelResult]:
+    """Train and score the models of one ``encoding`` at ``seeds``: each one's result is :func:`train_one`'s.
+
+    One seed is :func:`train_one`. Several train as one :class:`~attnlab.models.grouped.ModelGroup`:
+    each member built as :func:`train_one` builds it (its weights after ``torch.manual_seed(seed)``,
+    its dropout masks and randomized positions from where that leaves the stream), stepped on its
+    own batches (``protocol.batches(config, sets, seed)``) with its own optimiser's update
+    (``protocol.optimizer``, matched by :meth:`~attnlab.models.grouped.GroupAdam.like`), the
+    protocol's schedule and loss, and clipping at 1.0; then each is taken out of the group and
+    scored by :func:`evaluate`. It computes on the threads :func:`train_one` would.
+
+    Args:
+        config: the comparison's settings.
+        sets: its data (``config.task_sets()``).
+        encoding: one of ``config.encodings``.
+        seeds: the random seeds, distinct.
+        bar: a progress bar (``update``, ``set_postfix_str``, ``n``), advanced by one per model and step; None: none.
+        device: where the models train (as :func:`train_one`).
+
+    Returns:
+        A :class:`ModelResult` per seed, in the order of ``seeds``; each one's ``seconds`` is its share of the
+        group's time.
+
+    Raises:
+        ValueError: for no seeds or repeated ones, an optimiser a group cannot take
+            (:meth:`~attnlab.models.grouped.GroupAdam.like`), and what :func:`train_one` raises.
+        TypeError: for several seeds of the encoder-decoder (a group is of decoder-only or encoder-only models).
+        FloatingPointError: when a model's training loss is NaN or infinite (training diverged).
+    """
+    seeds = list(seeds)
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must be distinct and at least one, got {seeds}")
+    if len(seeds) == 1:
+        label = f"{encoding}, seed {seeds[0]}"
+        if bar is not None:
+            bar.set_postfix_str(label, refresh=False)
+        callbacks = [] if bar is None else [StepProgress(bar, label)]
+        return [train_one(config, sets, encoding, seeds[0], callbacks=callbacks, device=device)]
+    began = time.perf_counter()
+    with preserved_rng({}):
+        group = ModelGroup.build(lambda: config.build_model(encoding), seeds).to(device)
+        members = group.to_members()
+        with intra_op_threads(run_threads(config, members[0])):
+            protocol = config.protocol_object
+            loaders = [protocol.batches(config, sets, seed) for seed in seeds]
+            epochs = loaders[0][1]
+            steps = epochs * len(loaders[0][0])
+            optimizer = GroupAdam.like(group, [protocol.optimizer(m, config) for m in members])
+            inputs, loss = member_calls(protocol.loss(config), members[0])
+            label = f"{encoding}, seeds {', '.join(map(str, seeds))}"
+            if bar is not None:
+                bar.set_postfix_str(label, refresh=False)
+
+            def batches() -> Iterator[list[Any]]:
+                for _ in range(epochs):  # each loader shuffles anew at every pass, as fit iterates it
+                    for step in zip(*(loader for loader, _ in loaders), strict=True):
+                        yield [to_device(batch, torch.device(device)) for batch in step]
+
+            def progress(step: int, losses: torch.Tensor) -> None:
+                if bar is None:
+                    return
+                bar.update(len(seeds))
+                if (step + 1) % 50 == 0:
+                    bar.set_postfix_str(f"{label}, loss {float(losses.mean()):.3f}", refresh=False)
+
+            losses = train_group(group, batches(), lrs=optimizer.lrs, steps=steps, inputs=inputs, loss=loss,
+                                 schedule=protocol.schedule(steps), clip=1.0, optimizer=optimizer, on_step=progress)
+            _check_finite(losses, seeds, epochs)
+            members = group.to_members()
+            records = []
+            for g, (member, seed) in enumerate(zip(members, seeds, strict=True)):
+                # A randomized scheme draws at test time too: from where the member's training left its stream.
+                assert group.streams is not None  # ModelGroup.build gives every member one
+                torch.set_rng_state(group.streams[g].get_state())
+                records.append(evaluate(member, config, sets, encoding, seed))
+    share = (time.perf_counter() - began) / len(seeds)
+    return [ModelResult(encoding, seed, own, {k: v.detach().cpu() for k, v in m.state_dict().items()}, share,
+                        sum(p.numel() for p in m.parameters()))
+            for m, seed, own in zip(members, seeds, records, strict=True)]
+
+
+def _check_finite(losses: torch.Tensor, seeds: Sequence[int], epochs: int) -> None:
+    """Raise as :func:`fit` does when a model's training loss (``losses [steps, G]``) is NaN or infinite."""
+    bad = ~torch.isfinite(losses)  # [steps, G]
+    if bool(bad.any()):
+        step, g = (int(i) for i in bad.nonzero()[0])
+        epoch = step // math.ceil(losses.shape[0] / epochs) + 1
+        raise FloatingPointError(f"the training loss of seed {seeds[g]} is {float(losses[step, g])} at step "
+                                 f"{step + 1} (epoch {epoch}): training diverged; lower the learning rate or "
+                                 "check the data for NaN/inf")
