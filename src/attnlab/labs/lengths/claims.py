@@ -164,6 +164,9 @@ class Setting:
         source: where the paper's value was read: the reference code's file and lines at a named
             commit, or the paper's section or table.
         status: one of :data:`SETTING_STATUSES`: ``"scaled"`` says by how much in ``lab``.
+
+    Raises:
+        ValueError: for a status that is not one of :data:`SETTING_STATUSES`.
     """
 
     what: str
