@@ -376,7 +376,7 @@ def test_odd_heads_are_refused_only_where_rotary_needs_them():
 
 def test_bad_folders_are_refused_before_any_training(tmp_path, monkeypatch):
     monkeypatch.setattr(lengths_train, "train_one", lambda *a, **k: pytest.fail("trained before checking the folder"))
-    monkeypatch.setattr(sweep, "train_one", lambda *a, **k: pytest.fail("trained before checking the folder"))
+    monkeypatch.setattr(sweep, "train_seeds", lambda *a, **k: pytest.fail("trained before checking the folder"))
     a_file = tmp_path / "a_file"
     a_file.write_text("keep me")
     users = tmp_path / "users"

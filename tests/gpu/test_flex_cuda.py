@@ -27,6 +27,7 @@ from attnlab.attention import KVCache, MultiHeadAttention
 from attnlab.encodings import ALiBi, ShawRelative, T5RelativeBias
 from attnlab.encodings.fire import FIRE
 from attnlab.encodings.kerple import KERPLE
+from attnlab.encodings.t5 import SharedT5RelativeBias
 from attnlab.encodings.registry import attention_position
 
 # Head dim 16: FlexAttention's CUDA kernel is built for head dims of at least 16.
@@ -38,6 +39,7 @@ SCHEMES = {
     "alibi-bidirectional": (lambda: ALiBi(H, causal=False, left_offset=0.5), False),
     "t5": (lambda: T5RelativeBias(H, num_buckets=8, max_distance=16), False),
     "t5-causal": (lambda: T5RelativeBias(H, num_buckets=8, max_distance=16, bidirectional=False), True),
+    "t5-shared": (lambda: SharedT5RelativeBias(H, num_buckets=8, max_distance=16, bidirectional=False), True),
     "shaw-keys": (lambda: ShawRelative(DH, max_relative_position=3, on_values=False), True),
     "fire": (lambda: FIRE(H, hidden=8, init_threshold=6.0), True),
     "fire-bidirectional": (lambda: FIRE(H, causal=False, hidden=8, init_threshold=6.0), False),
