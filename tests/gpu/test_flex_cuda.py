@@ -27,8 +27,8 @@ from attnlab.attention import KVCache, MultiHeadAttention
 from attnlab.encodings import ALiBi, ShawRelative, T5RelativeBias
 from attnlab.encodings.fire import FIRE
 from attnlab.encodings.kerple import KERPLE
-from attnlab.encodings.t5 import SharedT5RelativeBias
 from attnlab.encodings.registry import attention_position
+from attnlab.encodings.t5 import SharedT5RelativeBias
 
 # Head dim 16: FlexAttention's CUDA kernel is built for head dims of at least 16.
 B, H, DH, T = 2, 4, 16, 150
