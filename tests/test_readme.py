@@ -77,3 +77,34 @@ def test_console_examples_run_and_print_what_is_shown(key, chain, tmp_path, monk
         out = capsys.readouterr().out
         if expected:
             assert out.splitlines() == expected, command
+
+
+def lab_tables():
+    import importlib.util
+
+    path = README.parent / "benchmarks" / "lab_tables.py"
+    spec = importlib.util.spec_from_file_location("lab_tables", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_length_lab_tables_are_generated_from_their_committed_results():
+    tables = lab_tables()
+    names = [m.group("name") for m in tables.BLOCK.finditer(TEXT)]
+    # every preset's default run: its results, the claims' verdicts and its settings table
+    for preset in ("ruoss2023", "kazemnejad2023"):
+        assert {f"{preset}/results", f"{preset}/claims", f"{preset}/settings"} <= set(names), names
+    assert "ruoss2023/gains" in names
+    stale = [m.group("name") for m, n in zip(tables.BLOCK.finditer(TEXT), tables.BLOCK.finditer(tables.updated(TEXT)),
+                                             strict=True) if m.group("body") != n.group("body")]
+    assert not stale, f"README tables differ from their files: {stale} (python benchmarks/lab_tables.py)"
+
+
+def test_a_hand_edited_table_is_caught(tmp_path):
+    tables = lab_tables()
+    match = next(m for m in tables.BLOCK.finditer(TEXT) if m.group("name") == "ruoss2023/results")
+    body = match.group("body")
+    edited = TEXT.replace(body, body.replace("|", "| 99.9", 1), 1)
+    assert edited != TEXT and tables.updated(edited) != edited  # the check above would name it
+    assert tables.updated(edited) == tables.updated(TEXT)  # and the script writes the files' numbers back
