@@ -11,7 +11,7 @@ TEST_STAMP      := $(VENV)/.installed-test
 NOTEBOOKS_STAMP := $(VENV)/.installed-notebooks
 DOCS_STAMP      := $(VENV)/.installed-docs
 
-.PHONY: install run test test-fast test-browser notebooks bench docs lint clean
+.PHONY: install run test test-fast test-browser notebooks bench docs docs-serve lint clean
 
 install: $(STAMP)
 
@@ -35,9 +35,13 @@ $(NOTEBOOKS_STAMP): $(STAMP)
 run: $(STAMP)
 	$(BIN)/attnlab train
 
-# The labs as notebooks, in Jupyter (the notebooks extra: JupyterLab and a kernel on this .venv).
+# The labs as notebooks, in Jupyter (the notebooks extra: JupyterLab and a kernel on this .venv). Headless:
+# no browser is opened; open the URL it prints (with its token). Jupyter refuses root without --allow-root,
+# and root is who runs in most containers, so it is given then. To reach it from outside a container or
+# another machine: make notebooks NOTEBOOK_ARGS="--ip 0.0.0.0" (and publish the port, 8888).
+NOTEBOOK_ARGS ?=
 notebooks: $(NOTEBOOKS_STAMP)
-	$(BIN)/jupyter lab notebooks/
+	$(BIN)/jupyter lab --no-browser $$([ "$$(id -u)" = 0 ] && echo --allow-root) $(NOTEBOOK_ARGS) notebooks/
 
 # One pytest-xdist worker per core (conftest.py gives each its share of torch's threads); a worker
 # that runs out of tests takes some of the other's, so no long test is left alone at the end.
@@ -82,6 +86,12 @@ $(DOCS_STAMP): $(STAMP)
 
 docs: $(DOCS_STAMP)
 	$(BIN)/python docs/build.py
+
+# The site served at http://127.0.0.1:8000 with live reload: an edit to docs/pages/ or the README shows at
+# once (the notebooks come from the cache make docs fills). DOCS_ADDR=0.0.0.0:8000 to reach it from outside.
+DOCS_ADDR ?= 127.0.0.1:8000
+docs-serve: $(DOCS_STAMP)
+	$(BIN)/python docs/build.py --serve --dev-addr $(DOCS_ADDR)
 
 lint: $(STAMP)
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev]"

@@ -2,6 +2,7 @@
 
     python docs/build.py [--out site] [--build build/docs] [--parameters JSON] [--executed DIR]
     python docs/build.py --notebook NAME [--notebook NAME ...] [--build DIR] [--parameters JSON]
+    python docs/build.py --serve [--dev-addr HOST:PORT]
 
 1. Each notebook in ``notebooks/`` is executed by papermill from a clean kernel running this
    interpreter, in a working folder of its own under the build folder. papermill injects
@@ -17,6 +18,15 @@
 3. MkDocs builds ``BUILD/src`` with ``docs/mkdocs.yml`` into ``--out``, in strict mode: a
    warning (a broken link or anchor, a missing page) fails the build.
 
+An executed notebook is kept in a cache (``build/docs-cache/``, ``--cache``), under a key that hashes the
+notebook's file, the parameters it gets, every file of ``src/attnlab``, and the Python and torch versions:
+a rebuild runs only the notebooks whose key changed (``--no-cache`` runs them all), so rebuilding the site
+after a change to the pages takes seconds, not the notebooks' full-length minutes.
+
+``--serve`` builds the sources as above, then serves the site at ``--dev-addr`` (default 127.0.0.1:8000)
+with MkDocs' live reload: an edit under ``docs/pages/`` or to ``README.md`` rebuilds the page in the
+browser (the notebooks are not run again; restart to take a change to them or to attnlab's code).
+
 ``--notebook NAME`` runs step 1 alone, for the notebooks named, into ``BUILD/src/notebooks``
 (no site, ``--out`` untouched); ``--executed DIR`` then takes the notebooks found in ``DIR``
 as executed (by ``--notebook`` with the same ``--parameters``) instead of running them again,
@@ -29,6 +39,8 @@ Exit status 0 when the site (or the notebooks named) is built; 1 when a notebook
 from __future__ import annotations
 
 import argparse
+import hashlib
+import importlib.metadata
 import json
 import logging
 import os
@@ -76,6 +88,25 @@ def unknown_names(values: dict[str, object], defined: dict[str, set[str]]) -> li
     return unknown
 
 
+def code_digest() -> str:
+    """A hash of every file under ``src/attnlab`` (names and bytes) and of the Python and torch versions."""
+    digest = hashlib.sha256()
+    for path in sorted((ROOT / "src" / "attnlab").rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            digest.update(path.relative_to(ROOT).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    digest.update(sys.version.encode())
+    digest.update(importlib.metadata.version("torch").encode())
+    return digest.hexdigest()
+
+
+def cache_key(notebook: Path, given: dict[str, object], code: str) -> str:
+    """What an executed ``notebook`` depends on: its file, the parameters ``given`` to it, attnlab's ``code``."""
+    digest = hashlib.sha256(notebook.read_bytes())
+    digest.update(json.dumps(given, sort_keys=True).encode())
+    digest.update(code.encode())
+    return f"{notebook.stem}-{digest.hexdigest()[:20]}.ipynb"
+
+
 def kernel_path(build: Path) -> Path:
     """A Jupyter data folder whose ``python3`` kernel is this interpreter.
 
@@ -90,11 +121,14 @@ def kernel_path(build: Path) -> Path:
 
 
 def execute_notebooks(build: Path, target: Path, values: dict[str, object], defined: dict[str, set[str]],
-                      timeout: int, *, only: set[str] | None = None, executed: Path | None = None) -> None:
+                      timeout: int, *, only: set[str] | None = None, executed: Path | None = None,
+                      cache: Path | None = None) -> None:
     """Run the notebooks with papermill into ``target``, each in its own working folder.
 
     ``only``: the file names to run (default: every notebook). ``executed``: a folder of notebooks
     already executed by this function (same parameters): those found there are copied, not run.
+    ``cache``: a folder of executed notebooks under :func:`cache_key`'s names: a hit is copied, a
+    notebook run is stored there (and older entries of the same notebook removed).
     """
     # Imported here: ``--help`` and bad arguments need none of Jupyter.
     import nbformat
@@ -120,6 +154,7 @@ def execute_notebooks(build: Path, target: Path, values: dict[str, object], defi
     os.environ.pop("MPLBACKEND", None)
     os.environ["OMP_NUM_THREADS"] = "1"
     target.mkdir(parents=True, exist_ok=True)
+    code = code_digest() if cache is not None else ""
     for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
         if only is not None and notebook.name not in only:
             continue
@@ -127,18 +162,31 @@ def execute_notebooks(build: Path, target: Path, values: dict[str, object], defi
             shutil.copyfile(executed / notebook.name, target / notebook.name)
             print(f"took {notebook.name} as executed, from {executed}", flush=True)
             continue
+        given = for_notebook(values, notebook, defined[notebook.name])
+        cached = cache / cache_key(notebook, given, code) if cache is not None else None
+        if cached is not None and cached.is_file():
+            shutil.copyfile(cached, target / notebook.name)
+            print(f"took {notebook.name} from the cache ({cached.name}: notebook, parameters and attnlab unchanged)",
+                  flush=True)
+            continue
         workdir = build / "work" / notebook.stem
         workdir.mkdir(parents=True)
         start = time.perf_counter()
         # Not named `executed`: that is the folder of notebooks to copy, read again for the next notebook.
         result = papermill.execute_notebook(notebook, target / notebook.name,
-                                            parameters=for_notebook(values, notebook, defined[notebook.name]),
+                                            parameters=given,
                                             cwd=str(workdir),
                                             kernel_name="python3", kernel_manager_class=Kernel,
                                             execution_timeout=timeout, progress_bar=False)
         math_to_mathml(result)  # drawn by the browser itself: no MathJax to fetch
         nbformat.write(result, target / notebook.name)
         print(f"executed {notebook.name} in {time.perf_counter() - start:.1f} s", flush=True)
+        if cached is not None:
+            for old in cached.parent.glob(f"{notebook.stem}-*.ipynb"):
+                old.unlink()
+            partial = cached.with_suffix(".tmp")
+            shutil.copyfile(target / notebook.name, partial)
+            partial.replace(cached)  # whole or absent: a build killed mid-copy leaves no half notebook
 
 
 def build_site(source: Path, out: Path) -> None:
@@ -148,6 +196,19 @@ def build_site(source: Path, out: Path) -> None:
 
     config = load_config(str(DOCS / "mkdocs.yml"), docs_dir=str(source), site_dir=str(out), strict=True)
     build(config)
+
+
+def serve_site(source: Path, address: str) -> None:
+    """MkDocs' development server on ``source`` at ``address``, reloading on edits to the pages or the README.
+
+    MkDocs watches ``docs/pages`` and ``README.md``; before each rebuild the hook ``docs/sync_pages.py``
+    copies the pages into ``source`` (told where by ``ATTNLAB_DOCS_SYNC``), as the build did.
+    """
+    from mkdocs.commands.serve import serve
+
+    os.environ["ATTNLAB_DOCS_SYNC"] = str(source)
+    serve(config_file=str(DOCS / "mkdocs.yml"), docs_dir=str(source), dev_addr=address,
+          watch=[str(DOCS / "pages"), str(ROOT / "README.md")])
 
 
 class Parser(argparse.ArgumentParser):
@@ -170,6 +231,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--notebook", action="append", default=None, metavar="NAME",
                         help="execute only this notebook (a file name in notebooks/; repeatable) into "
                              "BUILD/src/notebooks, and build no site")
+    parser.add_argument("--cache", type=Path, default=ROOT / "build" / "docs-cache",
+                        help="executed notebooks kept by what they depend on, reused when nothing changed "
+                             "(default: build/docs-cache/)")
+    parser.add_argument("--no-cache", action="store_true", help="run every notebook, and store none")
+    parser.add_argument("--serve", action="store_true",
+                        help="build the sources, then serve the site with live reload instead of writing --out")
+    parser.add_argument("--dev-addr", default="127.0.0.1:8000", metavar="HOST:PORT",
+                        help="where --serve listens (default: 127.0.0.1:8000)")
     parser.add_argument("--executed", type=Path, default=None, metavar="DIR",
                         help="a folder of notebooks executed by --notebook with the same --parameters: "
                              "taken as they are instead of running them again")
@@ -202,7 +271,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"build.py: --parameters: no notebook's parameters cell defines {', '.join(unknown)}", file=sys.stderr)
         return 2
     build, out = args.build.resolve(), args.out.resolve()
-    folders = (("--build", build),) if args.notebook else (("--build", build), ("--out", out))
+    cache = None if args.no_cache else args.cache.resolve()
+    folders = (("--build", build),) if args.notebook or args.serve else (("--build", build), ("--out", out))
+    if cache is not None:
+        folders += (("--cache", cache),)
+    if cache is not None and cache.is_relative_to(build):
+        print(f"build.py: --cache {cache} is inside --build {build}, which every build empties: give another",
+              file=sys.stderr)
+        return 2
     for flag, folder in folders:
         if folder.exists() and (not folder.is_dir() or any(folder.iterdir()) and not (folder / MARKER).is_file()):
             print(f"build.py: {flag} {folder} is not a folder this script wrote, nor an empty one: give another",
@@ -218,9 +294,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         execute_notebooks(build, source / "notebooks", values or {}, defined, args.timeout,
                           only=set(args.notebook) if args.notebook else None,
-                          executed=args.executed.resolve() if args.executed else None)
+                          executed=args.executed.resolve() if args.executed else None, cache=cache)
         if args.notebook:
             print(f"executed into {source / 'notebooks'}", flush=True)
+            return 0
+        if args.serve:
+            serve_site(source, args.dev_addr)
             return 0
         build_site(source, out)
     except Exception as err:  # a notebook's error or MkDocs' abort: one line, the details above it

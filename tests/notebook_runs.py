@@ -42,15 +42,24 @@ def executed_notebook(tmp_path_factory, name: str) -> Path:
     names = TOGETHER if name in TOGETHER else (name,)
 
     def run(folder: Path) -> None:
-        argv = [sys.executable, str(BUILD), "--build", str(folder / "build"), "--parameters", json.dumps(PARAMETERS)]
+        # A cache of this session's own (empty): the notebooks are executed, never taken from a cache an
+        # earlier run left in build/docs-cache, and each executed notebook is stored there (checked below).
+        argv = [sys.executable, str(BUILD), "--build", str(folder / "build"), "--cache", str(folder / "cache"),
+                "--parameters", json.dumps(PARAMETERS)]
         for each in names:
             argv += ["--notebook", each]
         result = subprocess.run(argv, capture_output=True, text=True, timeout=HANG_GUARD, check=False, cwd=folder)
         assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
         assert all(f"executed {each} in" in result.stdout for each in names), result.stdout[-4000:]
+        assert all(len(list((folder / "cache").glob(f"{Path(each).stem}-*.ipynb"))) == 1 for each in names)
 
     folder = shared_once(tmp_path_factory, "notebook-" + "-".join(Path(each).stem for each in names), run)
     return folder / "build" / "src" / "notebooks" / name
+
+
+def notebook_cache(tmp_path_factory, name: str) -> Path:
+    """The cache folder :func:`executed_notebook` stored ``name`` in (executing it first, once per session)."""
+    return executed_notebook(tmp_path_factory, name).parents[3] / "cache"
 
 
 def executed_folder(tmp_path_factory, names) -> Path:

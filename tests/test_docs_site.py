@@ -60,7 +60,7 @@ def _build(folder, executed):
     committed = {path: path.read_bytes() for path in (ROOT / "notebooks").glob("*.ipynb")}
     result = subprocess.run([sys.executable, str(ROOT / "docs" / "build.py"), "--out", str(folder / "site"),
                              "--build", str(folder / "build"), "--parameters", json.dumps(PARAMETERS),
-                             "--executed", str(executed)],
+                             "--executed", str(executed), "--no-cache"],
                             capture_output=True, text=True, timeout=HANG_GUARD, check=False, cwd=folder)
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
     assert result.stdout.count("as executed") == len(NOTEBOOKS), result.stdout  # none run twice

@@ -15,8 +15,10 @@ the attnlab installed here, whatever kernelspec a machine has.
 """
 
 import ast
+import importlib.util
 import json
 import os
+import subprocess
 import sys
 from dataclasses import fields
 from pathlib import Path
@@ -29,7 +31,7 @@ from jupyter_client.kernelspec import KernelSpecManager
 
 from attnlab.labs import CompareConfig
 
-from notebook_runs import PARAMETERS, executed_notebook
+from notebook_runs import BUILD, HANG_GUARD, PARAMETERS, executed_notebook, notebook_cache
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 EXPECTED = (
@@ -215,3 +217,42 @@ def test_notebook_runs(name, tmp_path_factory):
     assert [o for o in outputs if o["output_type"] == "error"] == []
     text = "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "") for o in outputs)
     assert printed in text, f"the injected parameters did not give {printed!r}: the notebook ignores them"
+
+
+@pytest.mark.notebook
+@pytest.mark.process
+def test_a_rebuild_takes_unchanged_notebooks_from_the_cache(tmp_path_factory, tmp_path):
+    # The walkthrough was executed once this session, into a cache of its own: built again with the same
+    # parameters and the same attnlab, it is copied from there, not run (no kernel starts).
+    name = "05_pe_walkthrough.ipynb"
+    cache = notebook_cache(tmp_path_factory, name)
+    argv = [sys.executable, str(BUILD), "--build", str(tmp_path / "build"), "--cache", str(cache),
+            "--parameters", json.dumps(PARAMETERS), "--notebook", name]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=HANG_GUARD, check=False, cwd=tmp_path)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    assert f"took {name} from the cache" in result.stdout and "executed" not in result.stdout.split("\n")[0]
+    copied = tmp_path / "build" / "src" / "notebooks" / name
+    assert copied.read_bytes() == executed_notebook(tmp_path_factory, name).read_bytes()
+    # Other parameters are another key: the notebook runs again (and that run is cached beside).
+    other = {**PARAMETERS, "05_pe_walkthrough.ipynb": {"MAX_LEN": 7, "D_MODEL": 8}}
+    argv[argv.index("--parameters") + 1] = json.dumps(other)
+    argv[argv.index("--build") + 1] = str(tmp_path / "again")
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=HANG_GUARD, check=False, cwd=tmp_path)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    assert f"executed {name} in" in result.stdout and "from the cache" not in result.stdout
+
+
+def test_the_cache_key_follows_the_notebook_its_parameters_and_attnlab(tmp_path):
+    spec = importlib.util.spec_from_file_location("docs_build", BUILD)
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    notebook = tmp_path / "n.ipynb"
+    notebook.write_text("{}")
+    key = build.cache_key(notebook, {"EPOCHS": 2}, "code")
+    assert key.startswith("n-") and key.endswith(".ipynb")
+    assert build.cache_key(notebook, {"EPOCHS": 2}, "code") == key
+    assert build.cache_key(notebook, {"EPOCHS": 3}, "code") != key
+    assert build.cache_key(notebook, {"EPOCHS": 2}, "other code") != key
+    notebook.write_text('{"cells": []}')
+    assert build.cache_key(notebook, {"EPOCHS": 2}, "code") != key
+    assert len(build.code_digest()) == 64
