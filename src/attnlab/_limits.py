@@ -9,8 +9,11 @@ from the sizes alone, before any work, and compared with the memory a run plans 
   ``"512M"``), in place of what the machine has free, larger or smaller: a shared
   machine's fair share, a cluster node's allocation, and what the test suite sets
   (``tests/conftest.py``) so that no outcome depends on the machine's free memory;
-* otherwise what the machine has available now (Linux's ``MemAvailable``: free
-  memory plus the page cache it can reclaim).
+* otherwise what this process may still use now: the least of the machine's
+  available memory (Linux's ``MemAvailable``: free memory plus the page cache it
+  can reclaim), what its control group (a container's memory limit, cgroup v2's
+  ``memory.max`` or v1's ``memory.limit_in_bytes``) leaves, and what its address
+  space limit (``RLIMIT_AS``, ``ulimit -v``) leaves beyond what it maps already.
 
 A budget above the machine's free memory is taken at its word: a run it allows may
 then fail late, as it would without these checks.
@@ -20,12 +23,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
 import torch
 from torch import nn
 
 __all__ = ["BUDGET_VARIABLE", "available_memory", "check_memory", "check_tensor", "count_parameters", "format_bytes",
-           "memory_budget"]
+           "memory_budget", "memory_limits"]
 
 #: the environment variable that sets the memory a run plans for, in place of the machine's free memory
 BUDGET_VARIABLE = "ATTNLAB_MEMORY_BUDGET"
@@ -55,17 +59,66 @@ def memory_budget() -> int | None:
 
 
 def available_memory() -> int:
-    """Bytes of memory a run plans for: ``ATTNLAB_MEMORY_BUDGET`` when set, else what the machine has free now.
+    """Bytes of memory a run plans for: ``ATTNLAB_MEMORY_BUDGET`` when set, else what this process may use now.
 
-    The machine's is ``MemAvailable`` from ``/proc/meminfo`` on Linux; elsewhere the
-    free physical pages, or (if the system says neither) all physical memory. The
-    budget replaces it, so that a run's refusals do not depend on the machine's load.
+    Without a budget, the least of the machine's available memory, its control group's
+    remaining limit and its address-space limit's remaining room (:func:`memory_limits`).
+    The budget replaces them, so that a run's refusals do not depend on the machine's load.
     """
     budget = memory_budget()
     return _system_available() if budget is None else budget
 
 
+#: where the control groups are mounted (cgroup v2 at the root; v1 under memory/)
+CGROUP = Path("/sys/fs/cgroup")
+
+
+def memory_limits() -> dict[str, int]:
+    """Bytes this process may still use by each limit that applies, named as :func:`check_memory` says them.
+
+    ``"this machine has available"`` (``MemAvailable``; elsewhere the free or all physical pages);
+    ``"its cgroup's memory limit leaves"`` (``memory.max - memory.current``, or v1's
+    ``limit_in_bytes - usage_in_bytes``), where a limit is set; ``"its address-space limit
+    (RLIMIT_AS) leaves"`` (the soft limit less ``VmSize``), where one is set.
+    """
+    limits = {"this machine has available": _machine_available()}
+    for limit, usage in (("memory.max", "memory.current"),
+                         ("memory/memory.limit_in_bytes", "memory/memory.usage_in_bytes")):
+        try:
+            text = (CGROUP / limit).read_text().strip()
+            if text != "max" and int(text) < 2**60:  # v1 writes "no limit" as a number near 2**63
+                limits["its cgroup's memory limit leaves"] = max(int(text) - int((CGROUP / usage).read_text()), 0)
+                break
+        except (OSError, ValueError):
+            continue
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft != resource.RLIM_INFINITY:
+            limits["its address-space limit (RLIMIT_AS) leaves"] = max(soft - _mapped(), 0)
+    except (ImportError, OSError, ValueError):
+        pass
+    return limits
+
+
+def _mapped() -> int:
+    """Bytes of address space this process maps now (``VmSize``); 0 where the system does not say."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
 def _system_available() -> int:
+    return min(memory_limits().values())
+
+
+def _machine_available() -> int:
     try:
         with open("/proc/meminfo") as f:
             for line in f:
@@ -102,10 +155,12 @@ def check_memory(what: str, n_bytes: int) -> None:
     """
     if n_bytes <= ALWAYS_FITS and memory_budget() is None:
         return
-    available = available_memory()
+    budget = memory_budget()
+    if budget is not None:
+        available, where = budget, f"available ({BUDGET_VARIABLE}={os.environ[BUDGET_VARIABLE].strip()})"
+    else:
+        where, available = min(memory_limits().items(), key=lambda item: item[1])
     if n_bytes > available:
-        budget = os.environ.get(BUDGET_VARIABLE, "").strip()
-        where = f"available ({BUDGET_VARIABLE}={budget})" if budget else "this machine has available"
         raise ValueError(f"{what} would need {format_bytes(n_bytes)}, more than the {format_bytes(available)} {where}")
 
 

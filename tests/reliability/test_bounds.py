@@ -464,3 +464,87 @@ def test_a_subprocess_run_is_refused_the_same_under_a_budget(tmp_path):
                           cwd=tmp_path, timeout=600)
     assert proc.returncode == 2 and "2.15 GB available (ATTNLAB_MEMORY_BUDGET=2G)" in proc.stderr, proc.stderr
     assert not (tmp_path / "c").exists()
+
+
+# The limits a process lives under besides the machine's free memory: an address-space limit (`ulimit -v`)
+# and a control group's memory limit (a container's). A run that plans for MemAvailable alone is killed
+# or fails in the allocator under them; each is read, and a refusal names the one that binds.
+_UNDER_RLIMIT = textwrap.dedent("""
+    import os, resource, sys
+    os.environ.pop("ATTNLAB_MEMORY_BUDGET", None)
+    import torch
+    from attnlab import _limits
+    from attnlab.cli import main
+    room = int(sys.argv[1])
+    resource.setrlimit(resource.RLIMIT_AS, (_limits._mapped() + room, resource.getrlimit(resource.RLIMIT_AS)[1]))
+    if sys.argv[2] == "check":
+        try:
+            _limits.check_memory("a run of 1 GB", 2**30)
+        except ValueError as err:
+            print(err)
+    else:
+        sys.exit(main(sys.argv[2:]))
+""")
+
+
+def _under_rlimit(room, *argv):
+    env = {k: v for k, v in os.environ.items() if k != "ATTNLAB_MEMORY_BUDGET"}
+    return subprocess.run([sys.executable, "-c", _UNDER_RLIMIT, str(room), *argv], capture_output=True, text=True,
+                          timeout=600, env=env)
+
+
+@pytest.mark.process
+@MACHINE
+def test_an_address_space_limit_bounds_what_a_run_plans_for():
+    proc = _under_rlimit(512 * 2**20, "check")
+    assert proc.returncode == 0, proc.stderr
+    assert "a run of 1 GB would need 1.07 GB, more than the" in proc.stdout
+    assert "its address-space limit (RLIMIT_AS) leaves" in proc.stdout
+
+
+@pytest.mark.process
+@MACHINE
+@pytest.mark.parametrize("argv", [
+    ["encode", "--max-len", "1000000", "--d-model", "1024"],  # a 4 GB table
+    ["encode", "--max-len", "3000000", "--d-model", "256", "--dtype", "float64"],  # 6 GB in float64
+])
+def test_the_cli_refuses_in_one_line_what_the_address_space_limit_cannot_hold(argv, tmp_path):
+    proc = _under_rlimit(1024 * 2**20, *argv, "--out", str(tmp_path / "table.npy"))
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.count("\n") == 1 and "RLIMIT_AS" in proc.stderr, proc.stderr
+    assert not (tmp_path / "table.npy").exists()
+
+
+@MACHINE
+@pytest.mark.parametrize(("files", "left"), [
+    ({"memory.max": "2147483648\n", "memory.current": "1610612736\n"}, 512 * 2**20),  # cgroup v2
+    ({"memory/memory.limit_in_bytes": "1073741824\n", "memory/memory.usage_in_bytes": "268435456\n"},
+     768 * 2**20),  # cgroup v1
+])
+def test_a_cgroups_memory_limit_bounds_what_a_run_plans_for(monkeypatch, tmp_path, files, left):
+    from attnlab import _limits
+
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    monkeypatch.setattr(_limits, "CGROUP", tmp_path)
+    monkeypatch.delenv("ATTNLAB_MEMORY_BUDGET", raising=False)
+    _fake_machine(monkeypatch, 2**40)
+    assert _limits.memory_limits()["its cgroup's memory limit leaves"] == left
+    assert _limits.available_memory() == left
+    with pytest.raises(ValueError, match=r"would need 1.07 GB, more than the .* its cgroup's memory limit leaves"):
+        _limits.check_memory("a run of 1 GB", 2**30)
+
+
+@MACHINE
+@pytest.mark.parametrize("limit", ["max\n", "9223372036854771712\n"])
+def test_a_cgroup_without_a_limit_leaves_the_machines_memory(monkeypatch, tmp_path, limit):
+    from attnlab import _limits
+
+    (tmp_path / "memory.max").write_text(limit)
+    (tmp_path / "memory.current").write_text("1000\n")
+    monkeypatch.setattr(_limits, "CGROUP", tmp_path)
+    monkeypatch.delenv("ATTNLAB_MEMORY_BUDGET", raising=False)
+    _fake_machine(monkeypatch, 3 * 2**30)
+    assert "its cgroup's memory limit leaves" not in _limits.memory_limits()
+    assert _limits.memory_limits()["this machine has available"] == 3 * 2**30
