@@ -23,7 +23,8 @@
    (``bench_scaling.py`` does the same with projections and backward, at several
    lengths, explicit softmax included where it fits.)
 
-Run: ``python benchmarks/bench_attention.py [--only mha,lab_step,long] [--repeats R]``.
+Run: ``python benchmarks/bench_attention.py [--only mha,lab_step,long] [--repeats R]``; writes
+``attention.json`` in ``results/investigations/`` (``results/latest/`` when ``make bench`` runs it).
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ passes) is what a compiled step could fuse. This measures it, forward only, one 
 
 The compile time (the first call of a compiled loop) is reported apart.
 
-Run: ``python benchmarks/bench_compiled_chunk.py [--length 4096] [--chunk 128] [--repeats 3]``.
+Run: ``python benchmarks/bench_compiled_chunk.py [--length 4096] [--chunk 128] [--repeats 3]``; writes
+``compiled_chunk_<length>.json`` in ``results/investigations/`` (``results/latest/`` when ``make bench`` runs it).
 """
 
 from __future__ import annotations

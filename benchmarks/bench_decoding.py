@@ -12,7 +12,8 @@ encoder-decoder with positional encoding, D=64 (features too), H=4, B=8, a 16-st
 decoding of T = 32, 64, 128, 256, 512 steps. Targets: at T=256 the cache is
 >= 10x faster, and its time per step at 256 is within 1.5x of that at 32.
 
-Run: ``python benchmarks/bench_decoding.py [--lengths 32,64,...] [--repeats R]``.
+Run: ``python benchmarks/bench_decoding.py [--lengths 32,64,...] [--repeats R]``; writes ``decoding.json``
+in ``results/investigations/`` (``results/latest/`` when ``make bench`` runs it).
 """
 
 from __future__ import annotations

@@ -18,7 +18,8 @@ is that rate over the ruoss2023 preset's 6,400 steps per model (training only, n
 ``--dropout 0.1`` (the preset's) trains with dropout at every site, each member drawing its own masks.
 
 Run: ``python benchmarks/bench_grouped.py [--groups 1 4 16] [--repeats 5] [--encoding sinusoidal]
-[--dropout 0.1] [--device cpu|cuda] [--name grouped_cpu]``; it writes ``benchmarks/results/<name>.json``.
+[--dropout 0.1] [--device cpu|cuda] [--name grouped_cpu]``; it writes ``<name>.json`` (default
+``grouped_<device type>``) in ``results/investigations/`` (``results/latest/`` when ``make bench`` runs it).
 """
 
 from __future__ import annotations

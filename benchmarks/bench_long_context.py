@@ -33,7 +33,7 @@ Crossover (``--crossover``): the rule of ``backend="auto"`` on the CPU
 (``attnlab.attention.backends.choose``) rests on where the chunked path
 becomes faster than the dense one; this mode times both, interleaved, for ALiBi
 and T5 at B=1 and B=4, H=8, over ``--crossover-lengths``, and writes
-``results/long_context_crossover.json``.
+``long_context_crossover<tag>.json`` in ``results/investigations/``.
 
 ``--omp-passive`` runs the measured processes with ``OMP_WAIT_POLICY=PASSIVE``:
 with OpenMP's default, a thread that reaches the end of an operation spins for
@@ -41,7 +41,8 @@ its sibling, and on a machine loaded by other work the spinning thread takes the
 core the sibling needs; the chunked path, a few hundred operations per call
 where the fused kernel is one, lost 8x on two threads at load 7 to that.
 
-Run: ``python benchmarks/bench_long_context.py [--lengths 4096,16384] [--schemes ...] [--threads 1,2]``.
+Run: ``python benchmarks/bench_long_context.py [--lengths 4096,16384] [--schemes ...] [--threads 1,2] [--tag TAG]``;
+writes ``long_context<tag>.json`` in ``results/investigations/`` (``results/latest/`` when ``make bench`` runs it).
 """
 
 from __future__ import annotations

@@ -25,7 +25,8 @@ the bare fused call needs at the same L, and skipped where that estimate exceeds
 ``--max-gb`` (8 GB: L=16384 would need ~25 GB), its figures then the estimate.
 Targets: attnlab / bare peak memory <= 2 at L=16384; explicit / bare > 100 there.
 
-Run: ``python benchmarks/bench_scaling.py [--lengths 256,1024,4096,16384] [--repeats R] [--max-gb G]``.
+Run: ``python benchmarks/bench_scaling.py [--lengths 256,1024,4096,16384] [--repeats R] [--max-gb G]``; writes
+``scaling.json`` in ``results/investigations/`` (``results/latest/`` when ``make bench`` runs it).
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ labs' formula. Both are built in this process, interleaved, and compared as a
 ratio of medians; the accuracy of each is measured against float64 on a sample
 of rows from the start, middle and end of the table.
 
-Run: ``python benchmarks/bench_sinusoidal.py [--max-len N] [--d-model D] [--repeats R]``.
+Run: ``python benchmarks/bench_sinusoidal.py [--max-len N] [--d-model D] [--repeats R]``; writes
+``sinusoidal_table.json`` in ``results/investigations/`` (``results/latest/`` when ``make bench`` runs it).
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ this process, on one thread, interleaved (A, B, A, B, ...), CPU time
 ``/proc/loadavg`` is recorded before and after.
 
 Run: ``python benchmarks/bench_step_bound.py [--settings default|ruoss2023] [--encoding rotary]
-[--repeats 5]``.
+[--repeats 5]``; writes ``step_bound_<settings>_<encoding>.json`` in ``results/investigations/``
+(``results/latest/`` when ``make bench`` runs it).
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ per task is reported as (Ray's time - ``--jobs 2``'s) / models, with as many Ray
 The default sweep (7 encodings x 3 seeds, reverse, 12 epochs) takes several minutes
 per mode; ``--quick`` runs ``attnlab compare --quick``'s settings instead.
 
-Run: ``python benchmarks/bench_sweep.py [--quick] [--no-ray]``.
+Run: ``python benchmarks/bench_sweep.py [--quick] [--no-ray]``; writes ``sweep.json`` in
+``results/investigations/`` (``results/latest/`` when ``make bench`` runs it).
 
 Against another commit (``--before SRC``, the ``src`` of a checkout): each sweep runs in a
 fresh process on one side's source, ``before, now, before, now, ...`` (``--repeats``),
@@ -20,7 +21,8 @@ whether the records are identical (SHA-256 of the records) on both sides and at 
 ``--jobs``. ``--settings ruoss2023`` trains the ruoss2023 preset's settings as the other
 commit defines them (``--preset-from now``: as this one does; a preset's settings change
 between commits, and both sides must train the same thing): ``python
-benchmarks/bench_sweep.py --before /path/to/old/src --settings default``.
+benchmarks/bench_sweep.py --before /path/to/old/src --settings default``; it writes
+``sweep_vs_before_<settings>.json`` in ``results/investigations/``.
 """
 
 from __future__ import annotations

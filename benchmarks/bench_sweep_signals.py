@@ -11,7 +11,8 @@ The suite's test of the same (tests/reliability/test_processes.py) waits for the
 with a bound that only stops a hang, so its outcome never depends on the machine's load;
 this measures the time.
 
-Run: ``python benchmarks/bench_sweep_signals.py [--repeats 3]``.
+Run: ``python benchmarks/bench_sweep_signals.py [--repeats 3]``; writes ``sweep_signals.json``
+in ``results/investigations/`` (``results/latest/`` when ``make bench`` runs it).
 """
 
 from __future__ import annotations

@@ -16,8 +16,9 @@ length), the quantity :func:`attnlab._threads.threads_for` decides by; the ratio
 machine's load (``/proc/loadavg``) is recorded with every case: on a shared
 machine a second thread competes with other work, which this measures too.
 
-Run: ``python benchmarks/bench_threads.py [--repeats 7] [--quick]``; writes
-``benchmarks/results/threads.json`` and prints a table sorted by work.
+Run: ``python benchmarks/bench_threads.py [--repeats 7] [--quick]``; writes ``threads.json``
+(``threads_large.json`` with ``--only-large``) in ``results/investigations/`` (``results/latest/``
+when ``make bench`` runs it), and prints a table sorted by work.
 """
 
 from __future__ import annotations

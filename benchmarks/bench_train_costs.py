@@ -30,7 +30,8 @@ can be told), ``--flag-threads N`` passes ``--threads N`` to ``attnlab train``.
 The load average (``/proc/loadavg``) is recorded before and after every run.
 
 Run: ``python benchmarks/bench_train_costs.py [--epochs 100] [--repeats 3] [--busy 0] [--name NAME]
-[--tree NAME=SRC[@OMP] ...]``; writes ``benchmarks/results/NAME.json`` (default ``train_costs``). With
+[--tree NAME=SRC[@OMP] ...]``; writes ``NAME.json`` (default ``train_costs``) in ``results/investigations/``
+(``results/latest/`` when ``make bench`` runs it). With
 several ``--tree``, their runs are interleaved (tree A, tree B, tree A, ...), so that the machine's load
 from elsewhere falls on each alike; e.g. ``--tree base=/work/wt/base/src@1 --tree new=src`` compares an
 older commit, on one thread, with this tree.

@@ -15,7 +15,8 @@ short: a step costs the same in every epoch), ``quick`` (``--quick``'s) or ``ruo
 (the preset's: encoder-only, fresh strings, 800 steps).
 
 Run: ``python benchmarks/bench_train_one.py --before /path/to/old/src [--settings default]
-[--encodings none,rotary] [--repeats 3] [--epochs 4]``.
+[--encodings none,rotary] [--repeats 3] [--epochs 4]``; writes ``train_one_<settings>.json`` in
+``results/investigations/``. ``make bench`` leaves it out: it needs ``--before``.
 """
 
 from __future__ import annotations

@@ -14,7 +14,8 @@ no graph, so the loss is the same and only the number of calls changes). To
 show what that choice is worth, a second attnlab trainer validates in batches of
 16 like the labs, and the training and validation passes are also timed apart.
 
-Run: ``python benchmarks/bench_training.py [--repeats R] [--epochs-per-sample E]``.
+Run: ``python benchmarks/bench_training.py [--repeats R] [--epochs-per-sample E]``; writes
+``training_epoch.json`` in ``results/investigations/`` (``results/latest/`` when ``make bench`` runs it).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Issue 28's loaded machine: two busy loops (started here, stopped at the end), the same 100-epoch
 # `attnlab train` before (BEFORE_SRC, e.g. a checkout of cefd342) and after (this tree), with uptime at each.
-# Run: benchmarks/busy_train.sh BEFORE_SRC > benchmarks/results/busy_train.log
+# Run: benchmarks/busy_train.sh BEFORE_SRC > benchmarks/results/investigations/busy_train.log
 set -u
 HERE=$(cd "$(dirname "$0")/.." && pwd)
 BEFORE=$1

@@ -20,7 +20,7 @@ rounding alone moves the losses of the chaotic self-attention model.
   ``test MSE 0.089`` as its comment says.
 
 Run: ``python benchmarks/lab_parity.py [--check]`` (from anywhere; one intra-op thread, as the suite).
-Writes ``results/lab_parity.json``.
+Writes ``results/investigations/lab_parity.json`` (``make bench`` does not run it).
 """
 
 from __future__ import annotations

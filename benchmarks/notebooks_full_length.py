@@ -25,7 +25,8 @@ not checked. Every cell has ``--timeout`` seconds (default 600), so a run is bou
 9 to 13 s per notebook, kernel start included, on this 2-core machine under load.
 
 Run: ``python benchmarks/notebooks_full_length.py [--check] [--timeout SECONDS]``
-(from the repository root, or anywhere: paths are taken from this file's location).
+(from the repository root, or anywhere: paths are taken from this file's location). Writes
+``results/investigations/notebooks_full_length.json`` (``make bench`` does not run it).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The intra-op thread rule (issue 28): threads chosen by the work of a step, ``--threads`` overriding it.
 
 The boundary's numbers are the measurement of ``benchmarks/bench_threads.py`` (recorded in
-``benchmarks/results/threads*.json``): at 5.2e10 parameters x tokens a second thread was still
+``benchmarks/results/investigations/threads_large.json``): at 5.2e10 parameters x tokens a second thread was still
 twice as slow as one, at 1.0e11 it paid. The runs' thread counts are read inside the run
 (``torch.get_num_threads()`` when training starts), whatever the machine's cores: the rule is
 given the core count, or the count is one the rule picks without it.
