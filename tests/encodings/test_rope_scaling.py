@@ -322,6 +322,22 @@ def test_bad_parameters(call, error, match):
     (lambda: rope_frequencies({}, head_dim=8, seq_len=0), ValueError, r"seq_len.*0"),
     (lambda: rope_frequencies({"rope_type": "dynamic", "factor": 2.0}, head_dim=2, max_position_embeddings=8),
      ValueError, r"at least 4 rotated features.*got 2"),
+    # Accepted before, and silently wrong: a reversed YaRN ramp, a base with no slow pair, a length float64
+    # cannot hold.
+    (lambda: rope_frequencies({**YARN, "beta_fast": 1, "beta_slow": 32}, head_dim=8), ValueError,
+     r"beta_fast'\] must exceed .*beta_slow'\].*got 1 and 32"),
+    (lambda: rope_frequencies({**YARN, "beta_fast": 4, "beta_slow": 4}, head_dim=8), ValueError,
+     r"beta_fast'\] must exceed .*got 4 and 4"),
+    (lambda: rope_frequencies({**YARN, "beta_slow": 40}, head_dim=8), ValueError, r"got 32 and 40"),
+    (lambda: rope_frequencies({"rope_type": "linear", "factor": 4.0, "rope_theta": 1}, head_dim=8), ValueError,
+     r"rope_theta'\] must exceed 1 .*got 1$"),
+    (lambda: rope_frequencies({"rope_theta": 0.5}, head_dim=8), ValueError, r"rope_theta'\] must exceed 1.*0.5"),
+    (lambda: rope_frequencies({**YARN, "rope_theta": 1.0}, head_dim=8), ValueError, r"rope_theta'\] must exceed 1"),
+    (lambda: rope_frequencies({}, head_dim=8, base=1.0), ValueError, r"^base must exceed 1"),
+    (lambda: rope_frequencies({"rope_type": "dynamic", "factor": 2.0}, head_dim=8, max_position_embeddings=64,
+                              seq_len=10**30), ValueError, r"seq_len must be at most 9007199254740992, got 10{30}"),
+    (lambda: rope_frequencies({**LONGROPE, "factor": 4.0}, head_dim=16, seq_len=2**60), ValueError,
+     r"seq_len must be at most"),
 ])
 def test_bad_numbers(call, error, match):
     with pytest.raises(error, match=match) as info:

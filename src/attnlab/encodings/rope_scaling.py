@@ -134,6 +134,12 @@ class _RopeScaling:
                              f"(required: {', '.join(map(repr, required))})")
         self.head_dim = check_int("head_dim", head_dim, minimum=1)
         self.base = self._agreed("rope_theta", "base", base, 10000.0)
+        if self.base <= 1.0:
+            # b ** (-2i / d) is then 1 for every pair (b = 1: one speed, positions alias every 2 pi) or rises with
+            # i (b < 1): no pair turns slowly enough to tell far positions apart.
+            name = _key("rope_theta") if "rope_theta" in p else "base"
+            raise ValueError(f"{name} must exceed 1 (the speeds b ** (-2i / d) fall with i only then), "
+                             f"got {self.base:g}")
         factor = self._agreed("partial_rotary_factor", "partial_rotary_factor", partial_rotary_factor, 1.0)
         if factor > 1.0:
             name = _key("partial_rotary_factor") if "partial_rotary_factor" in p else "partial_rotary_factor"
@@ -260,15 +266,17 @@ class _RopeScaling:
             self.attention_factor = m(factor, mscale) / m(factor, mscale_all_dim)
         else:
             self.attention_factor = m(factor)
-        if self.base == 1.0:
-            raise ValueError("rope_type 'yarn' needs a base (rope_theta) other than 1: its correction range "
-                             "divides by ln(base), got 1")
         # `or`, as transformers: 0 (and None) mean the paper's 32 and 1.
         beta_fast = self._number("beta_fast", positive=False) or 32.0
         beta_slow = self._number("beta_slow", positive=False) or 1.0
         if beta_fast < 0 or beta_slow < 0:
             raise ValueError(f"{_key('beta_fast')} and {_key('beta_slow')} must be positive, "
                              f"got {beta_fast:g} and {beta_slow:g}")
+        if beta_fast <= beta_slow:
+            # The ramp runs from the pair turning beta_fast times to the one turning beta_slow times: reversed,
+            # it interpolates the fast pairs and keeps the slow ones, the opposite of YaRN.
+            raise ValueError(f"{_key('beta_fast')} must exceed {_key('beta_slow')} (rotations over the original "
+                             f"length, fast pairs kept, slow ones interpolated), got {beta_fast:g} and {beta_slow:g}")
 
         def pair(rotations: float) -> float:  # the pair that turns `rotations` times over the original length
             return d * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(self.base))
@@ -395,5 +403,6 @@ def rope_frequencies(
     scaling = _RopeScaling(rope_parameters, head_dim=head_dim, base=base, partial_rotary_factor=partial_rotary_factor,
                            max_position_embeddings=max_position_embeddings)
     if seq_len is not None:
-        seq_len = check_int("seq_len", seq_len, minimum=1)
+        # Past 2**53 float64 no longer holds every position: the length the speeds are computed for is not the one given.
+        seq_len = check_int("seq_len", seq_len, minimum=1, maximum=2**53)
     return scaling.at_length(seq_len), scaling.attention_factor
