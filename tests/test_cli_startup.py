@@ -157,6 +157,13 @@ def test_catalog_dtypes_are_torchs_floating_dtypes():
         table_dtype("int8")
 
 
+def test_the_flags_thread_bound_is_the_librarys():
+    from attnlab.cli._common import MAX_THREADS
+    from attnlab.training.threads import MAX_THREADS as LIBRARY_MAX_THREADS
+
+    assert MAX_THREADS == LIBRARY_MAX_THREADS
+
+
 def test_float32_max_is_torchs():
     from attnlab._validate import FLOAT32_MAX as LIBRARY_FLOAT32_MAX
 

@@ -548,3 +548,28 @@ def test_a_cgroup_without_a_limit_leaves_the_machines_memory(monkeypatch, tmp_pa
     _fake_machine(monkeypatch, 3 * 2**30)
     assert "its cgroup's memory limit leaves" not in _limits.memory_limits()
     assert _limits.memory_limits()["this machine has available"] == 3 * 2**30
+
+
+# --threads: torch.set_num_threads takes a C int, and a million threads fail in the OpenMP runtime (a SystemError
+# traceback in compare; in train a message blaming the model's sizes). Refused by the flag, in one line.
+@BOUNDED
+@pytest.mark.parametrize("verb", [
+    ["train"], ["compare", "--quick"], ["predict", "--run", "nowhere"], ["plot", "attention", "--run", "x"],
+])
+@pytest.mark.parametrize("threads", ["1000000", "9223372036854775807", "1025"])
+def test_threads_past_the_bound_are_refused_by_the_flag(capsys, tmp_path, verb, threads):
+    code, out, err = cli(capsys, *verb, "--threads", threads, "--out", str(tmp_path / "run"))
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert f"argument --threads: must be at most 1024, got {threads}" in err
+    assert not (tmp_path / "run").exists()
+
+
+@BOUNDED
+def test_the_library_refuses_threads_past_the_bound():
+    from attnlab.training.threads import MAX_THREADS, intra_op_threads
+
+    before = torch.get_num_threads()
+    with pytest.raises(ValueError, match=r"threads must be at most 1024, got 1000000"):
+        with intra_op_threads(1_000_000):
+            pass
+    assert torch.get_num_threads() == before and MAX_THREADS == 1024

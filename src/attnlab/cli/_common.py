@@ -51,6 +51,9 @@ FLOAT32_MAX = 3.4028234663852886e38
 INT_MAX = 2**63 - 1
 #: torch.manual_seed's range
 SEED_MIN, SEED_MAX = -(2**63), 2**64 - 1
+#: the most intra-op threads a flag may ask for: attnlab.training.threads.MAX_THREADS, written out so that the
+#: argument types check it without importing torch (tests/test_cli_startup.py compares the two)
+MAX_THREADS = 1024
 
 
 def _whole_number(text: str, minimum: int | None, maximum: int = INT_MAX) -> int:
@@ -187,9 +190,14 @@ def add_device_option(p: argparse.ArgumentParser) -> None:
                    help="cpu, cuda, cuda:N or mps (default: cuda if available, else mps, else cpu)")
 
 
+def thread_count(text: str) -> int:
+    """An argparse type: a number of threads, 1 to :data:`MAX_THREADS`."""
+    return _whole_number(text, 1, MAX_THREADS)
+
+
 def add_threads_option(p: argparse.ArgumentParser, *, what: str) -> None:
     """``--threads N``: the intra-op threads ``what`` computes on, instead of :mod:`attnlab.training.threads`' rule."""
-    p.add_argument("--threads", type=positive_int, default=None, metavar="N",
+    p.add_argument("--threads", type=thread_count, default=None, metavar="N",
                    help=f"intra-op threads {what} computes on (default: chosen by the work of a step; one thread "
                         "for the labs' models, where a second only slows a step down)")
 

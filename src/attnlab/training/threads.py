@@ -51,6 +51,10 @@ __all__ = ["TWO_THREADS_FROM", "cores", "intra_op_threads", "step_work", "thread
 #: at 5.2e10 two threads were still twice as slow as one; see the module docstring)
 TWO_THREADS_FROM = 10**11
 
+#: the most intra-op threads attnlab asks torch for: far past any machine's cores, and refused above, since
+#: torch.set_num_threads takes a C int and a million threads fail in the OpenMP runtime with a SystemError
+MAX_THREADS = 1024
+
 
 def cores() -> int:
     """The cores this process may run on (its affinity, where the system tells it), at least 1."""
@@ -94,9 +98,9 @@ def intra_op_threads(threads: int) -> Iterator[None]:
     """Run the block on ``threads`` intra-op threads; torch's own count comes back after.
 
     Raises:
-        TypeError / ValueError: if ``threads`` is not an int of at least 1.
+        TypeError / ValueError: if ``threads`` is not an int from 1 to :data:`MAX_THREADS`.
     """
-    threads = check_int("threads", threads, minimum=1)
+    threads = check_int("threads", threads, minimum=1, maximum=MAX_THREADS)
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
