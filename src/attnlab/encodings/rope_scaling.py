@@ -403,6 +403,6 @@ def rope_frequencies(
     scaling = _RopeScaling(rope_parameters, head_dim=head_dim, base=base, partial_rotary_factor=partial_rotary_factor,
                            max_position_embeddings=max_position_embeddings)
     if seq_len is not None:
-        # Past 2**53 float64 no longer holds every position: the length the speeds are computed for is not the one given.
+        # Past 2**53 float64 no longer holds every position: the speeds would be for another length than this one.
         seq_len = check_int("seq_len", seq_len, minimum=1, maximum=2**53)
     return scaling.at_length(seq_len), scaling.attention_factor
