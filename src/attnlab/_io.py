@@ -131,16 +131,32 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[Path], object]) 
         # mkstemp makes the file private (0600); give it the permissions a plain open() would.
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, dest)
-    except OSError as err:
+    except BaseException as raised:
         tmp.unlink(missing_ok=True)
-        if err.filename not in (None, tmp_name, str(tmp)):
+        err = _os_error_in(raised)
+        if err is None or err.filename not in (None, tmp_name, str(tmp)):
             raise
         # A full disk or a file-size limit is named with the file being written, not its temporary.
+        if err.errno is None:  # numpy's short write ("640000 requested and 24968 written") has no errno
+            raise OSError(f"cannot write {str(dest)!r}: {err} (a full disk or a file-size limit)") from None
         raise OSError(err.errno, f"cannot write {str(dest)!r}: {err.strerror or err}") from None
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
     return dest
+
+
+def _os_error_in(raised: BaseException) -> OSError | None:
+    """The OSError ``raised`` is, or the one it was raised while handling (None if neither).
+
+    torch.save's zip writer, closing after a write failed (a full disk), raises a RuntimeError of its own
+    ("unexpected pos ...") that hides the OSError: the OSError is what happened.
+    """
+    seen: set[int] = set()
+    err: BaseException | None = raised
+    while err is not None and id(err) not in seen:
+        if isinstance(err, OSError):
+            return err
+        seen.add(id(err))
+        err = err.__context__ if isinstance(err, RuntimeError) else None
+    return None
 
 
 def check_regular_file(path: str | os.PathLike[str], *, what: str) -> os.stat_result:

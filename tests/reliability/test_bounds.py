@@ -573,3 +573,39 @@ def test_the_library_refuses_threads_past_the_bound():
         with intra_op_threads(1_000_000):
             pass
     assert torch.get_num_threads() == before and MAX_THREADS == 1024
+
+
+# A full disk mid-write: torch.save's zip writer, closing after the failed write, raised a RuntimeError
+# ("unexpected pos") over the OSError, and compare printed a 41-line traceback. A file-size limit (RLIMIT_FSIZE,
+# SIGXFSZ ignored) makes the kernel fail the write exactly as a full disk does, without a disk to fill.
+_FILE_SIZE_LIMIT = textwrap.dedent("""
+    import resource, signal, sys
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    import torch
+    from attnlab.cli import main
+    resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[1]), resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+    sys.exit(main(sys.argv[2:]))
+""")
+
+
+@pytest.mark.process
+@MESSAGES
+@pytest.mark.parametrize(("limit", "argv", "written"), [
+    (200_000, ["compare", "--encodings", "alibi", "--seeds", "1", "--train-len", "4", "--test-lens", "4,6",
+               "--n-train", "64", "--n-test", "8", "--epochs", "1", "--d-model", "128", "--n-heads", "2",
+               "--n-layers", "4", "--jobs", "1", "--no-progress"], "models/alibi-seed0/weights.pt"),
+    (200_000, ["compare", "--encodings", "alibi,none", "--seeds", "1", "--train-len", "4", "--test-lens", "4,6",
+               "--n-train", "64", "--n-test", "8", "--epochs", "1", "--d-model", "128", "--n-heads", "2",
+               "--n-layers", "4", "--jobs", "2", "--no-progress"], "weights.pt"),
+    (20_000, ["train", "--epochs", "1", "--no-progress"], "checkpoint.pt"),
+    (100_000, ["encode", "--max-len", "10000", "--d-model", "64"], "table.npy"),
+])
+def test_a_full_disk_mid_write_is_one_line_naming_the_file(tmp_path, limit, argv, written):
+    out = tmp_path / ("table.npy" if argv[0] == "encode" else "run")
+    proc = subprocess.run([sys.executable, "-c", _FILE_SIZE_LIMIT, str(limit), *argv, "--out", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert "cannot write" in proc.stderr and written in proc.stderr
+    assert "File too large" in proc.stderr or "file-size limit" in proc.stderr
+    assert not list(tmp_path.rglob("*.tmp*"))  # no temporary left behind
