@@ -609,3 +609,20 @@ def test_a_full_disk_mid_write_is_one_line_naming_the_file(tmp_path, limit, argv
     assert "cannot write" in proc.stderr and written in proc.stderr
     assert "File too large" in proc.stderr or "file-size limit" in proc.stderr
     assert not list(tmp_path.rglob("*.tmp*"))  # no temporary left behind
+
+
+# An error echoes the value given: a --test-lens of 10,000 lengths printed a 30 KB line. Lists are cut to their
+# first items and the count, and every line to a few hundred characters.
+@MESSAGES
+@pytest.mark.parametrize(("argv", "shown"), [
+    (["--test-lens", ",".join(["5"] * 10_000)], "got [5, 5, 5, ..., 5] (10,000 items)"),
+    (["--task", "scan", "--test-lens", ",".join(str(i % 50 + 1) for i in range(10_000))],
+     "got [1, 2, 3, ..., 50] (10,000 items)"),
+    (["--encodings", ",".join(["sinusoidal"] * 5_000)], "(5,000 items)"),
+    (["--encodings", "x" * 20_000], "xxxx ..."),
+])
+def test_an_echoed_value_is_cut_to_a_line(capsys, tmp_path, argv, shown):
+    code, out, err = cli(capsys, "compare", *argv, "--out", str(tmp_path / "run"))
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert shown in err and len(err) <= 440, err[:600]
+    assert not (tmp_path / "run").exists()

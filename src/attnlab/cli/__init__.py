@@ -167,13 +167,32 @@ def _one_line(err: BaseException, flags: dict[str, str]) -> str:
         first = str(err).strip().splitlines()[0] if str(err).strip() else ""
         first = re.sub(r"^\[enforce fail at [^]]*\] (err == 0\. )?", "", first)
         return f"not enough memory for the sizes asked for ({first or type(err).__name__}); ask for less"
-    message = " ".join(str(err).split())
+    message = _shortened(" ".join(str(err).split()))
     for dest, flag in flags.items():
         if "_" in dest:
             message = re.sub(rf"(?<![\w'\"\-.\[]){re.escape(dest)}(?![\w'\"\]])", flag, message)
         elif re.match(rf"{re.escape(dest)}\b[ :]", message):
             message = flag + message[len(dest):]
     return message
+
+
+#: a list of numbers or names as a message echoes it: ``[5, 5, 5]``, ``(8, 12)``, ``['a', 'b']``
+_LIST = re.compile(r"[\[(](?:[^][()]*?, ){8,}[^][()]*?[\])]")
+#: the longest line an error prints: a value the user gave is echoed, never a wall of it
+MAX_MESSAGE = 400
+
+
+def _shortened(message: str) -> str:
+    """``message`` with each echoed list of more than 8 items cut to its first 3 and last, and the count, and the
+    whole cut at :data:`MAX_MESSAGE` characters (a ``--test-lens`` of 10,000 lengths echoed 30 KB)."""
+
+    def cut(match: re.Match[str]) -> str:
+        text = match.group(0)
+        items = text[1:-1].split(", ")
+        return f"{text[0]}{', '.join(items[:3])}, ..., {items[-1]}{text[-1]} ({len(items):,} items)"
+
+    message = _LIST.sub(cut, message)
+    return message if len(message) <= MAX_MESSAGE else message[:MAX_MESSAGE - 5] + " ..."
 
 
 if __name__ == "__main__":  # pragma: no cover
