@@ -193,3 +193,56 @@ def test_xpos_scales_so_its_norms_fail_and_cope_counts_by_order_only():
     assert verdicts(report) == {"offset_only": "pass", "norm_preserved": "n/a", "shift_invariant": "pass",
                                 "offsets_consistent": "pass"}
     assert report["offset_only"].extra["uses"] == ["bias"]
+
+
+class Window(ALiBi):
+    """A sliding window over ALiBi: keys farther than ``width`` get -inf (masked), as a local-attention bias does."""
+
+    def __init__(self, n_heads, width):
+        super().__init__(n_heads)
+        self.width = width
+
+    def bias(self, q, n_keys, *, q_offset=0, k_offset=0, k=None):
+        term = super().bias(q, n_keys, q_offset=q_offset, k_offset=k_offset, k=k)  # [1, H, T, S]
+        i = torch.arange(q_offset, q_offset + q.shape[2])[:, None]
+        j = torch.arange(k_offset, k_offset + n_keys)[None, :]
+        return term.masked_fill((i - j).abs() > self.width, float("-inf"))
+
+
+class WindowFromAbsolutePosition(Window):
+    """Broken: the window masks by the query's absolute position (-inf past position 20), not by distance."""
+
+    def bias(self, q, n_keys, *, q_offset=0, k_offset=0, k=None):
+        term = super().bias(q, n_keys, q_offset=q_offset, k_offset=k_offset, k=k)
+        i = torch.arange(q_offset, q_offset + q.shape[2])[:, None]
+        return term.masked_fill(i.expand_as(term[0, 0]) > 20, float("-inf"))
+
+
+class NaNBias(ALiBi):
+    """Broken: a NaN term at one pair."""
+
+    def bias(self, q, n_keys, *, q_offset=0, k_offset=0, k=None):
+        term = super().bias(q, n_keys, q_offset=q_offset, k_offset=k_offset, k=k).clone()
+        if q.shape[2] > 3 and n_keys > 2:
+            term[..., 3, 2] = float("nan")
+        return term
+
+
+# -inf - -inf is NaN: a scheme with -inf terms (a window, a mask) was reported "fail" with a NaN value.
+@pytest.mark.parametrize("scheme", [Window(4, 3), Window(2, 0), Window(4, 100)], ids=["w3", "w0", "w100"])
+def test_equal_infinities_are_equal(scheme):
+    report = audit_position(scheme, max_positions=64)
+    assert verdicts(report) == {"offset_only": "pass", "norm_preserved": "n/a", "shift_invariant": "pass",
+                                "offsets_consistent": "pass"}, [c.detail for c in report.checks]
+    assert all(c.value is None or c.value == c.value for c in report.checks)  # no NaN
+    assert report["offset_only"].tolerance < 1e-2  # the scale is the finite terms', not inf
+
+
+def test_an_infinity_where_the_other_is_finite_still_fails():
+    report = audit_position(WindowFromAbsolutePosition(4, 3), max_positions=64)
+    assert verdicts(report)["offset_only"] == "fail" and verdicts(report)["shift_invariant"] == "fail"
+
+
+def test_a_nan_term_still_fails():
+    report = audit_position(NaNBias(4), max_positions=64)
+    assert not report.passed

@@ -95,8 +95,16 @@ def _scores(scheme: PositionScheme, q: Tensor, k: Tensor, q_offset: int, k_offse
     if bias is not None:
         bias = bias.to(torch.float64)
         scores = scores + bias  # broadcast to [B, H, T, S]
-        scale += bias.abs().max().item() if bias.numel() else 0.0
+        # Only finite terms set the scale: a window's -inf masks pairs, it is not a size to round against.
+        finite = bias[bias.isfinite()]
+        scale += finite.abs().max().item() if finite.numel() else 0.0
     return scores, scale
+
+
+def _gap(a: Tensor, b: Tensor) -> Tensor:
+    """``|a - b|`` elementwise, where equal values are 0 apart, equal infinities included (a masked pair
+    masked at both places is the same score; ``-inf - -inf`` would be NaN, a failure)."""
+    return torch.where(a == b, torch.zeros((), dtype=a.dtype), (a - b).abs())
 
 
 def _bias(scheme: PositionScheme, q: Tensor, k: Tensor, *, q_offset: int = 0, k_offset: int = 0) -> Tensor | None:
@@ -212,7 +220,7 @@ def _offset_only(scheme: PositionScheme, randn: _Randn, H: int, Dh: int, N: int,
     spreads = []
     for d in checked:
         diag = scores.diagonal(offset=d, dim1=-2, dim2=-1)  # [B, H, N - |d|]: score(i, i + d)
-        spreads.append((diag.amax(-1) - diag.amin(-1)).max().item())
+        spreads.append(_gap(diag.amax(-1), diag.amin(-1)).max().item())
     tol = _tolerance(scale, N - 1)
     worst = max(spreads)
     d_worst = checked[spreads.index(worst)]
@@ -268,11 +276,11 @@ def _shift_invariant(scheme: PositionScheme, randn: _Randn, H: int, Dh: int, N: 
     errors, v_errors = [], []
     for a in shifts:
         shifted, _ = _scores(scheme, q, k, a, a)
-        errors.append((shifted - base).abs().max().item())
+        errors.append(_gap(shifted, base).max().item())
         if base_v is not None:
             moved = scheme.value_term(weights, q_offset=a, k_offset=a)
             assert moved is not None, "a scheme with a value term has one at every offset"
-            v_errors.append((moved.to(torch.float64) - base_v.to(torch.float64)).abs().max().item())
+            v_errors.append(_gap(moved.to(torch.float64), base_v.to(torch.float64)).max().item())
     worst = max(errors)
     a_worst = shifts[errors.index(worst)]
     extra: dict[str, Any] = {"shifts": shifts, "score_error": errors}
@@ -300,11 +308,11 @@ def _offsets_consistent(scheme: PositionScheme, randn: _Randn, H: int, Dh: int, 
     for p in rows:
         # One query at position p against the cached keys 0..p.
         step, _ = _scores(scheme, q[:, :, p : p + 1], k[:, :, : p + 1], p, 0)  # [B, H, 1, p + 1]
-        worst = max(worst, (step - full[:, :, p : p + 1, : p + 1]).abs().max().item())
+        worst = max(worst, _gap(step, full[:, :, p : p + 1, : p + 1]).max().item())
         if full_v is not None:
             v = scheme.value_term(weights[:, :, p : p + 1, : p + 1], q_offset=p, k_offset=0)  # [B, H, 1, Dh]
             assert v is not None, "a scheme with a value term has one at every offset"
-            v_worst = max(v_worst, (v.to(torch.float64) - full_v[:, :, p : p + 1].to(torch.float64)).abs().max().item())
+            v_worst = max(v_worst, _gap(v.to(torch.float64), full_v[:, :, p : p + 1].to(torch.float64)).max().item())
     tol = _tolerance(scale, W - 1)
     ok = worst <= tol
     detail = (f"a query at position p with keys 0..p (q_offset = p) gets row p of the full scores to "
