@@ -61,8 +61,7 @@ from torch.func import functional_call, vmap
 from attnlab._finite import bounded_pair
 from attnlab._validate import check_finite_float, check_int
 from attnlab.attention.backends.choose import may_attend
-from attnlab.attention.functional import attend_unchecked
-from attnlab.attention.guards import drop_unseen_keys
+from attnlab.attention.functional import attend_unchecked, drop_unseen_keys
 from attnlab.encodings.registry import draws_positions
 from attnlab.models.decoder_only import DecoderOnlyTransformer
 from attnlab.models.encoder_only import EncoderOnlyTransformer
