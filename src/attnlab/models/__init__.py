@@ -52,7 +52,7 @@ if TYPE_CHECKING:
         EncoderSelfAttn,
     )
     from attnlab.models.labs.squares_transformer import EncoderDecoderTransformer
-    from attnlab.models.sequence_model import SequenceModel
+    from attnlab.models.sequence_model import sequence_model_class
     from attnlab.models.transformer import ENCODINGS, Transformer, TransformerDecoderLayer, TransformerEncoderLayer
 
 __all__ = ["ENCODINGS", "Decoder", "DecoderAttn", "DecoderOnlyTransformer", "DecoderPe", "DecoderSelfAttn", "Encoder",
@@ -65,6 +65,7 @@ _NAMES = {
     "transformer": ("ENCODINGS", "Transformer", "TransformerDecoderLayer", "TransformerEncoderLayer"),
     "decoder_only": ("DecoderOnlyTransformer",),
     "encoder_only": ("EncoderOnlyTransformer",),
+    "sequence_model": ("sequence_model_class",),
     "labs.gru_seq2seq": ("Decoder", "DecoderAttn", "Encoder", "EncoderDecoder", "EncoderDecoderAttn"),
     "labs.selfattn_seq2seq": ("DecoderPe", "DecoderSelfAttn", "EncoderDecoderSelfAttn", "EncoderPe",
                               "EncoderSelfAttn"),
@@ -72,32 +73,6 @@ _NAMES = {
 }
 #: where each name lives, imported when first asked for
 _HOMES = {name: module for module, names in _NAMES.items() for name in names}
-
-#: the sequence model of each architecture a task is laid out for (:data:`attnlab.data.task.ARCHITECTURES`)
-ARCHITECTURE_MODELS = {"decoder-only": "DecoderOnlyTransformer", "encoder-decoder": "Transformer",
-                       "encoder-only": "EncoderOnlyTransformer"}
-
-
-def sequence_model_class(architecture: str) -> type[SequenceModel]:
-    """The model class of one of :data:`attnlab.data.task.ARCHITECTURES`; its constructor takes the sizes.
-
-    ``"decoder-only"`` is :class:`DecoderOnlyTransformer`, ``"encoder-decoder"``
-    :class:`Transformer`, ``"encoder-only"`` :class:`EncoderOnlyTransformer`; all take the
-    keyword-only arguments of :class:`~attnlab.models.sequence_model.SequenceModel`
-    (``vocab_size`` or ``n_features``, ``d_model``, ``n_heads``, ``n_layers``, ``ff_units``,
-    ``dropout``, ``encoding``, ``max_len``, ``max_relative_position``, ``pad_id``) and check
-    them. Builders only build: seeding the initial weights is the caller's.
-
-    Raises:
-        ValueError: for an unknown ``architecture`` (naming the known ones).
-    """
-    from attnlab._validate import check_choice
-    from attnlab.data.task import ARCHITECTURES
-
-    model_class: type[SequenceModel] = __getattr__(
-        ARCHITECTURE_MODELS[check_choice("architecture", architecture, ARCHITECTURES)])
-    return model_class
-
 
 def __getattr__(name: str) -> Any:
     """One of :data:`__all__`, imported from its module the first time it is asked for."""

@@ -38,6 +38,9 @@ class Group(Protocol):
     Attributes:
         n_members: ``G``.
         pad_id: the token the members pad with.
+
+    Raises:
+        TypeError: if instantiated: it describes a group, it builds none.
     """
 
     n_members: int
