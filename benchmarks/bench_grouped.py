@@ -8,7 +8,7 @@ through :func:`attnlab.training.fit`): loss, backward, norm clipping at 1.0, Ada
 
 * ``sequential``: ``G`` models, one such step each, one after another (what ``G`` runs in one
   process do);
-* ``grouped``: one :func:`attnlab.models.grouped.group_step` of a
+* ``grouped``: one :func:`attnlab.training.grouped.group_step` of a
   :class:`~attnlab.models.grouped.ModelGroup` of the same ``G`` models.
 
 Both in this process, on one thread (``torch.set_num_threads(1)``, as the lab trains at these
@@ -73,7 +73,8 @@ def _sequential(models: list, batches: list, device: torch.device) -> Callable[[
 
 def _grouped(models: list, batches: list, device: torch.device) -> Callable[[], None]:
     """One grouped step of all the models."""
-    from attnlab.models.grouped import GroupAdam, MemberInputs, ModelGroup, group_step
+    from attnlab.models.grouped import ModelGroup
+    from attnlab.training.grouped import GroupAdam, MemberInputs, group_step
 
     # Each member's own stream for its dropout masks (what ModelGroup.build makes).
     group = ModelGroup(models, streams=[torch.Generator().manual_seed(g) for g in range(len(models))]).train()

@@ -16,6 +16,7 @@ from torch import nn
 
 from attnlab.cli import main
 from attnlab.data.metrics import sequence_accuracy, token_accuracy
+from attnlab.data.task import ARCHITECTURES
 from attnlab.data.task_names import make_task_sets
 from attnlab.data.tasks import BOS, EOS, PAD, Vocab
 from attnlab.labs import sweep
@@ -26,7 +27,6 @@ from attnlab.labs.lengths.compare import CompareResult, run_compare
 from attnlab.labs.lengths.config import CompareConfig
 from attnlab.labs.lengths.report import format_table, summarise
 from attnlab.models import DecoderOnlyTransformer, EncoderOnlyTransformer, Transformer
-from attnlab.models.builders import ARCHITECTURES
 from attnlab.training import default_device
 
 TINY = dict(encodings=("rotary", "alibi"), n_seeds=1, epochs=1, n_train=64, n_test=16, d_model=16, n_heads=2,

@@ -159,7 +159,7 @@ def test_the_scan_sees_the_imports():
     assert len(MODULES) > 50
     # `from attnlab.training import schedulers as sched` names a module, not the package.
     assert "attnlab.training.schedulers" in GRAPH["attnlab.training.loop"]
-    assert "attnlab._eval_mode" in GRAPH["attnlab.training.predict"]
+    assert "attnlab._eval_mode" in GRAPH["attnlab.training.book.trainer"]
     assert "attnlab.cli" in GRAPH["attnlab.__main__"]
     assert any(_package(t) == "encodings" for t in GRAPH["attnlab.attention.multihead"])
 

@@ -21,7 +21,7 @@ from attnlab.encodings import ModelSizes, PositionScheme, register, resolve, spe
 from attnlab.encodings.registry import attention_position
 from attnlab.encodings.scheme import bias_dtype, check_heads, check_rel
 from attnlab.models import DecoderOnlyTransformer, EncoderOnlyTransformer, Transformer
-from attnlab.models.squares_transformer import squares_transformer
+from attnlab.models.labs.squares_transformer import squares_transformer
 
 
 class Sandwich(PositionScheme):

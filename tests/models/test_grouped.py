@@ -17,16 +17,10 @@ import torch
 import torch.nn.functional as F
 
 from attnlab.models import DecoderOnlyTransformer, EncoderOnlyTransformer
-from attnlab.models.grouped import (
-    GroupAdam,
-    MemberInputs,
-    ModelGroup,
-    clip_group_grad_norm_,
-    member_calls,
-    train_group,
-)
+from attnlab.models.grouped import ModelGroup
 from attnlab.training import fit
 from attnlab.training.clipping import GradientClipping
+from attnlab.training.grouped import GroupAdam, MemberInputs, clip_group_grad_norm_, member_calls, train_group
 from attnlab.training.threads import intra_op_threads
 
 V, PAD = 7, 0

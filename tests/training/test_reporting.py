@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import attnlab.plotting
-from attnlab.training.progress import progress_enabled
+from attnlab.training.callbacks import progress_enabled
 
 from trainer_helpers import make_trainer
 

@@ -27,6 +27,12 @@ uses the opposite, see :mod:`attnlab.attention.masks`). Masked scores become
 may attend to gets an output of zeros and zero gradients, never NaN, on every
 device and kernel. Half-precision scores are softmaxed in float32.
 
+Guards against numbers attention cannot use, which :func:`attend` and the long-context
+paths (chunked, FlexAttention) apply first, so that every path gives the same answer:
+:func:`drop_unseen_keys` (a key the mask hides from every query has no effect whatever
+it holds) and :func:`check_scale_range` (a scale the kernels would turn into inf is
+refused by name). Scores too large to form are the third, :func:`attnlab._finite.bounded_pair`.
+
 Shape notation: ``B`` batch, ``H`` heads, ``Hkv`` key/value heads, ``T`` queries,
 ``S`` keys, ``Dh`` query/key width, ``Dv`` value width.
 """
@@ -41,9 +47,9 @@ from torch import Tensor
 
 from attnlab._finite import bounded_pair
 from attnlab._validate import check_bool, check_finite_float, check_probability
-from attnlab.attention.guards import check_scale_range, drop_unseen_keys
 
-__all__ = ["attend", "attend_unchecked", "check_bias", "check_mask", "repeat_kv_heads"]
+__all__ = ["attend", "attend_unchecked", "check_bias", "check_mask", "check_scale_range", "drop_unseen_keys",
+           "repeat_kv_heads"]
 
 # SDPA's enable_gqa (torch >= 2.5); on an older torch the fused path repeats the key/value heads.
 _SDPA_GQA = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 5)
@@ -155,6 +161,48 @@ def check_bias(bias: Tensor, target: tuple[int, int, int, int]) -> None:
     _broadcast_check("bias", bias, target)
 
 
+# -- guards: numbers attention cannot use ------------------------------------------------------------
+
+def check_scale_range(scale: float, dtype: torch.dtype) -> None:
+    """Raise unless ``scale`` is finite in ``dtype``, the dtype the kernels multiply it in.
+
+    ``1e308`` is a finite Python float but inf in float32: every score would be inf or NaN.
+
+    Raises:
+        ValueError: naming ``scale``, its value and the dtype's range.
+    """
+    largest = torch.finfo(dtype).max
+    if not abs(scale) <= largest:
+        raise ValueError(f"scale must be finite in the queries' dtype {dtype} (|scale| <= {largest:.3g}), "
+                         f"got {scale:g}")
+
+
+def drop_unseen_keys(key: Tensor, value: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+    """``key [B, Hkv, S, Dh]`` and ``value [B, Hkv, S, Dv]`` with zeros at the keys no query may attend to.
+
+    A masked key must have no effect whatever it holds: its weight is 0, but ``0 * inf`` and
+    ``0 * NaN`` are NaN, in the scores and in ``weights @ value`` alike, on every kernel. A key
+    that ``mask`` (boolean, True = may attend, broadcastable to ``[B, H, T, S]``) hides from every
+    query of its row is replaced by zeros, which is exactly attention without that key. A key
+    some query may see keeps its values (those queries read them). On the CPU nothing is
+    copied unless some key is hidden; elsewhere asking would sync the device, so the fill runs.
+
+    Returns:
+        ``(key, value)``, the inputs themselves when no key is hidden (on the CPU).
+    """
+    if mask.dim() == 0:
+        return key, value
+    seen = mask.any(dim=-2) if mask.dim() >= 2 else mask  # [..., S]: some query may attend to the key
+    seen = seen.reshape((1,) * (3 - seen.dim()) + tuple(seen.shape))  # [B|1, H|1, S]
+    Hkv = max(key.shape[1], value.shape[1])
+    if seen.shape[1] not in (1, Hkv):  # query heads H > Hkv: a key/value head serves H / Hkv of them
+        seen = seen.reshape(seen.shape[0], Hkv, -1, seen.shape[-1]).any(dim=2)  # [B|1, Hkv, S]
+    unseen = ~seen.to(key.device)[..., None]  # [B|1, Hkv|1, S, 1]
+    if key.device.type == "cpu" and not bool(unseen.any()):
+        return key, value
+    return key.masked_fill(unseen, 0.0), value.masked_fill(unseen, 0.0)
+
+
 def attend(
     query: Tensor,
     key: Tensor,
@@ -205,7 +253,7 @@ def attend(
         The guarantees (both paths agree, empty rows are zeros, no NaN) assume
         finite inputs; they are not checked, which would cost a pass over every
         tensor. A key that ``mask`` hides from every query has no effect whatever it
-        holds (NaN, inf: it is replaced by zeros, :func:`attnlab.attention.guards.drop_unseen_keys`); a NaN or
+        holds (NaN, inf: it is replaced by zeros, :func:`drop_unseen_keys`); a NaN or
         inf in a key or value some query sees reaches that query's output. With a
         ``bias`` or ``need_weights``, queries and keys too large for their scores to be
         formed are scaled down first (:func:`attnlab._finite.bounded_pair`), so large

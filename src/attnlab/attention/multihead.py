@@ -19,7 +19,7 @@ from the data (a left-padded batch, Abacus indices); a cache keeps each key's. t
 ``key_padding_mask`` with True = padding) goes through
 :func:`attnlab.attention.interop.forward_like_torch`; the labs' call (``init_keys``,
 ``mha(query, mask)`` with 0/1 float masks, ``alphas`` after every call, every head
-``d_model`` wide) is :class:`attnlab.attention.lab_heads.LabMultiHeadAttention`.
+``d_model`` wide) is :class:`attnlab.attention.lab.heads.LabMultiHeadAttention`.
 
 Lab fidelity: the parameters are drawn in the labs' order (``linear_out``
 first, then each head's query, key and value ``nn.Linear``) and packed, so after

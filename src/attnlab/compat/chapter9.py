@@ -38,7 +38,7 @@ from torch import Tensor, nn
 from attnlab._eval_mode import evaluating
 from attnlab._validate import check_int
 from attnlab.attention.recording import collect_attention, record_attention
-from attnlab.models.rnn_seq2seq import EncoderDecoder
+from attnlab.models.labs.gru_seq2seq import EncoderDecoder
 from attnlab.plotting.attention_maps import plot_attention_weights
 from attnlab.plotting.squares import direction_array, plot_sequence_pred, prediction_array, square_array
 

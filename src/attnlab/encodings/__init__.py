@@ -22,84 +22,97 @@ checked by ``check_position_ids``.
 By name, class or factory (:mod:`.registry`): ``ENCODINGS``, ``register(name, cls)`` for a
 user's own scheme, ``resolve`` and ``attention_position(position, ...)``, what a model's
 ``position=`` argument builds.
+
+Every name is imported from its module the first time it is asked for (PEP 562), so that
+importing one module of the package (a scheme's, the registry) loads only what it needs.
 """
 
-from attnlab.encodings.alibi import ALiBi, alibi_slopes
-from attnlab.encodings.axial_rotary import AxialRotary, axial_rotary_angles
-from attnlab.encodings.cope import CoPE
-from attnlab.encodings.draws import sample_positions
-from attnlab.encodings.fire import FIRE
-from attnlab.encodings.fixed_base import fixed_base
-from attnlab.encodings.kerple import KERPLE
-from attnlab.encodings.learned import LearnedPositionalEncoding
-from attnlab.encodings.positional import PositionalEncoding
-from attnlab.encodings.positions import check_position_ids, positions_from_mask
-from attnlab.encodings.randomized import RandomizedPositions
-from attnlab.encodings.randomized_tables import RandomizedLearned, RandomizedSinusoidal
-from attnlab.encodings.registry import ENCODINGS, Randomized, attention_position, register, resolve, spec_name
-from attnlab.encodings.relative import ShawRelative
-from attnlab.encodings.rope_scaling import ROPE_TYPES, rope_frequencies
-from attnlab.encodings.rotary import CONVENTIONS as ROTARY_CONVENTIONS
-from attnlab.encodings.rotary import Rotary, apply_rotary, interleaved_to_half_permutation
-from attnlab.encodings.scheme import AttentionPosition, ModelSizes, NoPosition, PositionScheme, relative_positions
-from attnlab.encodings.sinusoidal import LAYOUTS, RATES, angle_rates, shift_matrix, sinusoidal
-from attnlab.encodings.sinusoidal_nd import (
-    PositionalEncoding2D,
-    PositionalEncoding3D,
-    axis_pairs,
-    sinusoidal_2d,
-    sinusoidal_3d,
-)
-from attnlab.encodings.t5 import T5RelativeBias, t5_bucket
-from attnlab.encodings.xpos import XPos, xpos_zeta
+from __future__ import annotations
 
-__all__ = [
-    "ROPE_TYPES",
-    "rope_frequencies",
-    "sinusoidal_3d",
-    "sinusoidal_2d",
-    "axis_pairs",
-    "axial_rotary_angles",
-    "PositionalEncoding3D",
-    "PositionalEncoding2D",
-    "AxialRotary",
-    "ALiBi",
-    "AttentionPosition",
-    "CoPE",
-    "ENCODINGS",
-    "FIRE",
-    "KERPLE",
-    "LAYOUTS",
-    "LearnedPositionalEncoding",
-    "NoPosition",
-    "PositionScheme",
-    "PositionalEncoding",
-    "RATES",
-    "RandomizedLearned",
-    "RandomizedPositions",
-    "RandomizedSinusoidal",
-    "ROTARY_CONVENTIONS",
-    "Rotary",
-    "ShawRelative",
-    "T5RelativeBias",
-    "XPos",
-    "alibi_slopes",
-    "angle_rates",
-    "apply_rotary",
-    "attention_position",
-    "check_position_ids",
-    "fixed_base",
-    "interleaved_to_half_permutation",
-    "positions_from_mask",
-    "relative_positions",
-    "sample_positions",
-    "shift_matrix",
-    "sinusoidal",
-    "t5_bucket",
-    "xpos_zeta",
-    "ModelSizes",
-    "Randomized",
-    "register",
-    "resolve",
-    "spec_name",
-]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Imported now, not on first use: these functions have their module's name, and importing the module
+# (anyone's `from attnlab.encodings.sinusoidal import ...`) would set the package's attribute to the module.
+from attnlab.encodings.fixed_base import fixed_base
+from attnlab.encodings.sinusoidal import sinusoidal
+
+if TYPE_CHECKING:
+    from attnlab.encodings.alibi import ALiBi, alibi_slopes
+    from attnlab.encodings.axial_rotary import AxialRotary, axial_rotary_angles
+    from attnlab.encodings.cope import CoPE
+    from attnlab.encodings.draws import sample_positions
+    from attnlab.encodings.fire import FIRE
+    from attnlab.encodings.kerple import KERPLE
+    from attnlab.encodings.learned import LearnedPositionalEncoding
+    from attnlab.encodings.positional import PositionalEncoding
+    from attnlab.encodings.positions import check_position_ids, positions_from_mask
+    from attnlab.encodings.randomized import RandomizedPositions
+    from attnlab.encodings.randomized_tables import RandomizedLearned, RandomizedSinusoidal
+    from attnlab.encodings.registry import ENCODINGS, Randomized, attention_position, register, resolve, spec_name
+    from attnlab.encodings.relative import ShawRelative
+    from attnlab.encodings.rope_scaling import ROPE_TYPES, rope_frequencies
+    from attnlab.encodings.rotary import CONVENTIONS as ROTARY_CONVENTIONS
+    from attnlab.encodings.rotary import Rotary, apply_rotary, interleaved_to_half_permutation
+    from attnlab.encodings.scheme import AttentionPosition, ModelSizes, NoPosition, PositionScheme, relative_positions
+    from attnlab.encodings.sinusoidal import LAYOUTS, RATES, angle_rates, shift_matrix
+    from attnlab.encodings.sinusoidal_nd import (
+        PositionalEncoding2D,
+        PositionalEncoding3D,
+        axis_pairs,
+        sinusoidal_2d,
+        sinusoidal_3d,
+    )
+    from attnlab.encodings.t5 import T5RelativeBias, t5_bucket
+    from attnlab.encodings.xpos import XPos, xpos_zeta
+
+__all__ = ["ALiBi", "AttentionPosition", "AxialRotary", "CoPE", "ENCODINGS", "FIRE", "KERPLE", "LAYOUTS",
+           "LearnedPositionalEncoding", "ModelSizes", "NoPosition", "PositionScheme", "PositionalEncoding",
+           "PositionalEncoding2D", "PositionalEncoding3D", "RATES", "ROPE_TYPES", "ROTARY_CONVENTIONS", "Randomized",
+           "RandomizedLearned", "RandomizedPositions", "RandomizedSinusoidal", "Rotary", "ShawRelative",
+           "T5RelativeBias", "XPos", "alibi_slopes", "angle_rates", "apply_rotary", "attention_position",
+           "axial_rotary_angles", "axis_pairs", "check_position_ids", "fixed_base", "interleaved_to_half_permutation",
+           "positions_from_mask", "register", "relative_positions", "resolve", "rope_frequencies", "sample_positions",
+           "shift_matrix", "sinusoidal", "sinusoidal_2d", "sinusoidal_3d", "spec_name", "t5_bucket", "xpos_zeta"]
+
+#: each module of the package and the names it gives this one
+_NAMES = {
+    "alibi": ("ALiBi", "alibi_slopes"),
+    "axial_rotary": ("AxialRotary", "axial_rotary_angles"),
+    "cope": ("CoPE",),
+    "draws": ("sample_positions",),
+    "fire": ("FIRE",),
+    "kerple": ("KERPLE",),
+    "learned": ("LearnedPositionalEncoding",),
+    "positional": ("PositionalEncoding",),
+    "positions": ("check_position_ids", "positions_from_mask"),
+    "randomized": ("RandomizedPositions",),
+    "randomized_tables": ("RandomizedLearned", "RandomizedSinusoidal"),
+    "registry": ("ENCODINGS", "Randomized", "attention_position", "register", "resolve", "spec_name"),
+    "relative": ("ShawRelative",),
+    "rope_scaling": ("ROPE_TYPES", "rope_frequencies"),
+    "rotary": ("ROTARY_CONVENTIONS", "Rotary", "apply_rotary", "interleaved_to_half_permutation"),
+    "scheme": ("AttentionPosition", "ModelSizes", "NoPosition", "PositionScheme", "relative_positions"),
+    "sinusoidal": ("LAYOUTS", "RATES", "angle_rates", "shift_matrix"),
+    "sinusoidal_nd": ("PositionalEncoding2D", "PositionalEncoding3D", "axis_pairs", "sinusoidal_2d", "sinusoidal_3d"),
+    "t5": ("T5RelativeBias", "t5_bucket"),
+    "xpos": ("XPos", "xpos_zeta"),
+}
+#: where each name lives, imported when first asked for
+_HOMES = {name: module for module, names in _NAMES.items() for name in names}
+#: names this package gives a value under another name than its module's
+_RENAMED = {"ROTARY_CONVENTIONS": "CONVENTIONS"}
+
+
+def __getattr__(name: str) -> Any:
+    """One of :data:`__all__`, imported from its module the first time it is asked for."""
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), _RENAMED.get(name, name))
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The module's names, the lazily imported ones included."""
+    return sorted([*globals(), *__all__])

@@ -5,6 +5,7 @@
 the input ``embed``, the output ``head``, the absolute table when the encoding is one, the
 scheme each self-attention gets (:mod:`attnlab.encodings.registry`: a name, ``"module:Class"``,
 a class or a factory), the checks of the inputs and greedy decoding with or without a cache.
+:func:`sequence_model_class` gives the subclass of an architecture.
 
 Positions come from the indices by default, or from the data: ``position_ids [B, L]``
 (a left-padded batch: :func:`attnlab.encodings.positions.positions_from_mask`; a
@@ -17,6 +18,7 @@ Shape notation: ``B`` batch, ``L`` length, ``D`` model dim, ``V`` vocabulary, ``
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -31,7 +33,7 @@ from attnlab.encodings.positions import check_position_ids
 from attnlab.encodings.registry import Position, attention_position, input_position, resolve, spec_name
 from attnlab.encodings.scheme import PositionScheme
 
-__all__ = ["SequenceModel"]
+__all__ = ["ARCHITECTURE_MODELS", "SequenceModel", "sequence_model_class"]
 
 
 class SequenceModel(nn.Module):
@@ -282,3 +284,30 @@ class SequenceModel(nn.Module):
         encoding = self.encoding if isinstance(self.encoding, str) else getattr(self.encoding, "__name__", "factory")
         return (f"{kind}, encoding={encoding!r}, d_model={self.d_model}, n_heads={self.n_heads}, "
                 f"n_layers={self.n_layers}")
+
+
+#: the sequence model of each architecture a task is laid out for (:data:`attnlab.data.task.ARCHITECTURES`),
+#: as ``"module:Class"``: imported on first use, since each subclasses :class:`SequenceModel`
+ARCHITECTURE_MODELS = {"decoder-only": "attnlab.models.decoder_only:DecoderOnlyTransformer",
+                       "encoder-decoder": "attnlab.models.transformer:Transformer",
+                       "encoder-only": "attnlab.models.encoder_only:EncoderOnlyTransformer"}
+
+
+def sequence_model_class(architecture: str) -> type[SequenceModel]:
+    """The model class of one of :data:`attnlab.data.task.ARCHITECTURES`; its constructor takes the sizes.
+
+    ``"decoder-only"`` is :class:`~attnlab.models.DecoderOnlyTransformer`, ``"encoder-decoder"``
+    :class:`~attnlab.models.Transformer`, ``"encoder-only"``
+    :class:`~attnlab.models.EncoderOnlyTransformer`; all take the keyword-only arguments of
+    :class:`SequenceModel` (``vocab_size`` or ``n_features``, ``d_model``, ``n_heads``,
+    ``n_layers``, ``ff_units``, ``dropout``, ``encoding``, ``max_len``, ``max_relative_position``,
+    ``pad_id``) and check them. Builders only build: seeding the initial weights is the caller's.
+
+    Raises:
+        ValueError: for an unknown ``architecture`` (naming the known ones).
+    """
+    from attnlab.data.task import ARCHITECTURES  # here: a model is built without the data's code
+
+    module, name = ARCHITECTURE_MODELS[check_choice("architecture", architecture, ARCHITECTURES)].split(":")
+    model_class: type[SequenceModel] = getattr(importlib.import_module(module), name)
+    return model_class

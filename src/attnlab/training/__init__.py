@@ -3,55 +3,74 @@
 * :func:`fit` (:mod:`.loop`): the one training loop: train/validate epochs,
   schedulers, gradient clipping, a divergence check, and :class:`Callback` hooks;
   :func:`supervised` gives the book's ``loss_fn(model(x), y)`` on ``(x, y)`` batches;
+  the :class:`History` it appends to; :func:`default_device`;
 * :mod:`.callbacks`: what is optional: :class:`MetricsFile`, :class:`Checkpoint`,
   :class:`KeepBest`, :class:`EarlyStopping`, :class:`EpochProgress`,
   :class:`StepProgress`, :class:`TensorBoard`, :class:`OnEpochEnd`;
-* :class:`Trainer` (and :data:`StepByStep`, the same class under the book's
+* :mod:`.checkpoint`: checkpoint files (atomic, plain data, read safely) and their checks;
+  :func:`read_checkpoint`: a trainer checkpoint's contents, checked, without a
+  trainer (for the CLI and for inspection);
+* :mod:`.grouped`: many models of one shape trained as one batched computation (the
+  optimizer and the step);
+* :mod:`.book`: :class:`Trainer` (and :data:`StepByStep`, the same class under the book's
   name): the book's interface as a facade over :func:`fit`: loss history,
   learning-rate schedules, gradient clipping, hooks, TensorBoard, early
   stopping, best-checkpoint keeping, exact resume;
-* :func:`lr_range_test` and :func:`make_lr_fn`: the learning-rate range test;
-* :func:`read_checkpoint`: a trainer checkpoint's contents, checked, without a
-  trainer (for the CLI and for inspection).
+* :func:`lr_range_test` and :func:`make_lr_fn`: the learning-rate range test.
 
 Imports run one way: training never imports :mod:`attnlab.models` or
 :mod:`attnlab.data`, and imports :mod:`attnlab.plotting` and matplotlib only
-inside the methods that draw.
+inside the methods that draw. Every name is imported from its module the first
+time it is asked for (PEP 562).
 """
 
-from attnlab.training.callbacks import (
-    Checkpoint,
-    EarlyStopping,
-    EpochProgress,
-    KeepBest,
-    MetricsFile,
-    OnEpochEnd,
-    StepProgress,
-    TensorBoard,
-)
-from attnlab.training.checkpoint import read_checkpoint
-from attnlab.training.loop import Callback, History, Loop, fit, supervised
-from attnlab.training.lr_finder import lr_range_test, make_lr_fn
-from attnlab.training.trainer import StepByStep, Trainer, default_device
+from __future__ import annotations
 
-__all__ = [
-    "Callback",
-    "Checkpoint",
-    "EarlyStopping",
-    "EpochProgress",
-    "History",
-    "KeepBest",
-    "Loop",
-    "MetricsFile",
-    "OnEpochEnd",
-    "StepByStep",
-    "StepProgress",
-    "TensorBoard",
-    "Trainer",
-    "default_device",
-    "fit",
-    "lr_range_test",
-    "make_lr_fn",
-    "read_checkpoint",
-    "supervised",
-]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from attnlab.training.book.trainer import StepByStep, Trainer
+    from attnlab.training.callbacks import (
+        Checkpoint,
+        EarlyStopping,
+        EpochProgress,
+        KeepBest,
+        MetricsFile,
+        OnEpochEnd,
+        StepProgress,
+        TensorBoard,
+    )
+    from attnlab.training.checkpoint import read_checkpoint
+    from attnlab.training.loop import Callback, History, Loop, default_device, fit, supervised
+    from attnlab.training.lr_finder import lr_range_test, make_lr_fn
+
+__all__ = ["Callback", "Checkpoint", "EarlyStopping", "EpochProgress", "History", "KeepBest", "Loop", "MetricsFile",
+           "OnEpochEnd", "StepByStep", "StepProgress", "TensorBoard", "Trainer", "default_device", "fit",
+           "lr_range_test", "make_lr_fn", "read_checkpoint", "supervised"]
+
+#: each module of the package and the names it gives this one
+_NAMES = {
+    "loop": ("Callback", "History", "Loop", "default_device", "fit", "supervised"),
+    "callbacks": ("Checkpoint", "EarlyStopping", "EpochProgress", "KeepBest", "MetricsFile", "OnEpochEnd",
+                  "StepProgress", "TensorBoard"),
+    "checkpoint": ("read_checkpoint",),
+    "lr_finder": ("lr_range_test", "make_lr_fn"),
+    "book.trainer": ("StepByStep", "Trainer"),
+}
+#: where each name lives, imported when first asked for
+_HOMES = {name: module for module, names in _NAMES.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    """One of :data:`__all__`, imported from its module the first time it is asked for."""
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The module's names, the lazily imported ones included."""
+    return sorted([*globals(), *__all__])

@@ -8,8 +8,14 @@ Each is one concern, composed by passing it in ``callbacks=[...]``:
 * :class:`KeepBest`: a checkpoint whenever the validation loss improves;
 * :class:`EarlyStopping`: stop once the validation loss stops improving;
 * :class:`EpochProgress` / :class:`StepProgress`: a progress bar over epochs, or steps
-  of a bar someone else owns (a sweep's);
-* :class:`TensorBoard`: the losses as TensorBoard scalars, steps continuing across calls;
+  of a bar someone else owns (a sweep's); ``progress=None`` (automatic, :func:`progress_enabled`)
+  means a bar when stderr is a terminal and none when it is redirected to a file, a pipe or a
+  test's capture, so logs are not filled with carriage returns; ``True`` and ``False`` force it;
+* :class:`TensorBoard`: the losses as TensorBoard scalars, steps continuing across calls.
+  The ``tensorboard`` package is optional (attnlab does not depend on it, and
+  ``torch.utils.tensorboard`` cannot be imported without it): :func:`make_summary_writer`
+  imports it the first time a writer is needed and reports its absence as an
+  ``ImportError`` that says what to install;
 * :class:`OnEpochEnd`: any function of the epoch's record.
 
 Checkpoints are written with :func:`attnlab.training.checkpoint.write_checkpoint`
@@ -20,22 +26,24 @@ function given by the owner of the run (the :class:`~attnlab.training.Trainer`'s
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from torch import Tensor
+from tqdm import tqdm
 
 from attnlab._validate import check_finite_float, check_int
 from attnlab.training.checkpoint import sync_checkpoint, write_checkpoint
 from attnlab.training.loop import Callback, EpochRecord, Loop
-from attnlab.training.progress import epoch_bar
 
 __all__ = ["Checkpoint", "EarlyStopping", "EpochProgress", "KeepBest", "MetricsFile", "OnEpochEnd",
-           "StepProgress", "TensorBoard"]
+           "StepProgress", "TensorBoard", "check_progress", "epoch_bar", "make_summary_writer", "progress_enabled"]
 
 StateFn = Callable[[], dict[str, Any]]
 
@@ -156,6 +164,38 @@ class EarlyStopping(Callback):
             loop.should_stop = True
 
 
+def check_progress(progress: Any) -> bool | None:
+    """``progress`` if it is None, True or False.
+
+    Raises:
+        TypeError: for anything else.
+    """
+    if progress is not None and not isinstance(progress, bool):
+        raise TypeError(f"progress must be None (automatic), True or False, got {progress!r}")
+    return progress
+
+
+def progress_enabled(progress: bool | None) -> bool:
+    """Whether to draw the bar: ``progress`` itself, or (None) whether stderr is a terminal."""
+    if progress is not None:
+        return progress
+    isatty = getattr(sys.stderr, "isatty", None)
+    return bool(isatty is not None and isatty())
+
+
+def epoch_bar(n_epochs: int, *, enabled: bool, first_epoch: int = 0) -> tqdm:
+    """A bar over ``n_epochs`` epochs on stderr (disabled bars print nothing).
+
+    Args:
+        n_epochs: epochs this call will run.
+        enabled: draw it at all.
+        first_epoch: epochs already done before this call, shown in the description.
+    """
+    desc = "train" if first_epoch == 0 else f"train (from epoch {first_epoch + 1})"
+    return tqdm(total=n_epochs, desc=desc, unit="epoch", disable=not enabled, file=sys.stderr,
+                dynamic_ncols=True, leave=True)
+
+
 class EpochProgress(Callback):
     """A tqdm bar over the epochs of one :func:`fit` call, showing the latest losses (on stderr)."""
 
@@ -224,3 +264,23 @@ class TensorBoard(Callback):
     def on_fit_end(self, loop: Loop) -> None:
         """Flush the writer."""
         self.writer.flush()
+
+
+def make_summary_writer(name: str, folder: str | os.PathLike[str] = "runs") -> Any:
+    """A ``SummaryWriter`` logging to ``{folder}/{name}_{YYYYmmddHHMMSS}``, as the book names runs.
+
+    Raises:
+        TypeError: if ``name`` is not a non-empty string.
+        ImportError: if the ``tensorboard`` package is not installed.
+    """
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"name must be a non-empty string, got {name!r}")
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError as exc:
+        raise ImportError(
+            "set_tensorboard needs the 'tensorboard' package, which is not installed "
+            "(pip install tensorboard), or pass writer= an object with add_scalars/flush/close"
+        ) from exc
+    stamp = datetime.datetime.now().strftime("%Y%m%d%H%M%S")
+    return SummaryWriter(os.path.join(os.fspath(folder), f"{name}_{stamp}"))

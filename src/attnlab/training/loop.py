@@ -5,7 +5,8 @@ Every model attnlab trains goes through here: the labs' models under the book's
 squares lab (``attnlab train``) and the length-generalisation lab (``attnlab compare``).
 What is not part of every run is a callback (:mod:`.callbacks`): the metrics
 file, checkpoints, early stopping, keeping the best model, the progress bar,
-TensorBoard.
+TensorBoard. What a run has done so far is its :class:`History`, which a run
+continues across calls and keeps in its checkpoints.
 
 An epoch is::
 
@@ -36,6 +37,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -48,11 +50,56 @@ from attnlab.training import schedulers as sched
 from attnlab.training.batches import BatchLoss, count_samples, supervised, to_device
 from attnlab.training.clipping import GradientClipping
 from attnlab.training.distributed import DistributedContext, set_sampler_epoch, unwrap
-from attnlab.training.history import EpochRecord, History
 
-# BatchLoss and supervised (the loss of a batch) live in .batches, History and EpochRecord in .history;
-# they are named here too, as the parts of the loop's interface.
-__all__ = ["BatchLoss", "Callback", "EpochRecord", "History", "Loop", "fit", "supervised"]
+# BatchLoss and supervised (the loss of a batch) live in .batches; they are named here too, as parts of the
+# loop's interface.
+__all__ = ["BatchLoss", "Callback", "EpochRecord", "History", "Loop", "default_device", "fit", "supervised"]
+
+
+#: what ``on_epoch_end`` receives: ``epoch`` (1-based, counting earlier calls), ``loss``,
+#: ``val_loss`` (None without a val_loader), ``lr`` (first group's, at the epoch's start),
+#: ``seconds`` (train and validation time) and ``best`` (the validation loss improved).
+EpochRecord = dict[str, Any]
+
+
+@dataclass
+class History:
+    """What training has done so far; it survives :func:`~attnlab.training.fit` calls and checkpoints.
+
+    Attributes:
+        epochs: epochs trained, across calls.
+        losses, val_losses: per-epoch mean losses over samples (``val_losses`` holds
+            None for epochs run without a validation loader).
+        learning_rates: one list of per-group learning rates per scheduler step.
+        best_val_loss, best_epoch: the lowest validation loss and its (1-based) epoch.
+        stopped_early: whether the last :func:`~attnlab.training.fit` call was stopped by a callback.
+    """
+
+    epochs: int = 0
+    losses: list[float] = field(default_factory=list)
+    val_losses: list[float | None] = field(default_factory=list)
+    learning_rates: list[list[float]] = field(default_factory=list)
+    best_val_loss: float | None = None
+    best_epoch: int | None = None
+    stopped_early: bool = False
+
+    def improve(self, val_loss: float | None, min_delta: float) -> bool:
+        """Record ``val_loss`` as the best if it is below the best by more than ``min_delta``; True if it was."""
+        if val_loss is None or math.isnan(val_loss):
+            return False
+        if self.best_val_loss is None or val_loss < self.best_val_loss - min_delta:
+            self.best_val_loss, self.best_epoch = val_loss, self.epochs
+            return True
+        return False
+
+
+def default_device() -> torch.device:
+    """``cuda`` if available, else ``mps`` (Apple GPUs), else ``cpu``: where a run trains unless told."""
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
 
 
 class Callback:

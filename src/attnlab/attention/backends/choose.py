@@ -82,8 +82,7 @@ from attnlab.attention.backends.auto_rule import (
 from attnlab.attention.backends.chunk_plan import default_scale
 from attnlab.attention.backends.chunked import chunked_attend
 from attnlab.attention.backends.flex import flex_attend, flex_supported
-from attnlab.attention.functional import attend_unchecked, repeat_kv_heads
-from attnlab.attention.guards import drop_unseen_keys
+from attnlab.attention.functional import attend_unchecked, drop_unseen_keys, repeat_kv_heads
 from attnlab.encodings.scheme import PositionScheme
 
 __all__ = ["BACKENDS", "CUDA_DENSE_SCORES", "DENSE_MEMORY_BUDGET", "DENSE_SCORES", "DENSE_SCORES_THREADED",

@@ -57,8 +57,7 @@ from attnlab._finite import bounded_pair
 from attnlab._validate import check_int
 from attnlab.attention.backends.chunk_plan import ChunkPlan, default_scale
 from attnlab.attention.backends.chunked_backward import ChunkedAttention, attend_chunks
-from attnlab.attention.functional import attend_unchecked
-from attnlab.attention.guards import drop_unseen_keys
+from attnlab.attention.functional import attend_unchecked, drop_unseen_keys
 from attnlab.encodings.scheme import PositionScheme, call_positions
 
 __all__ = ["CHUNK_ELEMENTS", "chunk_rows", "chunked_attend"]

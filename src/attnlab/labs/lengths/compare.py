@@ -155,7 +155,7 @@ def run_compare(
         ChildProcessError: if a worker process died, or a Ray task failed after its retries
             (the finished models are kept).
     """
-    from attnlab.training.progress import check_progress
+    from attnlab.training.callbacks import check_progress
 
     check_progress(progress)
     jobs = check_int("jobs", jobs, minimum=1)
@@ -239,7 +239,7 @@ def _compare(config: CompareConfig, run: RunFolder | None, progress: bool | None
     """Train the models not in ``done`` (the saved ones, by ``(encoding, seed)``) and write the outputs."""
     from tqdm import tqdm
 
-    from attnlab.training.progress import progress_enabled
+    from attnlab.training.callbacks import progress_enabled
 
     start = time.perf_counter()
     todo = [key for key in config.runs() if key not in done]

@@ -58,8 +58,7 @@ from attnlab.encodings.registry import (
 )
 from attnlab.labs.lengths.protocols import Protocol, protocol_named
 from attnlab.labs.memory_bound import Cost, check_costs, parameter_bytes, transformer_parameters
-from attnlab.models import DecoderOnlyTransformer, Transformer
-from attnlab.models.builders import sequence_model_class
+from attnlab.models import DecoderOnlyTransformer, Transformer, sequence_model_class
 
 __all__ = ["QUICK", "CompareConfig", "CompareResult"]
 

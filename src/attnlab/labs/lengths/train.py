@@ -25,10 +25,11 @@ from torch import nn
 
 from attnlab.data.tasks import TaskSets
 from attnlab.labs.lengths.config import CompareConfig
-from attnlab.models.grouped import GroupAdam, ModelGroup, member_calls, train_group
+from attnlab.models.grouped import ModelGroup
 from attnlab.training import Callback, StepProgress, fit
 from attnlab.training.batches import to_device
 from attnlab.training.clipping import GradientClipping
+from attnlab.training.grouped import GroupAdam, member_calls, train_group
 from attnlab.training.rng import preserved_rng
 from attnlab.training.threads import intra_op_threads, step_work, threads_for
 
@@ -150,7 +151,7 @@ def train_seeds(config: CompareConfig, sets: TaskSets, encoding: str, seeds: Seq
     each member built as :func:`train_one` builds it (its weights after ``torch.manual_seed(seed)``,
     its dropout masks and randomized positions from where that leaves the stream), stepped on its
     own batches (``protocol.batches(config, sets, seed)``) with its own optimiser's update
-    (``protocol.optimizer``, matched by :meth:`~attnlab.models.grouped.GroupAdam.like`), the
+    (``protocol.optimizer``, matched by :meth:`~attnlab.training.grouped.GroupAdam.like`), the
     protocol's schedule and loss, and clipping at 1.0; then each is taken out of the group and
     scored by :func:`evaluate`. It computes on the threads :func:`train_one` would.
 
@@ -168,7 +169,7 @@ def train_seeds(config: CompareConfig, sets: TaskSets, encoding: str, seeds: Seq
 
     Raises:
         ValueError: for no seeds or repeated ones, an optimiser a group cannot take
-            (:meth:`~attnlab.models.grouped.GroupAdam.like`), and what :func:`train_one` raises.
+            (:meth:`~attnlab.training.grouped.GroupAdam.like`), and what :func:`train_one` raises.
         TypeError: for several seeds of the encoder-decoder (a group is of decoder-only or encoder-only models).
         FloatingPointError: when a model's training loss is NaN or infinite (training diverged).
     """

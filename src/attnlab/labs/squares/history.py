@@ -1,7 +1,7 @@
 """A squares run's ``metrics.jsonl``, checked against its checkpoint before a resume writes anything.
 
 ``metrics.jsonl`` holds one line per epoch (the trainer's
-:data:`~attnlab.training.history.EpochRecord`: epoch, loss, val_loss, lr, seconds, best),
+:data:`~attnlab.training.loop.EpochRecord`: epoch, loss, val_loss, lr, seconds, best),
 written just before that epoch's checkpoint. So a run killed at any moment leaves, after
 the lines of the epochs its checkpoint holds, at most the line of the next epoch (killed
 between the line and its checkpoint) and half a line (killed while writing it): both are
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from attnlab._io import read_text
-from attnlab.training.history import History
+from attnlab.training.loop import History
 
 __all__ = ["resumed_lines"]
 

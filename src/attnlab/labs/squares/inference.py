@@ -25,9 +25,9 @@ import torch
 from torch import Tensor, nn
 
 from attnlab._eval_mode import evaluating
-from attnlab.models.rnn_seq2seq import EncoderDecoder
-from attnlab.models.selfattn_seq2seq import EncoderDecoderSelfAttn
-from attnlab.models.squares_transformer import EncoderDecoderTransformer
+from attnlab.models.labs.gru_seq2seq import EncoderDecoder
+from attnlab.models.labs.selfattn_seq2seq import EncoderDecoderSelfAttn
+from attnlab.models.labs.squares_transformer import EncoderDecoderTransformer
 
 __all__ = ["SQUARES_CLASSES", "run_eval"]
 

@@ -17,9 +17,9 @@ import inspect
 from torch import nn
 
 from attnlab._validate import check_choice
-from attnlab.models.rnn_seq2seq import Decoder, DecoderAttn, Encoder, EncoderDecoder, EncoderDecoderAttn
-from attnlab.models.selfattn_seq2seq import DecoderPe, EncoderDecoderSelfAttn, EncoderPe
-from attnlab.models.squares_transformer import squares_transformer
+from attnlab.models.labs.gru_seq2seq import Decoder, DecoderAttn, Encoder, EncoderDecoder, EncoderDecoderAttn
+from attnlab.models.labs.selfattn_seq2seq import DecoderPe, EncoderDecoderSelfAttn, EncoderPe
+from attnlab.models.labs.squares_transformer import squares_transformer
 
 __all__ = ["SIZE_NAMES", "SQUARES_MODELS", "squares_model", "squares_sizes"]
 

@@ -322,8 +322,7 @@ def load_run(folder: str | os.PathLike[str]) -> tuple[SquaresConfig, nn.Module, 
             wrong shape, dtype or type).
         FileNotFoundError: if the folder has a config but no checkpoint.
     """
-    from attnlab.training.checkpoint import read_checkpoint
-    from attnlab.training.checkpoint_checks import check_fits, max_checkpoint_bytes
+    from attnlab.training.checkpoint import check_fits, max_checkpoint_bytes, read_checkpoint
 
     folder = Path(folder)
     kind = run_kind(folder) if folder.is_dir() else None

@@ -16,7 +16,7 @@ from attnlab.data import SquarePrefixes, make_loaders
 from attnlab.labs.squares.figures import attention_weights
 from attnlab.labs.squares.models import SQUARES_MODELS, squares_model
 from attnlab.models import EncoderDecoder, EncoderDecoderAttn
-from attnlab.models.source_padding import check_source_mask, last_steps
+from attnlab.models.labs.source_padding import check_source_mask, last_steps
 from attnlab.training import fit, supervised
 
 from lab_code import Decoder as LabDecoder

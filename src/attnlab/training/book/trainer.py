@@ -7,10 +7,11 @@ model, and imports neither ``attnlab.models`` nor ``attnlab.data``. It is a faca
 its epochs run in :func:`attnlab.training.fit`, the one loop every attnlab
 experiment trains through, and its options are that loop's callbacks.
 
-This module holds the class, its construction and training; the methods it
-inherits are grouped by what they do: the book's setters
-(:mod:`.trainer_setup`), hooks and TensorBoard (:mod:`.trainer_inspect`), and
-checkpoints (:mod:`.trainer_state`).
+The class reads top to bottom: construction, the book's setters (loaders,
+seed, optimizer, scheduler, gradient clipping), training, using the model
+(predict, plots, the learning-rate range test), looking inside it (hooks,
+TensorBoard) and checkpoints. What a checkpoint holds is :mod:`.state`'s; the
+recorders the hooks attach are :mod:`.hooks`'.
 
 Fixed or added relative to the book (dvgodoy/PyTorchStepByStep ``stepbystep/v4.py``):
 
@@ -20,7 +21,7 @@ Fixed or added relative to the book (dvgodoy/PyTorchStepByStep ``stepbystep/v4.p
   ``train(n)`` continues instead of replaying the same shuffles and dropout;
 * checkpoints carry the scheduler, learning rates, best validation loss,
   clipping and every random stream, are plain data (``weights_only=True``),
-  are written atomically and are checked when read (see :mod:`.checkpoint`);
+  are written atomically and are checked when read (see :mod:`attnlab.training.checkpoint`);
   a run resumed from one continues bitwise as if it had never stopped (on CPU);
 * ``predict`` builds no graph, works in batches, keeps integer inputs, and
   restores the model's train/eval mode; ``train`` restores it too;
@@ -57,38 +58,41 @@ import os
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 from torch.optim import Optimizer
 
+from attnlab._eval_mode import evaluating
 from attnlab._io import check_writable
 from attnlab._validate import check_finite_float, check_int
-from attnlab.training.callbacks import EarlyStopping, EpochProgress, KeepBest, OnEpochEnd, TensorBoard
+from attnlab.training import checkpoint as ckpt
+from attnlab.training import rng
+from attnlab.training import schedulers as sched
+from attnlab.training.batches import unpack_batch
+from attnlab.training.book.hooks import GradientRecorder, OutputRecorder, ParameterRecorder, resolve_layers
+from attnlab.training.book.state import restore_state, trainer_state
+from attnlab.training.callbacks import (
+    EarlyStopping,
+    EpochProgress,
+    KeepBest,
+    OnEpochEnd,
+    TensorBoard,
+    check_progress,
+    make_summary_writer,
+    progress_enabled,
+)
 from attnlab.training.clipping import GradientClipping
 from attnlab.training.distributed import DistributedContext
-from attnlab.training.loop import Callback, History, Loop, supervised
+from attnlab.training.loop import Callback, History, Loop, default_device, supervised
 from attnlab.training.lr_finder import lr_range_test
-from attnlab.training.predict import predict_numpy
-from attnlab.training.progress import check_progress, progress_enabled
-from attnlab.training.trainer_inspect import TrainerInspection
-from attnlab.training.trainer_setup import TrainerSetup
-from attnlab.training.trainer_state import TrainerCheckpoints
 
-__all__ = ["EpochCallback", "StepByStep", "Trainer", "default_device"]
+__all__ = ["EpochCallback", "StepByStep", "Trainer"]
 
 EpochCallback = Callable[["Trainer", dict[str, Any]], Any]
 DEFAULT_SEED = 42  # the book's train(seed=42)
-
-
-def default_device() -> torch.device:
-    """``cuda`` if available, else ``mps`` (Apple GPUs), else ``cpu``."""
-    if torch.cuda.is_available():
-        return torch.device("cuda")
-    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-        return torch.device("mps")
-    return torch.device("cpu")
 
 
 def _check_device(device: Any) -> torch.device:
@@ -96,6 +100,53 @@ def _check_device(device: Any) -> torch.device:
         return torch.device(device)
     except (RuntimeError, TypeError) as exc:
         raise ValueError(f"device {device!r} is not a torch device ({exc})") from exc
+
+
+def _float_dtype(model: nn.Module) -> torch.dtype:
+    for tensor in (*model.parameters(), *model.buffers()):
+        if tensor.is_floating_point():
+            return tensor.dtype
+    return torch.get_default_dtype()
+
+
+def _predict_numpy(model: nn.Module, x: Any, *, device: torch.device, batch_size: int = 1024) -> Any:
+    """``model``'s output for ``x [B, ...]`` as numpy, in eval mode, chunk by chunk, without a graph.
+
+    :meth:`Trainer.predict`'s work (its errors are that method's). Several threads may
+    predict with one model at once: the model is held in eval mode while any of them
+    needs it (:func:`attnlab._eval_mode.evaluating`) and everything else a call needs
+    stays in the call.
+    """
+    batch_size = check_int("batch_size", batch_size, minimum=1)
+    try:
+        x = torch.as_tensor(x)
+    except (TypeError, ValueError, RuntimeError) as exc:
+        raise TypeError(f"x must be a tensor or array-like, got {type(x).__name__} ({exc})") from exc
+    if x.dim() == 0:
+        raise ValueError(f"x must have a batch axis, got a scalar {x.item()!r}")
+    if x.is_floating_point():
+        x = x.to(_float_dtype(model))
+    chunks = x.split(batch_size) if len(x) else (x,)
+    with evaluating(model), torch.no_grad():
+        outputs = [model(chunk.to(device)) for chunk in chunks]
+    return _concat_numpy(outputs, [len(chunk) for chunk in chunks])
+
+
+def _concat_numpy(outputs: list[Any], sizes: list[int]) -> Any:
+    """Join per-chunk outputs along the batch axis, as numpy (a tuple of arrays for tuple outputs)."""
+    first = outputs[0]
+    if isinstance(first, torch.Tensor):
+        joinable = all(o.dim() > 0 and o.shape[0] == n for o, n in zip(outputs, sizes, strict=True))
+        if len(outputs) > 1 and not joinable:
+            # e.g. a GRU's h [layers, B, F]: joining chunks along its first axis would be wrong.
+            raise ValueError("the model's output has no leading batch axis, so chunks cannot be joined; "
+                             "pass a batch_size of at least len(x)")
+        out = (torch.cat(outputs) if len(outputs) > 1 else first).detach().cpu()
+        return (out.float() if out.dtype == torch.bfloat16 else out).numpy()
+    if isinstance(first, (tuple, list)):
+        return tuple(_concat_numpy([o[i] for o in outputs], sizes) for i in range(len(first)))
+    raise TypeError(f"predict needs a model returning a tensor (or a tuple of them), "
+                    f"got {type(first).__name__}")
 
 
 def _history_view(name: str, doc: str) -> Any:
@@ -111,7 +162,7 @@ def _history_view(name: str, doc: str) -> Any:
     return property(get, set_, doc=doc)
 
 
-class Trainer(TrainerSetup, TrainerInspection, TrainerCheckpoints):
+class Trainer:
     """Trains a model on ``(x, y)`` batches, keeping the loss history (the book's ``StepByStep``).
 
     Args:
@@ -195,7 +246,7 @@ class Trainer(TrainerSetup, TrainerInspection, TrainerCheckpoints):
                 f"optimizer={type(self.optimizer).__name__}, device={self.device}, "
                 f"total_epochs={self.total_epochs})")
 
-    # -- set-up -------------------------------------------------------------------
+    # -- set-up: the device, and the book's setters ----------------------------------
 
     def to(self, device: torch.device | str) -> Trainer:
         """Move the model (and the optimizer's state) to ``device``.
@@ -224,6 +275,104 @@ class Trainer(TrainerSetup, TrainerInspection, TrainerCheckpoints):
             # Loading its own state casts the state tensors (Adam's moments) to the parameters' device.
             self.optimizer.load_state_dict(self.optimizer.state_dict())
         return self
+
+    def set_loaders(self, train_loader: Iterable[Any], val_loader: Iterable[Any] | None = None) -> None:
+        """Set the training loader and, optionally, the validation loader.
+
+        Args:
+            train_loader: iterable of ``(x, y)`` batches (usually a ``DataLoader``).
+            val_loader: the same for validation, or None.
+
+        Raises:
+            TypeError: if a loader is not iterable.
+        """
+        for name, loader in (("train_loader", train_loader), ("val_loader", val_loader)):
+            if loader is not None and not isinstance(loader, Iterable):
+                raise TypeError(f"{name} must be an iterable of (x, y) batches, got {type(loader).__name__}")
+        self.train_loader = train_loader
+        self.val_loader = val_loader
+
+    def set_seed(self, seed: int = 42) -> None:
+        """Seed torch (CPU and CUDA), Python's ``random`` and the train loader's generator.
+
+        numpy's global generator and cudnn's flags are left alone (the book set both).
+
+        Raises:
+            TypeError, ValueError: if ``seed`` is not a non-negative integer.
+        """
+        seed = check_int("seed", seed, minimum=0)
+        rng.seed_all(seed, self.train_loader)
+        self._seeded = True
+
+    def set_optimizer(self, optimizer: Optimizer) -> None:
+        """Replace the optimizer; a scheduler bound to the old one is dropped, with a warning.
+
+        Raises:
+            TypeError: if ``optimizer`` is not a torch optimizer.
+        """
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
+        if self.scheduler is not None and self.scheduler.optimizer is not optimizer:
+            warnings.warn("the learning-rate scheduler was bound to the old optimizer and is dropped; "
+                          "set a new one with set_lr_scheduler", RuntimeWarning, stacklevel=2)
+            self.set_lr_scheduler(None)
+        self.optimizer = optimizer
+
+    def set_lr_scheduler(self, scheduler: Any) -> None:
+        """Set (or, with None, remove) the learning-rate scheduler.
+
+        ``CyclicLR``, ``OneCycleLR`` and ``CosineAnnealingWarmRestarts`` step after
+        every batch; the others after every epoch, ``ReduceLROnPlateau`` with the
+        epoch's validation loss. Each step appends the learning rates to
+        :attr:`learning_rates`.
+
+        Raises:
+            TypeError: if ``scheduler`` is not a torch LR scheduler.
+            ValueError: if it is bound to another optimizer than the trainer's.
+        """
+        if scheduler is not None:
+            sched.check_scheduler(scheduler, self.optimizer)
+        self.scheduler = scheduler
+        self.is_batch_lr_scheduler = sched.is_batch_scheduler(scheduler)
+
+    # -- gradient clipping ------------------------------------------------------------
+
+    @property
+    def clipping(self) -> dict[str, Any] | None:
+        """The clipping setting, e.g. ``{"mode": "norm", "max_norm": 1.0, "norm_type": 2.0}``, or None."""
+        return self._clipping.config
+
+    def set_clip_grad_value(self, clip_value: float) -> None:
+        """Clamp gradient elements to ``[-clip_value, clip_value]`` after backward (replaces any clipping).
+
+        Raises:
+            TypeError, ValueError: if ``clip_value`` is not a positive finite number.
+        """
+        self._clipping.set_value(clip_value)
+
+    def set_clip_grad_norm(self, max_norm: float, norm_type: float = 2) -> None:
+        """Rescale gradients to a joint ``norm_type``-norm of at most ``max_norm`` (replaces any clipping).
+
+        Raises:
+            TypeError, ValueError: if ``max_norm`` is not positive and finite or
+                ``norm_type`` not positive (``float("inf")`` is allowed).
+        """
+        self._clipping.set_norm(max_norm, norm_type)
+
+    def set_clip_backprop(self, clip_value: float) -> None:
+        """Clamp each gradient to ``[-clip_value, clip_value]`` during backward (replaces any clipping).
+
+        Hooks on every trainable parameter do it, so the clamp happens before
+        gradients from several uses of a parameter are summed.
+
+        Raises:
+            TypeError, ValueError: if ``clip_value`` is not a positive finite number.
+        """
+        self._clipping.set_backprop(self.model, clip_value)
+
+    def remove_clip(self) -> None:
+        """Stop clipping gradients (removing backprop hooks, if any)."""
+        self._clipping.remove()
 
     # -- training -----------------------------------------------------------------
 
@@ -352,7 +501,7 @@ class Trainer(TrainerSetup, TrainerInspection, TrainerCheckpoints):
                 spans several chunks and an output has no leading batch axis (a
                 GRU's ``h [layers, B, F]``).
         """
-        return predict_numpy(self.model, x, device=self.device, batch_size=batch_size)
+        return _predict_numpy(self.model, x, device=self.device, batch_size=batch_size)
 
     def count_parameters(self) -> int:
         """Number of trainable parameter elements (those with ``requires_grad``)."""
@@ -394,6 +543,163 @@ class Trainer(TrainerSetup, TrainerInspection, TrainerCheckpoints):
         return lr_range_test(self.model, self.loss_fn, self.optimizer, data_loader, end_lr, num_iter,
                              step_mode, alpha, ax, device=self.device)
 
+    # -- hooks ---------------------------------------------------------------------
+
+    def attach_hooks(self, layers_to_hook: str | Iterable[str],
+                     hook_fn: Callable[..., Any] | None = None) -> None:
+        """Attach forward hooks to the named layers, replacing earlier :meth:`attach_hooks` hooks.
+
+        The default hook stores each layer's outputs, as numpy, concatenated along
+        the batch axis, in ``self.visualization[name]``; for layers returning a
+        tuple (``nn.GRU``'s ``(out, h)``) the first element (see :class:`.hooks.OutputRecorder`).
+
+        Args:
+            layers_to_hook: a layer name or names from ``model.named_modules()``.
+            hook_fn: a custom ``hook_fn(module, inputs, outputs)`` to register instead.
+
+        Raises:
+            TypeError, ValueError: for names that are not strings or not layers of the model.
+        """
+        layers = resolve_layers(self.model, layers_to_hook)
+        for name in list(self.visualization):
+            handle = self.handles.pop(name, None)
+            if handle is not None:
+                handle.remove()
+        self.visualization = {}
+        for name, layer in layers.items():
+            self.visualization[name] = None
+            hook = OutputRecorder(self.visualization, name) if hook_fn is None else hook_fn
+            self.handles[name] = layer.register_forward_hook(hook)
+
+    def remove_hooks(self) -> None:
+        """Remove every hook from :meth:`attach_hooks`, :meth:`capture_gradients` and
+        :meth:`capture_parameters` (the captured values are kept)."""
+        for handle in self.handles.values():
+            handle.remove()
+        self.handles = {}
+
+    def capture_gradients(self, layers_to_hook: str | Iterable[str]) -> None:
+        """Record every gradient of the named layers' trainable parameters, as numpy copies,
+        in ``self._gradients[layer][param_name]`` (a list, one entry per backward)."""
+        for name, layer in resolve_layers(self.model, layers_to_hook).items():
+            self._gradients[name] = {}
+            for pname, param in layer.named_parameters():
+                if param.requires_grad:
+                    self._gradients[name][pname] = []
+                    key = f"{name}.{pname}.grad"
+                    if key in self.handles:
+                        self.handles.pop(key).remove()
+                    self.handles[key] = param.register_hook(GradientRecorder(self._gradients[name][pname]))
+
+    def capture_parameters(self, layers_to_hook: str | Iterable[str]) -> None:
+        """Record the named layers' trainable parameters, as numpy copies, on every forward pass,
+        in ``self._parameters[layer][param_name]`` (unlike the book, ``visualization`` is left alone)."""
+        for name, layer in resolve_layers(self.model, layers_to_hook).items():
+            self._parameters[name] = {}
+            key = f"{name}.params"
+            if key in self.handles:
+                self.handles.pop(key).remove()
+            self.handles[key] = layer.register_forward_hook(ParameterRecorder(self._parameters[name]))
+
+    # -- TensorBoard ---------------------------------------------------------------
+
+    def set_tensorboard(self, name: str, folder: str | os.PathLike[str] = "runs", *,
+                        writer: Any = None) -> None:
+        """Log losses to TensorBoard under ``{folder}/{name}_{timestamp}``, or to ``writer``.
+
+        Args:
+            name: run name.
+            folder: parent folder of the run.
+            writer: an object with ``add_scalars``, ``flush`` and ``close`` (a
+                ``SummaryWriter`` or a stand-in); when given, nothing is imported.
+
+        Raises:
+            ImportError: if ``writer`` is None and ``tensorboard`` is not installed.
+        """
+        self.writer = writer if writer is not None else make_summary_writer(name, folder)
+
+    def add_graph(self) -> None:
+        """Add the model's graph, traced on the first training batch, to TensorBoard (as the book)."""
+        if self.train_loader is not None and self.writer is not None:
+            x, _ = unpack_batch(next(iter(self.train_loader)), self.device)
+            self.writer.add_graph(self.model, x)
+
+    def close(self) -> None:
+        """Close the TensorBoard writer, if any (``train`` only flushes it)."""
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+    # -- checkpoints ----------------------------------------------------------------
+
+    def _loaders(self) -> dict[str, Iterable[Any] | None]:
+        """The loaders whose random streams a checkpoint keeps."""
+        return {"train": self.train_loader, "val": self.val_loader}
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume exactly: the checkpoint's contents.
+
+        Returns:
+            A dict with the keys listed in :mod:`attnlab.training.checkpoint`; its
+            tensors are the live ones (``torch.save`` copies them).
+        """
+        return trainer_state(model=self.model, optimizer=self.optimizer, scheduler=self.scheduler,
+                             history=self.history, clipping=self._clipping, loaders=self._loaders())
+
+    def load_state_dict(self, state: dict[str, Any], *, restore_rng: bool = True,
+                        where: str = "state") -> None:
+        """Restore :meth:`state_dict` output; everything is checked before anything changes.
+
+        Args:
+            state: a :meth:`state_dict` (a checkpoint's contents).
+            restore_rng: also restore the random streams (see :meth:`load_checkpoint`).
+            where: how to name the state in errors (the checkpoint's path).
+
+        Raises:
+            ValueError: if the state is malformed or does not fit this model,
+                optimizer or scheduler.
+        """
+        restore_state(state, model=self.model, optimizer=self.optimizer, scheduler=self.scheduler,
+                      history=self.history, clipping=self._clipping, loaders=self._loaders(),
+                      restore_rng=restore_rng, where=where)
+        self._seeded = True  # a resumed run must not be re-seeded by its first train() call
+
+    def save_checkpoint(self, filename: str | os.PathLike[str]) -> Path:
+        """Write a checkpoint atomically (see :mod:`attnlab.training.checkpoint` for its keys).
+
+        Returns:
+            The path written.
+
+        Raises:
+            ValueError: if the folder is missing or not writable.
+            OSError: if writing fails; a previous file at ``filename`` stays whole.
+        """
+        return ckpt.write_checkpoint(filename, self.state_dict())
+
+    def load_checkpoint(self, filename: str | os.PathLike[str], *, restore_rng: bool = True) -> None:
+        """Resume from a checkpoint: model, optimizer, scheduler, histories, clipping, random streams.
+
+        Tensors are mapped to this trainer's device; the model's train/eval mode is
+        left as it is (the book forced train mode). Set the loaders (and scheduler)
+        first so their state is restored too; afterwards ``train`` continues exactly
+        where the saved run stopped and never re-seeds by itself.
+
+        Args:
+            filename: the checkpoint file.
+            restore_rng: also restore the random streams (global torch and Python
+                ones, and the loaders' generators); False to load for inference only.
+
+        Raises:
+            FileNotFoundError: if ``filename`` does not exist.
+            ValueError: if it is unreadable, not a regular file, not an attnlab checkpoint,
+                larger than this model and optimizer can need, or does not fit this
+                model (naming the mismatched keys), optimizer or scheduler (naming the
+                entry: every state tensor's shape and dtype are checked before loading).
+        """
+        # Bounded by what this model and optimizer can need: a bomb is refused before it is decompressed.
+        state = ckpt.read_checkpoint(filename, map_location=self.device,
+                                     max_bytes=ckpt.max_checkpoint_bytes(self.model, self.optimizer))
+        self.load_state_dict(state, restore_rng=restore_rng, where=str(filename))
 
 
 StepByStep = Trainer

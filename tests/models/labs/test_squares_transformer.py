@@ -7,7 +7,7 @@ from torch.testing import assert_close
 
 from attnlab.attention import collect_attention, record_attention
 from attnlab.data import make_loaders
-from attnlab.models.squares_transformer import EncoderDecoderTransformer, squares_transformer
+from attnlab.models.labs.squares_transformer import EncoderDecoderTransformer, squares_transformer
 from attnlab.models.transformer import Transformer
 
 from model_helpers import perturbed

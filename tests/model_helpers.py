@@ -1,4 +1,4 @@
-"""Shared by the Transformer tests."""
+"""Shared by the Transformer tests (tests/models/ and tests/models/labs/)."""
 
 import torch
 from torch import nn

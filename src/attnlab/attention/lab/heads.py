@@ -15,10 +15,10 @@ the labs' order: ``linear_out``, then each head's query, key and value), outputs
 ``alphas``. Inside it is attnlab's :class:`~attnlab.attention.MultiHeadAttention`
 with ``head_dim=d_model``: one packed projection and one fused attention call
 instead of the loop over heads. It loads the labs' per-head checkpoints
-(:mod:`attnlab.attention.lab_checkpoint`).
+(:mod:`attnlab.attention.lab.checkpoint`).
 
 The labs' calls keep state on the module (the keys, the alphas): one caller at a
-time. attnlab's own layers (:mod:`attnlab.models.selfattn_parts`) call
+time. attnlab's own layers (:mod:`attnlab.models.labs.selfattn_seq2seq`) call
 :meth:`LabMultiHeadAttention.attend` instead, ``MultiHeadAttention``'s stateless
 convention (self-attention without ``key``, caches); their thread-safe prediction
 paths run inside ``keeping_alphas(False)`` and leave nothing on the modules.
@@ -43,7 +43,7 @@ from torch import Tensor
 from attnlab._validate import check_bool, check_int
 from attnlab.attention.cache import KVCache
 from attnlab.attention.functional import attend_unchecked
-from attnlab.attention.lab_checkpoint import fuse_lab_heads
+from attnlab.attention.lab.checkpoint import fuse_lab_heads
 from attnlab.attention.masks import as_bool_mask
 from attnlab.attention.multihead import MultiHeadAttention
 

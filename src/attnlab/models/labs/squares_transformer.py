@@ -32,7 +32,7 @@ from torch import Tensor, nn
 from attnlab._validate import check_input_dtype, check_int
 from attnlab.attention import is_recording
 from attnlab.encodings.registry import Position
-from attnlab.models.source_padding import check_source_mask, last_steps, zero_padding
+from attnlab.models.labs.source_padding import check_source_mask, last_steps, zero_padding
 from attnlab.models.transformer import Transformer
 
 __all__ = ["EncoderDecoderTransformer", "squares_transformer"]
