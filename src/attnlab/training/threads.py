@@ -25,8 +25,8 @@ tokens (2.4 s against 3.8 s; work 2.6e10). It first paid at width 512 on 128 x
 64 tokens (13.7 s against 9.7 s; work 1.0e11), where a step is long enough for
 the threads' wake-ups and waits to be lost in it. On the same machine when it is
 quiet (load 2), a second thread starts to pay near 5e7 (1.2x) and gives 1.6 to
-1.9x from 1e9 (``benchmarks/results/threads.json``; the loaded run is
-``threads_loaded.json``). The boundary is the loaded crossover, 1e11: on 2 cores a
+1.9x from 1e9 (``benchmarks/results/latest/threads.json``; the loaded run is
+``investigations/threads_loaded.json``). The boundary is the loaded crossover, 1e11: on 2 cores a
 second thread can win at most 2x on a quiet machine, and it lost up to 50x on a
 loaded one, so everything the labs train, at any size a 2-core machine trains in
 reasonable time, computes on one thread. Being a function of the work and the core count

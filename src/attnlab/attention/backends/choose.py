@@ -28,7 +28,7 @@ The rule of ``backend="auto"`` (:func:`choose_backend`), in order:
    on what else runs); otherwise chunked. Both paths' costs scale with
    ``B * H``, so the crossover is a count of scores per head. Measured with
    ``python benchmarks/bench_long_context.py --crossover``
-   (``benchmarks/results/long_context_crossover.json``: ``MultiHeadAttention``,
+   (``benchmarks/results/investigations/long_context_crossover.json``: ``MultiHeadAttention``,
    ALiBi and T5, H = 8, D = 512, causal, B = 1 and 4, forward and forward +
    backward, medians of 3 interleaved rounds on a 2-core machine shared with
    other work). One thread (load 2-4): at 128 x 128 the dense path is up to
