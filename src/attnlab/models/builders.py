@@ -9,7 +9,7 @@ Builders only build: seeding the initial weights is the caller's.
 from __future__ import annotations
 
 from attnlab._validate import check_choice
-from attnlab.data.task import ARCHITECTURES
+from attnlab.data.tasks.task import ARCHITECTURES
 from attnlab.models.decoder_only import DecoderOnlyTransformer
 from attnlab.models.encoder_only import EncoderOnlyTransformer
 from attnlab.models.sequence_model import SequenceModel
