@@ -18,7 +18,7 @@ from attnlab.data import (
     squares_tensor,
 )
 from attnlab.data.tasks.loader import task_loader
-from attnlab.data.tasks.registry import make_task_sets
+from attnlab.data.tasks.registry import make_task_sets, task_named
 
 
 def test_global_random_states_untouched():
@@ -69,3 +69,17 @@ def test_task_sets_squares():
 def test_make_task_sets_needs_a_spec():
     with pytest.raises(TypeError, match="spec must be a TaskSpec, got dict"):
         make_task_sets({"task": "copy"})
+
+
+def test_every_name_is_a_task_of_that_name_read_from_the_catalog():
+    from attnlab import catalog
+    from attnlab.data.scan.scan_task import ScanTask
+    from attnlab.data.tasks import SquaresTask, TokenTask
+
+    for name in catalog.TASKS:
+        task = task_named(name)
+        assert task.name == name
+        expected = {"squares": SquaresTask, "scan": ScanTask}.get(name, TokenTask)
+        assert type(task) is expected, name
+    with pytest.raises(ValueError, match="unknown task 'foo'; known: 'copy', 'reverse'"):
+        task_named("foo")

@@ -24,6 +24,10 @@ here: T5's vocabulary is not at hand.)
 words get the symbols from ``first_word`` on, one per distinct word, in template
 order); :meth:`Prompt.unframe` checks the words and gives the input back.
 
+Two families write prompts: Kazemnejad et al.'s tasks (:mod:`attnlab.data.kazemnejad`) and
+SCAN as they run it (:mod:`attnlab.data.scan`); a prompt is part of a string generator's
+alphabet, so it lives beside the generator protocol.
+
 Shape notation: ``N`` strings, ``L`` the input's own length, ``W`` the framed width.
 """
 

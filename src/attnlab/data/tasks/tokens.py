@@ -169,6 +169,10 @@ def cat_batches(batches: list[TaskBatch], index: Tensor) -> TaskBatch:
     Args:
         batches: the batches, row ``k`` of their concatenation being row ``index[k]`` of the result.
         index: int64 ``[N]``, a permutation of ``0 .. N - 1``.
+
+    Returns:
+        A :class:`TaskBatch` of ``N`` rows: ``source [N, S]`` and targets ``[N, T]``, ``S`` and ``T``
+        the widest of the batches'.
     """
     S = max(b.source.shape[1] for b in batches)
     T = max(b.target_out.shape[1] for b in batches)
