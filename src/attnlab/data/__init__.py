@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from attnlab.data.squares.loaders import SquareLoaders, SquareSequences, make_loaders
     from attnlab.data.squares.padding import PaddedBatch, collate_padded, pad_sequences
-    from attnlab.data.squares.prefixes import Prefixes, SquarePrefixes, generate_prefixes
     from attnlab.data.squares.sequences import CORNERS, generate_sequences, squares_tensor
+    from attnlab.data.squares.square_prefixes import Prefixes, SquarePrefixes, generate_prefixes
     from attnlab.data.squares.walks import SquaresBatch, squares_task
     from attnlab.data.tasks.basic import TOKEN_TASKS, make_task_batch, target_length
     from attnlab.data.tasks.layouts import EMPTY, decoder_only_batch, encoder_only_batch
@@ -51,7 +51,8 @@ __all__ = ["ARCHITECTURES", "BOS", "CORNERS", "EMPTY", "EOS", "FIRST_SYMBOL", "P
 _HOMES = {
     "CORNERS": "squares.sequences", "generate_sequences": "squares.sequences", "squares_tensor": "squares.sequences",
     "squares_task": "squares.walks", "SquaresBatch": "squares.walks",
-    "generate_prefixes": "squares.prefixes", "Prefixes": "squares.prefixes", "SquarePrefixes": "squares.prefixes",
+    "generate_prefixes": "squares.square_prefixes", "Prefixes": "squares.square_prefixes",
+    "SquarePrefixes": "squares.square_prefixes",
     "make_loaders": "squares.loaders", "SquareLoaders": "squares.loaders", "SquareSequences": "squares.loaders",
     "collate_padded": "squares.padding", "pad_sequences": "squares.padding", "PaddedBatch": "squares.padding",
     "ARCHITECTURES": "tasks.task", "Task": "tasks.task",

@@ -4,7 +4,7 @@ Cho et al. 2024, "Position Coupling: Improving Length Generalization of Arithmet
 Transformers Using Task Structure" (NeurIPS, arXiv:2405.20671). Instead of one
 position per token, the tokens that the task relates share a position id: in
 addition, the digits of equal significance in both operands and in the answer. The
-ids are the data's (:func:`attnlab.data.arithmetic.positions.coupled_positions`: an operator
+ids are the data's (:func:`attnlab.data.arithmetic.numbering.coupled_positions`: an operator
 1, the digit of significance ``i`` ``i + 2``, BOS/EOS/padding 0) and the model passes
 them as ``position_ids``; this module is the learned absolute table they index.
 

@@ -24,7 +24,7 @@ from attnlab.data.arithmetic import (
     encode,
     multiplication_strings,
 )
-from attnlab.data.arithmetic.positions import coupled_positions, digit_positions
+from attnlab.data.arithmetic.numbering import coupled_positions, digit_positions
 from attnlab.data.tasks.strings import StringGenerator, Strings
 
 

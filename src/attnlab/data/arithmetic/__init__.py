@@ -3,7 +3,7 @@
 * :mod:`.alphabet`: the 13 symbols (digits, ``+``, ``*``, ``=``), :func:`encode` and :func:`decode`;
 * :mod:`.reversed_digits`: :class:`ReversedAddition` and :class:`ReversedMultiplication`,
   string generators that also number their tokens (``position_ids``);
-* :mod:`.positions`: the numbering: :func:`digit_positions` (Abacus) and
+* :mod:`.numbering`: the numbering: :func:`digit_positions` (Abacus) and
   :func:`coupled_positions` (position coupling).
 """
 
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from attnlab.data.arithmetic.alphabet import DIGITS, EQUALS, OPERATORS, PLUS, SYMBOLS, TIMES, decode, encode
-    from attnlab.data.arithmetic.positions import coupled_positions, digit_positions, task_positions
+    from attnlab.data.arithmetic.numbering import coupled_positions, digit_positions, task_positions
     from attnlab.data.arithmetic.reversed_digits import (
         ReversedAddition,
         ReversedMultiplication,
@@ -33,7 +33,7 @@ _HOMES = {
     "PLUS": "alphabet", "SYMBOLS": "alphabet", "TIMES": "alphabet",
     "addition_strings": "reversed_digits", "multiplication_strings": "reversed_digits",
     "ReversedAddition": "reversed_digits", "ReversedMultiplication": "reversed_digits",
-    "coupled_positions": "positions", "digit_positions": "positions", "task_positions": "positions",
+    "coupled_positions": "numbering", "digit_positions": "numbering", "task_positions": "numbering",
 }
 
 

@@ -5,7 +5,7 @@
     0 .. 9  the digits        10  "+"        11  "*"        12  "="
 
 The tasks (:mod:`attnlab.data.arithmetic.reversed_digits`) write their strings in it, and
-the position rules (:mod:`attnlab.data.arithmetic.positions`) read which symbols are digits
+the position rules (:mod:`attnlab.data.arithmetic.numbering`) read which symbols are digits
 and which operators.
 """
 

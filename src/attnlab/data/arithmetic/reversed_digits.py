@@ -39,8 +39,8 @@ Output symbols are the digits ``0 .. 9``, the same numbers as the input's digits
 lab that maps both alphabets with one offset gives a digit one token id everywhere.
 
 Positions. Both papers give every digit the position of its significance, read from
-the symbols; :func:`~attnlab.data.arithmetic.positions.digit_positions` and
-:func:`~attnlab.data.arithmetic.positions.coupled_positions` compute them for a
+the symbols; :func:`~attnlab.data.arithmetic.numbering.digit_positions` and
+:func:`~attnlab.data.arithmetic.numbering.coupled_positions` compute them for a
 whole laid-out sequence (input, separators, answer), in any vocabulary:
 
 * **Abacus** (McLeish et al.; ``abacus.py`` in github.com/mcleish7/arithmetic): a
@@ -78,7 +78,7 @@ from torch import Tensor
 
 from attnlab._validate import check_bool, check_int
 from attnlab.data.arithmetic.alphabet import EQUALS, PLUS, SYMBOLS, TIMES, decode, encode  # noqa: F401  (decode, encode: the examples use them)
-from attnlab.data.arithmetic.positions import task_positions
+from attnlab.data.arithmetic.numbering import task_positions
 from attnlab.data.tasks.strings import Strings
 
 __all__ = ["ReversedAddition", "ReversedMultiplication", "addition_strings", "multiplication_strings"]
@@ -224,7 +224,7 @@ class ReversedAddition:
     """
 
     name = "reversed-addition"
-    #: the rules it can number its tokens by (:func:`attnlab.data.arithmetic.positions.task_positions`)
+    #: the rules it can number its tokens by (:func:`attnlab.data.arithmetic.numbering.task_positions`)
     position_rules = ("abacus", "coupling")
     input_size = len(SYMBOLS)
     output_size = 10
@@ -284,7 +284,7 @@ class ReversedAddition:
         """The position ids ``[B, L]`` of a laid-out sequence ``[B, L]`` by ``rule`` (``"abacus"`` or ``"coupling"``).
 
         Symbol ``s`` is id ``first_symbol + s``; ``slots`` are the ids standing for answer digits
-        not written yet (:func:`attnlab.data.arithmetic.positions.task_positions`).
+        not written yet (:func:`attnlab.data.arithmetic.numbering.task_positions`).
 
         Raises:
             ValueError: for another rule.
@@ -319,7 +319,7 @@ class ReversedMultiplication:
     """
 
     name = "reversed-multiplication"
-    #: the rules it can number its tokens by (:func:`attnlab.data.arithmetic.positions.task_positions`)
+    #: the rules it can number its tokens by (:func:`attnlab.data.arithmetic.numbering.task_positions`)
     position_rules = ("abacus", "coupling")
     input_size = len(SYMBOLS)
     output_size = 10
@@ -365,7 +365,7 @@ class ReversedMultiplication:
         """The position ids ``[B, L]`` of a laid-out sequence ``[B, L]`` by ``rule`` (``"abacus"`` or ``"coupling"``).
 
         Symbol ``s`` is id ``first_symbol + s``; ``slots`` are the ids standing for answer digits
-        not written yet (:func:`attnlab.data.arithmetic.positions.task_positions`).
+        not written yet (:func:`attnlab.data.arithmetic.numbering.task_positions`).
 
         Raises:
             ValueError: for another rule.

@@ -5,7 +5,7 @@
   its output into ``[N, 4, 2]``;
 * :mod:`.walks`: :func:`squares_task`, the squares walked round and round (the length
   lab's real-valued task), as a :class:`SquaresBatch`;
-* :mod:`.prefixes`: :func:`generate_prefixes` and :class:`SquarePrefixes`, the book's
+* :mod:`.square_prefixes`: :func:`generate_prefixes` and :class:`SquarePrefixes`, the book's
   variable-length squares (2 to 4 corners, padded and masked) and the two corners that follow each;
 * :mod:`.loaders`: :class:`SquareSequences` (a Dataset) and :func:`make_loaders`, the labs'
   train/test loaders with a real test set and a shuffle of their own;
@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from attnlab.data.squares.loaders import SquareLoaders, SquareSequences, make_loaders
     from attnlab.data.squares.padding import PaddedBatch, collate_padded, pad_sequences
-    from attnlab.data.squares.prefixes import Prefixes, SquarePrefixes, generate_prefixes
     from attnlab.data.squares.sequences import CORNERS, generate_sequences, squares_tensor
+    from attnlab.data.squares.square_prefixes import Prefixes, SquarePrefixes, generate_prefixes
     from attnlab.data.squares.walks import SquaresBatch, squares_task
 
 __all__ = ["CORNERS", "PaddedBatch", "Prefixes", "SquareLoaders", "SquarePrefixes", "SquareSequences", "SquaresBatch",
@@ -35,7 +35,7 @@ __all__ = ["CORNERS", "PaddedBatch", "Prefixes", "SquareLoaders", "SquarePrefixe
 _HOMES = {
     "CORNERS": "sequences", "generate_sequences": "sequences", "squares_tensor": "sequences",
     "squares_task": "walks", "SquaresBatch": "walks",
-    "generate_prefixes": "prefixes", "Prefixes": "prefixes", "SquarePrefixes": "prefixes",
+    "generate_prefixes": "square_prefixes", "Prefixes": "square_prefixes", "SquarePrefixes": "square_prefixes",
     "make_loaders": "loaders", "SquareLoaders": "loaders", "SquareSequences": "loaders",
     "collate_padded": "padding", "pad_sequences": "padding", "PaddedBatch": "padding",
 }

@@ -31,8 +31,8 @@ import torch
 from torch.utils.data import BatchSampler, DataLoader, Dataset, DistributedSampler, RandomSampler, SequentialSampler
 
 from attnlab._validate import check_bool, check_choice, check_int
-from attnlab.data.squares.prefixes import SquarePrefixes
 from attnlab.data.squares.sequences import check_seed, generate_sequences, squares_tensor
+from attnlab.data.squares.square_prefixes import SquarePrefixes
 
 __all__ = ["SquareLoaders", "SquareSequences", "make_loaders"]
 
