@@ -119,7 +119,7 @@ def test_catalog_schemes_are_the_registrys_encodings():
 
 
 def test_catalog_tasks_presets_and_models_are_the_labs():
-    from attnlab.data.tasks import TASKS
+    from attnlab.data import TASKS
     from attnlab.labs.lengths.presets import PRESETS
     from attnlab.labs.squares.models import SQUARES_MODELS
 
@@ -130,14 +130,17 @@ def test_catalog_tasks_presets_and_models_are_the_labs():
 
 def test_catalog_string_tasks_and_protocols_are_the_labs():
     from attnlab.data.chomsky import CHOMSKY_TASKS
-    from attnlab.data.kazemnejad import KAZEMNEJAD_TASKS
-    from attnlab.data.task_names import task_named
+    from attnlab.data.kazemnejad.splits import KAZEMNEJAD_TASKS
+    from attnlab.data.tasks.basic import BASIC_TASKS
+    from attnlab.data.tasks.registry import task_named
     from attnlab.labs.lengths import protocols
 
     # every generator the data modules list is a task by its own name, and nothing else is
     arithmetic = ("reversed-addition", "reversed-multiplication")
     assert tuple(catalog.STRING_TASKS) == (*CHOMSKY_TASKS, *KAZEMNEJAD_TASKS, *arithmetic)
-    for name in catalog.STRING_TASKS:
+    assert tuple(catalog.TOKEN_TASKS) == tuple(BASIC_TASKS)
+    assert catalog.TASKS == tuple(catalog.TASK_CLASSES)
+    for name in catalog.TASKS:
         assert task_named(name).name == name
     assert catalog.PROTOCOLS == tuple(protocols._PROTOCOLS)
 

@@ -15,10 +15,10 @@ import torch
 from torch import nn
 
 from attnlab.cli import main
-from attnlab.data.metrics import sequence_accuracy, token_accuracy
-from attnlab.data.task import ARCHITECTURES
-from attnlab.data.task_names import make_task_sets
-from attnlab.data.tasks import BOS, EOS, PAD, Vocab
+from attnlab.data import BOS, EOS, PAD, Vocab
+from attnlab.data.tasks.metrics import sequence_accuracy, token_accuracy
+from attnlab.data.tasks.registry import make_task_sets
+from attnlab.data.tasks.task import ARCHITECTURES
 from attnlab.labs import sweep
 from attnlab.labs.lengths import compare
 from attnlab.labs.lengths import config as lengths

@@ -19,7 +19,8 @@ library only.
 from __future__ import annotations
 
 __all__ = ["BACKENDS", "DEFAULT_ENCODINGS", "DTYPES", "ENTRY_POINT_GROUP", "LAYOUTS", "PRESETS", "PROTOCOLS",
-           "RANDOMIZED", "RATES", "SCHEMES", "SQUARES_MODELS", "STRING_TASKS", "TASKS"]
+           "RANDOMIZED", "RATES", "SCHEMES", "SQUARES_MODELS", "STRING_TASKS", "TASKS", "TASK_CLASSES",
+           "TOKEN_TASKS"]
 
 #: the built-in position encodings: name -> "module:Class" (the registry loads the class on first use).
 SCHEMES: dict[str, str] = {
@@ -56,44 +57,61 @@ BACKENDS: tuple[str, ...] = ("auto", "dense", "flex", "chunked")
 #: the entry-point group through which an installed package adds its schemes.
 ENTRY_POINT_GROUP = "attnlab.schemes"
 
-#: the benchmark string tasks: name -> "module:Class" of a :class:`attnlab.data.strings.StringGenerator`
-#: (the task object wraps it on first use: :func:`attnlab.data.task.task_named`).
-STRING_TASKS: dict[str, str] = {
-    # the 15 tasks of Delétang et al. 2023, as Ruoss et al. 2023 run them
-    "even-pairs": "attnlab.data.chomsky:EvenPairs",
-    "modular-arithmetic": "attnlab.data.chomsky:ModularArithmetic",
-    "parity-check": "attnlab.data.chomsky:ParityCheck",
-    "cycle-navigation": "attnlab.data.chomsky:CycleNavigation",
-    "stack-manipulation": "attnlab.data.chomsky:StackManipulation",
-    "reverse-string": "attnlab.data.chomsky:ReverseString",
-    "modular-arithmetic-brackets": "attnlab.data.chomsky:ModularArithmeticBrackets",
-    "solve-equation": "attnlab.data.chomsky:SolveEquation",
-    "duplicate-string": "attnlab.data.chomsky:DuplicateString",
-    "missing-duplicate": "attnlab.data.chomsky:MissingDuplicate",
-    "odds-first": "attnlab.data.chomsky:OddsFirst",
-    "binary-addition": "attnlab.data.chomsky:BinaryAddition",
-    "binary-multiplication": "attnlab.data.chomsky:BinaryMultiplication",
-    "compute-sqrt": "attnlab.data.chomsky:ComputeSqrt",
-    "bucket-sort": "attnlab.data.chomsky:BucketSort",
-    # Kazemnejad et al. 2023's tasks (SCAN is not a generator: attnlab.data.scan_task)
-    "copy-random": "attnlab.data.kazemnejad:CopyRandom",
-    "copy-repeat": "attnlab.data.kazemnejad:CopyRepeat",
-    "copy-repeat-change": "attnlab.data.kazemnejad:CopyRepeatChange",
-    "copy-random-2x": "attnlab.data.kazemnejad:CopyRandom2x",
-    "copy-repeat-2x": "attnlab.data.kazemnejad:CopyRepeat2x",
-    "reverse-random": "attnlab.data.kazemnejad:ReverseRandom",
-    "reverse-random-2x": "attnlab.data.kazemnejad:ReverseRandom2x",
-    "reverse-copy": "attnlab.data.kazemnejad:ReverseCopy",
-    "addition": "attnlab.data.kazemnejad:Addition",
-    "kz-sort": "attnlab.data.kazemnejad:SortTokens",
-    "summation": "attnlab.data.kazemnejad:Summation",
-    # arithmetic with reversed digits (McLeish et al. 2024, Cho et al. 2024)
-    "reversed-addition": "attnlab.data.arithmetic:ReversedAddition",
-    "reversed-multiplication": "attnlab.data.arithmetic:ReversedMultiplication",
+#: attnlab's own token tasks (``--symbols`` symbols): name -> "module:Class" of their string generator.
+TOKEN_TASKS: dict[str, str] = {
+    "copy": "attnlab.data.tasks.basic:Copy",
+    "reverse": "attnlab.data.tasks.basic:Reverse",
+    "duplicate": "attnlab.data.tasks.basic:Duplicate",
+    "sort": "attnlab.data.tasks.basic:Sort",
 }
 
-#: every task ``attnlab compare --task`` takes (:data:`attnlab.data.tasks.TASKS`).
-TASKS: tuple[str, ...] = ("copy", "reverse", "duplicate", "sort", "squares", "scan", *STRING_TASKS)
+#: the benchmark string tasks: name -> "module:Class" of their string generator.
+STRING_TASKS: dict[str, str] = {
+    # the 15 tasks of Delétang et al. 2023, as Ruoss et al. 2023 run them
+    "even-pairs": "attnlab.data.chomsky.regular:EvenPairs",
+    "modular-arithmetic": "attnlab.data.chomsky.regular:ModularArithmetic",
+    "parity-check": "attnlab.data.chomsky.regular:ParityCheck",
+    "cycle-navigation": "attnlab.data.chomsky.regular:CycleNavigation",
+    "stack-manipulation": "attnlab.data.chomsky.dcf:StackManipulation",
+    "reverse-string": "attnlab.data.chomsky.dcf:ReverseString",
+    "modular-arithmetic-brackets": "attnlab.data.chomsky.brackets:ModularArithmeticBrackets",
+    "solve-equation": "attnlab.data.chomsky.brackets:SolveEquation",
+    "duplicate-string": "attnlab.data.chomsky.cs:DuplicateString",
+    "missing-duplicate": "attnlab.data.chomsky.cs:MissingDuplicate",
+    "odds-first": "attnlab.data.chomsky.cs:OddsFirst",
+    "binary-addition": "attnlab.data.chomsky.binary:BinaryAddition",
+    "binary-multiplication": "attnlab.data.chomsky.binary:BinaryMultiplication",
+    "compute-sqrt": "attnlab.data.chomsky.binary:ComputeSqrt",
+    "bucket-sort": "attnlab.data.chomsky.cs:BucketSort",
+    # Kazemnejad et al. 2023's tasks (SCAN is a fixed set, not a generator: TASK_CLASSES)
+    "copy-random": "attnlab.data.kazemnejad.primitive:CopyRandom",
+    "copy-repeat": "attnlab.data.kazemnejad.primitive:CopyRepeat",
+    "copy-repeat-change": "attnlab.data.kazemnejad.primitive:CopyRepeatChange",
+    "copy-random-2x": "attnlab.data.kazemnejad.primitive:CopyRandom2x",
+    "copy-repeat-2x": "attnlab.data.kazemnejad.primitive:CopyRepeat2x",
+    "reverse-random": "attnlab.data.kazemnejad.primitive:ReverseRandom",
+    "reverse-random-2x": "attnlab.data.kazemnejad.primitive:ReverseRandom2x",
+    "reverse-copy": "attnlab.data.kazemnejad.primitive:ReverseCopy",
+    "addition": "attnlab.data.kazemnejad.mathematical:Addition",
+    "kz-sort": "attnlab.data.kazemnejad.mathematical:SortTokens",
+    "summation": "attnlab.data.kazemnejad.mathematical:Summation",
+    # arithmetic with reversed digits (McLeish et al. 2024, Cho et al. 2024)
+    "reversed-addition": "attnlab.data.arithmetic.reversed_digits:ReversedAddition",
+    "reversed-multiplication": "attnlab.data.arithmetic.reversed_digits:ReversedMultiplication",
+}
+
+#: every task ``attnlab compare --task`` takes: name -> "module:Class" of its string generator (the lab wraps it
+#: in its one token task on first use: :func:`attnlab.data.tasks.registry.task_named`) or, for the two that no
+#: generator draws, of its task.
+TASK_CLASSES: dict[str, str] = {
+    **TOKEN_TASKS,
+    "squares": "attnlab.data.tasks.squares_task:SquaresTask",  # real values: the corners of noisy squares
+    "scan": "attnlab.data.scan.scan_task:ScanTask",  # a fixed set of commands
+    **STRING_TASKS,
+}
+
+#: every task ``attnlab compare --task`` takes, by name.
+TASKS: tuple[str, ...] = tuple(TASK_CLASSES)
 #: how a comparison trains and scores (:data:`attnlab.labs.lengths.protocols.PROTOCOLS`).
 PROTOCOLS: tuple[str, ...] = ("fixed", "ruoss2023", "kazemnejad2023")
 #: the papers' setups ``attnlab compare --preset`` starts from (:data:`attnlab.labs.lengths.presets.PRESETS`).

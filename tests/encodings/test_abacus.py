@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from attnlab.data.arithmetic import encode
-from attnlab.data.arithmetic_positions import digit_positions
+from attnlab.data.arithmetic.numbering import digit_positions
 from attnlab.encodings.abacus import AbacusEmbedding
 from attnlab.encodings.scheme import ModelSizes
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from attnlab.data.arithmetic import ReversedAddition, encode
-from attnlab.data.arithmetic_positions import coupled_positions
+from attnlab.data.arithmetic.numbering import coupled_positions
 from attnlab.encodings.coupling import CoupledPositions
 from attnlab.encodings.scheme import ModelSizes
 

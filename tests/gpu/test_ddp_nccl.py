@@ -37,7 +37,7 @@ import torch
 from torch import nn
 from torch.utils.data import BatchSampler, DistributedSampler
 
-from attnlab.data.loaders import SquareSequences
+from attnlab.data.squares.loaders import SquareSequences
 from attnlab.labs.squares.train import SquaresConfig, build_model, load_run, make_optimizer
 
 REL = 1e-4

@@ -17,11 +17,10 @@ import torch
 from torch import nn
 
 from attnlab.cli import main
-from attnlab.data import make_loaders
-from attnlab.data.layouts import decoder_only_batch
-from attnlab.data.task_loader import task_loader
-from attnlab.data.task_names import make_task_sets
-from attnlab.data.tasks import PAD, TaskSpec, Vocab
+from attnlab.data import PAD, TaskSpec, Vocab, make_loaders
+from attnlab.data.tasks.layouts import decoder_only_batch
+from attnlab.data.tasks.loader import task_loader
+from attnlab.data.tasks.registry import make_task_sets
 from attnlab.labs.squares.train import load_run
 from attnlab.models import (
     DecoderOnlyTransformer,

@@ -6,9 +6,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnlab.data.layouts import encoder_only_batch
-from attnlab.data.task_names import task_named
-from attnlab.data.tasks import PAD
+from attnlab.data import PAD
+from attnlab.data.tasks.layouts import encoder_only_batch
+from attnlab.data.tasks.registry import task_named
 from attnlab.labs.lengths.config import CompareConfig
 from attnlab.labs.lengths.protocols import CURRICULUM_SEED, FreshBatches, protocol_named, ruoss_lengths
 

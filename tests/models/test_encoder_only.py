@@ -4,8 +4,8 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from attnlab.data.layouts import encoder_only_batch
-from attnlab.data.tasks import PAD, make_task_batch
+from attnlab.data import PAD, make_task_batch
+from attnlab.data.tasks.layouts import encoder_only_batch
 from attnlab.encodings.registry import ENCODINGS, RANDOMIZED, task_positions
 from attnlab.models import EncoderOnlyTransformer
 

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from attnlab.data.layouts import decoder_only_batch
-from attnlab.data.task_names import task_named
+from attnlab.data.tasks.layouts import decoder_only_batch
+from attnlab.data.tasks.registry import task_named
 from attnlab.encodings.registry import task_positions
 from attnlab.labs.lengths.config import CompareConfig
 from attnlab.labs.lengths.train import train_one

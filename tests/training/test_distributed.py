@@ -24,7 +24,7 @@ from torch import nn
 from torch.utils.data import BatchSampler, DistributedSampler
 
 from attnlab.data import make_loaders
-from attnlab.data.loaders import SquareSequences
+from attnlab.data.squares.loaders import SquareSequences
 from attnlab.labs.squares.train import SquaresConfig, build_model, load_run, make_optimizer
 from attnlab.training import Loop, supervised
 from attnlab.training.distributed import DistributedContext, set_sampler_epoch

@@ -7,7 +7,7 @@ which those are. The Abacus embedding numbers each digit from the start of its o
 number: with numbers written least significant digit first, the ``i``-th digit of
 every number (operands and answer) gets the same learned vector. Those indices are
 the data's, not the sequence's: the task computes them
-(:func:`attnlab.data.arithmetic_positions.digit_positions`: ``1, 2, ...`` along a number, 0 for
+(:func:`attnlab.data.arithmetic.numbering.digit_positions`: ``1, 2, ...`` along a number, 0 for
 every other token) and the model passes them as ``position_ids``.
 
 Training shifts every digit's index by a random offset ``k``, so that the rows past
@@ -76,7 +76,7 @@ class AbacusEmbedding(ShiftedPositionTable):
 
     Example:
         >>> from attnlab.data.arithmetic import encode
-        >>> from attnlab.data.arithmetic_positions import digit_positions
+        >>> from attnlab.data.arithmetic import digit_positions
         >>> seq = encode("75+86=521")[None]  # 57 + 68 = 125, reversed
         >>> p = digit_positions(seq)
         >>> p

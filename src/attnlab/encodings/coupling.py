@@ -4,7 +4,7 @@ Cho et al. 2024, "Position Coupling: Improving Length Generalization of Arithmet
 Transformers Using Task Structure" (NeurIPS, arXiv:2405.20671). Instead of one
 position per token, the tokens that the task relates share a position id: in
 addition, the digits of equal significance in both operands and in the answer. The
-ids are the data's (:func:`attnlab.data.arithmetic_positions.coupled_positions`: an operator
+ids are the data's (:func:`attnlab.data.arithmetic.numbering.coupled_positions`: an operator
 1, the digit of significance ``i`` ``i + 2``, BOS/EOS/padding 0) and the model passes
 them as ``position_ids``; this module is the learned absolute table they index.
 
@@ -64,7 +64,7 @@ class CoupledPositions(ShiftedPositionTable):
 
     Example:
         >>> from attnlab.data.arithmetic import encode
-        >>> from attnlab.data.arithmetic_positions import coupled_positions
+        >>> from attnlab.data.arithmetic import coupled_positions
         >>> p = coupled_positions(encode("75+86=521")[None])  # 57 + 68 = 125, reversed
         >>> p
         tensor([[2, 3, 1, 2, 3, 1, 2, 3, 4]])

@@ -37,7 +37,7 @@ def check_position_ids(h: Tensor, position_ids: object, owner: str) -> Tensor:
         raise ValueError(
             f"{owner} needs position_ids [B, L]: its positions are the task's (each digit's place in its "
             f"number), not the tokens' order; compute them from the symbols "
-            f"(attnlab.data.arithmetic_positions.digit_positions / coupled_positions) and pass position_ids="
+            f"(attnlab.data.arithmetic.numbering.digit_positions / coupled_positions) and pass position_ids="
         )
     if not isinstance(position_ids, Tensor) or position_ids.is_floating_point() or position_ids.is_complex() \
             or position_ids.dtype == torch.bool:
@@ -134,7 +134,7 @@ class ShiftedPositionTable(nn.Module):
             offset: where ``h`` starts in the sequence (a decoding step after cached ones);
                 not used: ``position_ids`` already say where each token is.
             position_ids: the task's ids, int ``[B, L]``
-                (:mod:`attnlab.data.arithmetic_positions`), 0 for a token that is no digit.
+                (:mod:`attnlab.data.arithmetic.numbering`), 0 for a token that is no digit.
 
         Returns:
             ``[B, L, D]``, in ``h``'s dtype.

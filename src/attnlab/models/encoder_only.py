@@ -4,7 +4,7 @@ The model of "Randomized Positional Encodings Boost Length Generalization of
 Transformers" (Ruoss et al. 2023, ACL, arXiv:2305.16843; after Delétang et al.
 2023): a non-causal stack reads the input followed by one empty token per output
 position and predicts every output at once (see
-:func:`attnlab.data.layouts.encoder_only_batch`)::
+:func:`attnlab.data.tasks.layouts.encoder_only_batch`)::
 
     tokens -> embed (+ absolute PE) -> [norm -> self-attn -> + -> norm -> FFN -> +] x N -> norm -> head
 

@@ -286,7 +286,7 @@ class SequenceModel(nn.Module):
                 f"n_layers={self.n_layers}")
 
 
-#: the sequence model of each architecture a task is laid out for (:data:`attnlab.data.task.ARCHITECTURES`),
+#: the sequence model of each architecture a task is laid out for (:data:`attnlab.data.tasks.task.ARCHITECTURES`),
 #: as ``"module:Class"``: imported on first use, since each subclasses :class:`SequenceModel`
 ARCHITECTURE_MODELS = {"decoder-only": "attnlab.models.decoder_only:DecoderOnlyTransformer",
                        "encoder-decoder": "attnlab.models.transformer:Transformer",
@@ -294,7 +294,7 @@ ARCHITECTURE_MODELS = {"decoder-only": "attnlab.models.decoder_only:DecoderOnlyT
 
 
 def sequence_model_class(architecture: str) -> type[SequenceModel]:
-    """The model class of one of :data:`attnlab.data.task.ARCHITECTURES`; its constructor takes the sizes.
+    """The model class of one of :data:`attnlab.data.tasks.task.ARCHITECTURES`; its constructor takes the sizes.
 
     ``"decoder-only"`` is :class:`~attnlab.models.DecoderOnlyTransformer`, ``"encoder-decoder"``
     :class:`~attnlab.models.Transformer`, ``"encoder-only"``
@@ -306,7 +306,7 @@ def sequence_model_class(architecture: str) -> type[SequenceModel]:
     Raises:
         ValueError: for an unknown ``architecture`` (naming the known ones).
     """
-    from attnlab.data.task import ARCHITECTURES  # here: a model is built without the data's code
+    from attnlab.data.tasks.task import ARCHITECTURES  # here: a model is built without the data's code
 
     module, name = ARCHITECTURE_MODELS[check_choice("architecture", architecture, ARCHITECTURES)].split(":")
     model_class: type[SequenceModel] = getattr(importlib.import_module(module), name)

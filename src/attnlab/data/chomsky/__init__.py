@@ -1,6 +1,6 @@
 """The 15 tasks of Delétang et al. 2023, "Neural Networks and the Chomsky Hierarchy", as Ruoss et al. 2023 run them.
 
-Each task is a :class:`~attnlab.data.strings.StringGenerator` (alphabets, output
+Each task is a :class:`~attnlab.data.tasks.strings.StringGenerator` (alphabets, output
 length, ``sample``, ``chance``) with a ``level`` and an ``answer(inputs)`` that
 computes the outputs of any input, hand-written ones included. Definitions,
 alphabets, output lengths, accuracy masks, short-length special cases and
@@ -8,42 +8,52 @@ parameters (modulus 5, a cycle of 5 states, binary strings, 5 symbols to sort)
 follow google-deepmind/randomized_positional_encodings (tasks/, and
 experiments/constants.py for the parameters).
 
-    >>> import torch
-    >>> task = CHOMSKY_TASKS["parity-check"]()
-    >>> strings = task.sample(4, 10, generator=torch.Generator().manual_seed(0))
-    >>> tuple(strings.inputs.shape), tuple(strings.outputs.shape)
-    ((4, 10), (4, 1))
+:mod:`.base` holds what they share (:class:`ChomskyTask`, :func:`encode`, :func:`decode`),
+:mod:`.regular`, :mod:`.dcf`, :mod:`.brackets`, :mod:`.cs` and :mod:`.binary` the tasks,
+:mod:`.levels` the tasks by name (:data:`CHOMSKY_TASKS`) and by level (:data:`LEVELS`).
 """
 
 from __future__ import annotations
 
-from attnlab.data.chomsky.base import ChomskyTask, decode, encode
-from attnlab.data.chomsky.binary import BinaryAddition, BinaryMultiplication, ComputeSqrt
-from attnlab.data.chomsky.brackets import ModularArithmeticBrackets, SolveEquation
-from attnlab.data.chomsky.cs import BucketSort, DuplicateString, MissingDuplicate, OddsFirst
-from attnlab.data.chomsky.dcf import ReverseString, StackManipulation
-from attnlab.data.chomsky.regular import CycleNavigation, EvenPairs, ModularArithmetic, ParityCheck
+import importlib
+from typing import TYPE_CHECKING, Any
 
-__all__ = [
-    "CHOMSKY_TASKS", "LEVELS",
-    "BinaryAddition", "BinaryMultiplication", "BucketSort", "ChomskyTask", "ComputeSqrt", "CycleNavigation",
-    "DuplicateString", "EvenPairs", "MissingDuplicate", "ModularArithmetic", "ModularArithmeticBrackets",
-    "OddsFirst", "ParityCheck", "ReverseString", "SolveEquation", "StackManipulation",
-    "decode", "encode",
-]
+if TYPE_CHECKING:
+    from attnlab.data.chomsky.base import ChomskyTask, decode, encode
+    from attnlab.data.chomsky.binary import BinaryAddition, BinaryMultiplication, ComputeSqrt
+    from attnlab.data.chomsky.brackets import ModularArithmeticBrackets, SolveEquation
+    from attnlab.data.chomsky.cs import BucketSort, DuplicateString, MissingDuplicate, OddsFirst
+    from attnlab.data.chomsky.dcf import ReverseString, StackManipulation
+    from attnlab.data.chomsky.levels import CHOMSKY_TASKS, LEVELS
+    from attnlab.data.chomsky.regular import CycleNavigation, EvenPairs, ModularArithmetic, ParityCheck
 
-#: name -> task class, regular first, then deterministic context-free, then context-sensitive (the papers' order).
-CHOMSKY_TASKS: dict[str, type[ChomskyTask]] = {
-    task.name: task
-    for task in (
-        EvenPairs, ModularArithmetic, ParityCheck, CycleNavigation,
-        StackManipulation, ReverseString, ModularArithmeticBrackets, SolveEquation,
-        DuplicateString, MissingDuplicate, OddsFirst, BinaryAddition, BinaryMultiplication, ComputeSqrt, BucketSort,
-    )
+__all__ = ["BinaryAddition", "BinaryMultiplication", "BucketSort", "CHOMSKY_TASKS", "ChomskyTask", "ComputeSqrt",
+           "CycleNavigation", "DuplicateString", "EvenPairs", "LEVELS", "MissingDuplicate", "ModularArithmetic",
+           "ModularArithmeticBrackets", "OddsFirst", "ParityCheck", "ReverseString", "SolveEquation",
+           "StackManipulation", "decode", "encode"]
+
+#: where each name lives: imported the first time it is asked for (PEP 562), so that importing one
+#: module of the package does not import its siblings
+_HOMES = {
+    "ChomskyTask": "base", "decode": "base", "encode": "base",
+    "BinaryAddition": "binary", "BinaryMultiplication": "binary", "ComputeSqrt": "binary",
+    "ModularArithmeticBrackets": "brackets", "SolveEquation": "brackets",
+    "BucketSort": "cs", "DuplicateString": "cs", "MissingDuplicate": "cs", "OddsFirst": "cs",
+    "ReverseString": "dcf", "StackManipulation": "dcf",
+    "CycleNavigation": "regular", "EvenPairs": "regular", "ModularArithmetic": "regular", "ParityCheck": "regular",
+    "CHOMSKY_TASKS": "levels", "LEVELS": "levels",
 }
 
-#: level -> the names of its tasks, in the order of :data:`CHOMSKY_TASKS`.
-LEVELS: dict[str, tuple[str, ...]] = {
-    level: tuple(name for name, task in CHOMSKY_TASKS.items() if task.level == level)
-    for level in ("regular", "dcf", "cs")
-}
+
+def __getattr__(name: str) -> Any:
+    """One of :data:`__all__`, imported from its module the first time it is asked for."""
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The module's names, the lazily imported ones included."""
+    return sorted([*globals(), *__all__])

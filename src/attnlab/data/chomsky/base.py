@@ -2,7 +2,7 @@
 
 Every task of Delétang et al. 2023 ("Neural Networks and the Chomsky
 Hierarchy"), as Ruoss et al. 2023 run them, is a subclass of :class:`ChomskyTask`
-and so a :class:`~attnlab.data.strings.StringGenerator`. A subclass says two
+and so a :class:`~attnlab.data.tasks.strings.StringGenerator`. A subclass says two
 things: how to draw ``n`` inputs of one length (``_draw``) and what the answer
 to an input is (``_answer``). :meth:`ChomskyTask.sample` is always "draw, then
 answer", so the outputs are a function of the inputs and :meth:`ChomskyTask.answer`
@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 from attnlab._validate import check_int
-from attnlab.data.strings import DrawnStrings
+from attnlab.data.tasks.strings import DrawnStrings
 
 __all__ = ["ChomskyTask", "decode", "encode"]
 

@@ -37,13 +37,14 @@ import torch
 from attnlab._validate import check_choice, check_float32, check_int, check_keys, check_probability
 from attnlab.attention.backends.choose import BACKENDS
 from attnlab.catalog import PROTOCOLS
-from attnlab.data.task import Task
-from attnlab.data.task_names import make_task_sets, task_named
 from attnlab.data.tasks import (
     PAD,
     TASKS,
+    Task,
     TaskSets,
     TaskSpec,
+    make_task_sets,
+    task_named,
 )
 from attnlab.encodings.draws import draw_bytes
 from attnlab.encodings.registry import (

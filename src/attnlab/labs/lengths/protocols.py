@@ -42,8 +42,7 @@ from torch import nn
 
 from attnlab._validate import check_choice, check_int
 from attnlab.catalog import PROTOCOLS
-from attnlab.data.task_loader import task_loader
-from attnlab.data.tasks import TaskSets
+from attnlab.data.tasks import TaskSets, task_loader
 
 # A protocol is given the comparison's CompareConfig (attnlab.labs.lengths.config), which imports this module.
 CompareConfig = Any

@@ -8,7 +8,7 @@ when all of it holds is the folder written (:mod:`attnlab.labs.lengths.compare`)
 resume leaves every file, ``results.json`` included, as it was.
 
 Records are ``{"encoding", "seed", "length", METRIC...}``, one per test length, the metrics
-being the task's (:attr:`attnlab.data.task.Task.metrics`).
+being the task's (:attr:`attnlab.data.tasks.task.Task.metrics`).
 """
 
 from __future__ import annotations

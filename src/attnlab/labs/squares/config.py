@@ -25,7 +25,7 @@ from attnlab._validate import (
     check_keys,
     check_seed,
 )
-from attnlab.data.square_prefixes import SquarePrefixes
+from attnlab.data.squares.square_prefixes import SquarePrefixes
 from attnlab.labs.memory_bound import transformer_parameters
 from attnlab.labs.squares.models import SIZE_NAMES, SQUARES_MODELS, squares_model, squares_sizes
 
