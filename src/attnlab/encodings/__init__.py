@@ -41,7 +41,7 @@ from attnlab.encodings.relative import ShawRelative
 from attnlab.encodings.rope_scaling import ROPE_TYPES, rope_frequencies
 from attnlab.encodings.rotary import CONVENTIONS as ROTARY_CONVENTIONS
 from attnlab.encodings.rotary import Rotary, apply_rotary, interleaved_to_half_permutation
-from attnlab.encodings.scheme import AttentionPosition, ModelSizes, NoPosition, PositionScheme, relative_positions
+from attnlab.encodings.scheme import ModelSizes, NoPosition, PositionScheme, relative_positions
 from attnlab.encodings.sinusoidal import LAYOUTS, RATES, angle_rates, shift_matrix, sinusoidal
 from attnlab.encodings.sinusoidal_nd import (
     PositionalEncoding2D,
@@ -64,7 +64,6 @@ __all__ = [
     "PositionalEncoding2D",
     "AxialRotary",
     "ALiBi",
-    "AttentionPosition",
     "CoPE",
     "ENCODINGS",
     "FIRE",

@@ -63,7 +63,7 @@ from attnlab.encodings.rows import bias_rows, rotate_rows, value_rows
 ScoreMod = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
 
 # call_positions, check_positions, check_rel, positions, relative_positions live in .positions; importable from here.
-__all__ = ["AttentionPosition", "ModelSizes", "NoPosition", "PositionScheme", "ScoreMod", "bias_dtype",
+__all__ = ["ModelSizes", "NoPosition", "PositionScheme", "ScoreMod", "bias_dtype",
            "call_positions", "check_heads", "check_positions", "check_rel", "check_scheme", "distance_table",
            "positions", "relative_positions"]
 
@@ -354,7 +354,7 @@ def check_scheme(name: str, position: object) -> None:
         TypeError: naming ``name`` and the type given.
     """
     if position is not None and not all(callable(getattr(position, m, None)) for m in ("rotate", "bias", "value_term")):
-        raise TypeError(f"{name} must be an attnlab.encodings.AttentionPosition (rotate, bias, value_term), "
+        raise TypeError(f"{name} must be an attnlab.encodings.PositionScheme (rotate, bias, value_term), "
                         f"got {type(position).__name__}")
 
 
@@ -394,6 +394,3 @@ class NoPosition(PositionScheme):
 
     batched_positions = True  # nothing to evaluate, at any positions
 
-
-#: the protocol's earlier name, kept for code written against it.
-AttentionPosition = PositionScheme

@@ -10,7 +10,8 @@
 * :mod:`attnlab.models.transformer`, :mod:`attnlab.models.decoder_only` and
   :mod:`attnlab.models.encoder_only`: the length-generalisation lab's
   :class:`Transformer` (encoder-decoder), :class:`DecoderOnlyTransformer` and
-  :class:`EncoderOnlyTransformer`, taking any of :data:`ENCODINGS`.
+  :class:`EncoderOnlyTransformer`, taking ``position=`` any of :data:`ENCODINGS` (the names
+  :mod:`attnlab.catalog` lists) or a scheme of one's own.
 * :mod:`attnlab.models.squares_transformer`: :class:`EncoderDecoderTransformer`, the
   squares models' interface on a :class:`Transformer` (the book's fix for the
   positional-encoding lab's model: residuals, layer norm, features projected up).
@@ -32,6 +33,7 @@ once. The labs' stateful interface (``init_keys``, ``init_hidden``, ``hidden``,
 one caller at a time.
 """
 
+from attnlab.catalog import ENCODINGS
 from attnlab.models.decoder_only import DecoderOnlyTransformer
 from attnlab.models.encoder_only import EncoderOnlyTransformer
 from attnlab.models.rnn_seq2seq import Decoder, DecoderAttn, Encoder, EncoderDecoder, EncoderDecoderAttn
@@ -43,7 +45,7 @@ from attnlab.models.selfattn_seq2seq import (
     EncoderSelfAttn,
 )
 from attnlab.models.squares_transformer import EncoderDecoderTransformer
-from attnlab.models.transformer import ENCODINGS, Transformer, TransformerDecoderLayer, TransformerEncoderLayer
+from attnlab.models.transformer import Transformer, TransformerDecoderLayer, TransformerEncoderLayer
 
 __all__ = [
     "Decoder",

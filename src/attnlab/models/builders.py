@@ -28,7 +28,7 @@ def sequence_model_class(architecture: str) -> type[SequenceModel]:
     :class:`~attnlab.models.Transformer`, ``"encoder-only"``
     :class:`~attnlab.models.EncoderOnlyTransformer`; all take the arguments of
     :class:`~attnlab.models.sequence_model.SequenceModel` (``vocab_size`` or ``n_features``,
-    ``d_model``, ``n_heads``, ``n_layers``, ``ff_units``, ``dropout``, ``encoding``,
+    ``d_model``, ``n_heads``, ``n_layers``, ``ff_units``, ``dropout``, ``position``,
     ``max_len``, ``max_relative_position``, ``pad_id``) and check them.
 
     Raises:
