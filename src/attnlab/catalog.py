@@ -38,7 +38,7 @@ SCHEMES: dict[str, str] = {
     "kerple": "attnlab.encodings.kerple:KERPLE",
     "xpos": "attnlab.encodings.xpos:XPos",
     "cope": "attnlab.encodings.cope:CoPE",
-    "rotary-quarter": "attnlab.encodings.rotary_quarter:QuarterRotary",
+    "rotary-quarter": "attnlab.encodings.rotary:QuarterRotary",
     "abacus": "attnlab.encodings.abacus:AbacusEmbedding",
     "coupling": "attnlab.encodings.coupling:CoupledPositions",
     "transformer-xl": "attnlab.encodings.transformer_xl:TransformerXLRelative",

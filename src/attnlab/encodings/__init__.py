@@ -40,7 +40,7 @@ from attnlab.encodings.registry import ENCODINGS, Randomized, attention_position
 from attnlab.encodings.relative import ShawRelative
 from attnlab.encodings.rope_scaling import ROPE_TYPES, rope_frequencies
 from attnlab.encodings.rotary import CONVENTIONS as ROTARY_CONVENTIONS
-from attnlab.encodings.rotary import Rotary, apply_rotary, interleaved_to_half_permutation
+from attnlab.encodings.rotary import QuarterRotary, Rotary, apply_rotary, interleaved_to_half_permutation
 from attnlab.encodings.scheme import ModelSizes, NoPosition, PositionScheme, relative_positions
 from attnlab.encodings.sinusoidal import LAYOUTS, RATES, angle_rates, shift_matrix, sinusoidal
 from attnlab.encodings.sinusoidal_nd import (
@@ -78,6 +78,7 @@ __all__ = [
     "RandomizedPositions",
     "RandomizedSinusoidal",
     "ROTARY_CONVENTIONS",
+    "QuarterRotary",
     "Rotary",
     "ShawRelative",
     "T5RelativeBias",
