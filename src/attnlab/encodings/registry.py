@@ -91,7 +91,7 @@ class Randomized:
 #: what ``position=`` takes: a name or ``"module:Class"``, a class, a ``Randomized`` spec, or a factory.
 Position = str | type[nn.Module] | Randomized | Callable[[ModelSizes], PositionScheme]
 
-# The names attnlab lists are the catalog's (attnlab.catalog), read here where the library's code asks.
+# The names attnlab lists: attnlab.catalog's tuples, which need no torch (the CLI lists them before importing it).
 #: every name attnlab lists: the built-in schemes, then the randomized ones.
 ENCODINGS = catalog.ENCODINGS
 #: what ``attnlab compare`` compares unless told: the classic seven.
