@@ -43,7 +43,7 @@ from attnlab.encodings.randomized import RandomizedPositions
 from attnlab.encodings.scheme import ModelSizes, PositionScheme
 
 __all__ = ["ADDED_TO_INPUT", "CAUSAL_ONLY", "DEFAULT_ENCODINGS", "ENCODINGS", "INSIDE_ATTENTION", "RANDOMIZED",
-           "Buildable", "Position", "Randomized", "attention_position", "build_scheme", "build_table",
+           "Position", "Randomized", "attention_position", "build_scheme", "build_table",
            "draws_positions", "import_location", "input_position", "is_input_table", "register", "registered",
            "resolve", "spec_name", "task_positions"]
 
@@ -51,7 +51,9 @@ __all__ = ["ADDED_TO_INPUT", "CAUSAL_ONLY", "DEFAULT_ENCODINGS", "ENCODINGS", "I
 class Buildable(Protocol):
     """What :func:`resolve` returns: something that builds a module for a model's sizes."""
 
-    def for_model(self, sizes: ModelSizes) -> nn.Module: ...
+    def for_model(self, sizes: ModelSizes) -> nn.Module:
+        """The module for a model of ``sizes``: a scheme for one self-attention, or an input table."""
+        ...
 
 
 @dataclass(frozen=True)
