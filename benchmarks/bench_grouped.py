@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> dict:
             out = []
             for seed in range(G):
                 torch.manual_seed(seed)
-                out.append(EncoderOnlyTransformer(**SIZES, encoding=args.encoding, dropout=args.dropout).to(device))
+                out.append(EncoderOnlyTransformer(**SIZES, position=args.encoding, dropout=args.dropout).to(device))
             return out
 
         timings = interleaved({"sequential": _sequential(models(), batches, device),

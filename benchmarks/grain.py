@@ -89,7 +89,7 @@ def span() -> dict[str, Any]:
     torch.manual_seed(0)
     tokens = torch.randint(3, 13, (2, 6))
     with Tracer().active() as tracer:
-        model = DecoderOnlyTransformer(vocab_size=13, d_model=32, n_heads=4, n_layers=2, encoding="alibi")
+        model = DecoderOnlyTransformer(vocab_size=13, d_model=32, n_heads=4, n_layers=2, position="alibi")
         model(tokens).sum().backward()
     files = sorted(tracer.files)
     return {"files": len(files), "lines": sum(lines(f) for f in files), "which": files}

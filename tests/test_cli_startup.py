@@ -111,11 +111,26 @@ def test_out_of_memory_is_recognised_with_and_without_torch(tmp_path):
 def test_catalog_schemes_are_the_registrys_encodings():
     from attnlab.encodings import registry
 
-    assert (*catalog.SCHEMES, *catalog.RANDOMIZED) == registry.ENCODINGS
+    assert catalog.ENCODINGS == (*catalog.SCHEMES, *catalog.RANDOMIZED) == registry.ENCODINGS
     assert catalog.DEFAULT_ENCODINGS == registry.DEFAULT_ENCODINGS
     for name, path in catalog.SCHEMES.items():
         module, _, cls = path.partition(":")
         assert module.startswith("attnlab.encodings.") and cls.isidentifier(), (name, path)
+
+
+def test_catalog_sorts_the_names_as_their_classes_declare():
+    from attnlab.encodings import registry
+    from attnlab.encodings.scheme import PositionScheme
+
+    # Read from the classes, not from the catalog's lists: a table is any class but a PositionScheme.
+    built = {name: registry.resolve(name) for name in catalog.ENCODINGS}
+    tables = tuple(name for name, b in built.items() if isinstance(b, type) and not issubclass(b, PositionScheme))
+    causal = tuple(name for name in catalog.SCHEMES if getattr(built[name], "causal_only", False))
+    assert catalog.INPUT_TABLES == tables == ("sinusoidal", "learned", "abacus", "coupling", "random-sinusoidal",
+                                              "random-learned")
+    assert catalog.CAUSAL_ONLY == causal == ("xpos", "cope")
+    assert registry.ADDED_TO_INPUT == catalog.INPUT_TABLES and registry.CAUSAL_ONLY == catalog.CAUSAL_ONLY
+    assert set(registry.INSIDE_ATTENTION) == set(catalog.ENCODINGS) - set(tables)
 
 
 def test_catalog_tasks_presets_and_models_are_the_labs():

@@ -152,7 +152,7 @@ def test_records_equal_the_metrics_of_the_model_the_seed_builds(architecture):
     for encoding in ("rotary", "learned"):
         for seed in (0, 1):
             torch.manual_seed(seed)
-            kwargs = dict(vocab_size=Vocab(10).size, d_model=16, n_heads=2, n_layers=1, encoding=encoding,
+            kwargs = dict(vocab_size=Vocab(10).size, d_model=16, n_heads=2, n_layers=1, position=encoding,
                           pad_id=PAD, max_relative_position=config.max_relative_position)
             if architecture == "decoder-only":
                 model = DecoderOnlyTransformer(max_len=16, **kwargs).eval()
@@ -278,7 +278,7 @@ def test_a_learned_table_is_sized_for_the_longest_test_length():
     assert sorted(r["length"] for r in result.records) == [4, 9]
     assert all(0.0 <= r["token_accuracy"] <= 1.0 for r in result.records)
     # the same table without the room refuses length 9 (Transformer's own check)
-    model = Transformer(vocab_size=Vocab(10).size, d_model=16, n_heads=2, n_layers=1, encoding="learned", max_len=5)
+    model = Transformer(vocab_size=Vocab(10).size, d_model=16, n_heads=2, n_layers=1, position="learned", max_len=5)
     with pytest.raises(ValueError, match="max_len=5"):
         model.generate(make_task_sets(config.spec()).tests[9].source, 10, start=BOS)
 

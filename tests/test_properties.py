@@ -46,6 +46,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from attnlab.attention import KVCache, MultiHeadAttention, attend
+from attnlab.catalog import ENCODINGS
 from attnlab.encodings import (
     ALiBi,
     NoPosition,
@@ -59,7 +60,6 @@ from attnlab.encodings import (
 )
 from attnlab.encodings.registry import CAUSAL_ONLY, task_positions
 from attnlab.models import DecoderOnlyTransformer, Transformer
-from attnlab.models.transformer import ENCODINGS
 
 #: Examples per property and per pytest parametrization (the comment gives how many there
 #: are), chosen so the whole file runs in well under 40 s on 2 shared cores.
@@ -389,7 +389,7 @@ def make_model(arch: str, encoding: str, tokens: bool) -> torch.nn.Module:
     cls = DecoderOnlyTransformer if arch == "decoder-only" else Transformer
     with torch.random.fork_rng():
         torch.manual_seed(0)
-        model = cls(**kind, d_model=16, n_heads=2, n_layers=2, ff_units=24, encoding=encoding, max_len=16,
+        model = cls(**kind, d_model=16, n_heads=2, n_layers=2, ff_units=24, position=encoding, max_len=16,
                     max_relative_position=3)
     return random_weights(model, 1)
 

@@ -417,13 +417,13 @@ MODEL_BUILDERS = {
     "TransformerEncoderLayer": lambda: TransformerEncoderLayer(8, 2, 16, dropout=0.1),
     "TransformerDecoderLayer": lambda: TransformerDecoderLayer(8, 2, 16, dropout=0.1),
     **{f"Transformer-{enc}": (lambda enc=enc: Transformer(vocab_size=12, d_model=8, n_heads=2, n_layers=1,
-                                                            dropout=0.1, encoding=enc, max_len=16))
+                                                            dropout=0.1, position=enc, max_len=16))
        for enc in ENCODINGS if enc not in CAUSAL_ONLY},
     **{f"EncoderOnlyTransformer-{enc}": (lambda enc=enc: EncoderOnlyTransformer(
-        vocab_size=12, d_model=8, n_heads=2, n_layers=1, dropout=0.1, encoding=enc, max_len=16))
+        vocab_size=12, d_model=8, n_heads=2, n_layers=1, dropout=0.1, position=enc, max_len=16))
        for enc in ("rotary", "fire", "kerple", "random-learned", "random-alibi")},
     **{f"DecoderOnlyTransformer-{enc}": (lambda enc=enc: DecoderOnlyTransformer(
-        vocab_size=12, d_model=8, n_heads=2, n_layers=1, dropout=0.1, encoding=enc, max_len=16))
+        vocab_size=12, d_model=8, n_heads=2, n_layers=1, dropout=0.1, position=enc, max_len=16))
        for enc in ENCODINGS},
 }
 SEQ2SEQ = ("EncoderDecoder", "EncoderDecoderAttn", "EncoderDecoderSelfAttn", "EncoderDecoderTransformer")

@@ -11,6 +11,9 @@ library only.
   plus one row here.
 * :data:`RANDOMIZED`: the randomized schemes attnlab lists (Ruoss et al. 2023). Any
   ``"random-NAME"`` works where NAME is a scheme that takes positions, a user's included.
+* :data:`ENCODINGS`: every name attnlab lists (:data:`SCHEMES`, then :data:`RANDOMIZED`), what
+  ``--encodings all`` runs; :data:`INPUT_TABLES` and :data:`CAUSAL_ONLY` sort them by what their
+  classes declare.
 * :data:`DEFAULT_ENCODINGS`: what ``attnlab compare`` compares unless told.
 * the other lists equal the library's own (tests/test_cli_startup.py checks every one),
   so a name added there and forgotten here fails a test instead of drifting silently.
@@ -18,9 +21,9 @@ library only.
 
 from __future__ import annotations
 
-__all__ = ["BACKENDS", "DEFAULT_ENCODINGS", "DTYPES", "ENTRY_POINT_GROUP", "LAYOUTS", "PRESETS", "PROTOCOLS",
-           "RANDOMIZED", "RATES", "SCHEMES", "SQUARES_MODELS", "STRING_TASKS", "TASKS", "TASK_CLASSES",
-           "TOKEN_TASKS"]
+__all__ = ["BACKENDS", "CAUSAL_ONLY", "DEFAULT_ENCODINGS", "DTYPES", "ENCODINGS", "ENTRY_POINT_GROUP", "INPUT_TABLES",
+           "LAYOUTS", "PRESETS", "PROTOCOLS", "RANDOMIZED", "RATES", "SCHEMES", "SQUARES_MODELS", "STRING_TASKS",
+           "TASKS", "TASK_CLASSES", "TOKEN_TASKS"]
 
 #: the built-in position encodings: name -> "module:Class" (the registry loads the class on first use).
 SCHEMES: dict[str, str] = {
@@ -35,7 +38,7 @@ SCHEMES: dict[str, str] = {
     "kerple": "attnlab.encodings.kerple:KERPLE",
     "xpos": "attnlab.encodings.xpos:XPos",
     "cope": "attnlab.encodings.cope:CoPE",
-    "rotary-quarter": "attnlab.encodings.rotary_quarter:QuarterRotary",
+    "rotary-quarter": "attnlab.encodings.rotary:QuarterRotary",
     "abacus": "attnlab.encodings.abacus:AbacusEmbedding",
     "coupling": "attnlab.encodings.coupling:CoupledPositions",
     "transformer-xl": "attnlab.encodings.transformer_xl:TransformerXLRelative",
@@ -47,6 +50,13 @@ SCHEMES: dict[str, str] = {
 #: the randomized schemes inside attention that attnlab lists; "random-" before any scheme's name works.
 RANDOMIZED: tuple[str, ...] = ("random-relative", "random-t5", "random-rotary", "random-alibi", "random-fire",
                                "random-transformer-xl")
+
+#: every name attnlab lists: the built-in schemes, then the randomized ones.
+ENCODINGS: tuple[str, ...] = (*SCHEMES, *RANDOMIZED)
+#: the listed names added to the embeddings (input tables, their classes not PositionSchemes).
+INPUT_TABLES: tuple[str, ...] = ("sinusoidal", "learned", "abacus", "coupling", "random-sinusoidal", "random-learned")
+#: the listed schemes whose classes declare causal_only (refused in a bidirectional attention).
+CAUSAL_ONLY: tuple[str, ...] = ("xpos", "cope")
 
 #: what `attnlab compare` compares unless told (explicit, never a slice of SCHEMES).
 DEFAULT_ENCODINGS: tuple[str, ...] = ("sinusoidal", "learned", "relative", "t5", "rotary", "alibi", "none")

@@ -10,14 +10,14 @@ from attnlab.encodings.alibi import ALiBi
 from attnlab.encodings.cope import CoPE
 from attnlab.encodings.relative import ShawRelative
 from attnlab.encodings.rotary import Rotary
-from attnlab.encodings.scheme import AttentionPosition, NoPosition, bias_dtype
+from attnlab.encodings.scheme import NoPosition, PositionScheme, bias_dtype
 from attnlab.encodings.t5 import T5RelativeBias
 from attnlab.encodings.xpos import XPos
 
 CHECKS = ["offset_only", "norm_preserved", "shift_invariant", "offsets_consistent"]
 
 
-class AbsoluteQueryBias(AttentionPosition):
+class AbsoluteQueryBias(PositionScheme):
     """Broken: the bias grows with the query's absolute position."""
 
     adds_score = True

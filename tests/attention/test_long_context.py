@@ -326,6 +326,25 @@ def test_multihead_chunked_backend_equals_dense_with_padding_and_a_cache(name):
         torch.testing.assert_close(torch.cat(steps, 1), outs[0], rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("backend", ["dense", "chunked"])
+def test_multihead_guards_its_inputs_once_on_either_path(monkeypatch, backend):
+    """Hidden keys zeroed and q, k bounded once per call, whichever path the call takes."""
+    from attnlab.attention.backends import choose, chunked
+
+    calls = []
+    for module in (choose, chunked):
+        for name in ("bounded_pair", "drop_unseen_keys"):
+            real = getattr(module, name)
+            monkeypatch.setattr(module, name, lambda *a, _real=real, _name=name: calls.append(_name) or _real(*a))
+    _, mha = twin_modules("alibi", backend)
+    x = torch.randn(2, 9, H * DH, dtype=torch.float64)
+    pad = torch.ones(2, 1, 9, dtype=torch.bool)
+    pad[1, :, :2] = False  # the first two keys of sequence 1 are padding
+    with torch.no_grad():
+        mha(x, is_causal=True, mask=pad)
+    assert sorted(calls) == ["bounded_pair", "drop_unseen_keys"]
+
+
 def test_multihead_flex_backend_routes_the_scheme_to_flex_attention(monkeypatch):
     """The forced flex path binds the scheme's score_mod at the call's offsets (kernel run eagerly here)."""
     import functools

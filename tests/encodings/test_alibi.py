@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from attnlab.encodings.alibi import ALiBi, alibi_slopes
-from attnlab.encodings.scheme import AttentionPosition
+from attnlab.encodings.scheme import PositionScheme
 
 
 def official_get_slopes(n):
@@ -83,7 +83,7 @@ def test_bias_dtype_follows_the_queries():
 
 def test_module_is_fixed_and_unbounded():
     alibi = ALiBi(12, causal=False)
-    assert isinstance(alibi, AttentionPosition)
+    assert isinstance(alibi, PositionScheme)
     assert alibi.max_len is None and not alibi.adds_value and not alibi.causal
     assert list(alibi.parameters()) == [] and alibi.state_dict() == {}
     torch.testing.assert_close(alibi.slopes, torch.tensor(TWELVE_HEADS), atol=0, rtol=1e-7)

@@ -13,7 +13,7 @@ from torch.testing import assert_close
 
 from attnlab.attention import MultiHeadAttention
 from attnlab.encodings.axial_rotary import AxialRotary, axial_rotary_angles
-from attnlab.encodings.scheme import AttentionPosition
+from attnlab.encodings.scheme import PositionScheme
 
 
 def reference_axial(x, sizes, *, rotary_dim, base=10000.0, coords="integer", max_freq=10.0):
@@ -146,7 +146,7 @@ def test_rotate_at_a_subset_is_the_full_grids_rows():
     assert torch.equal(sub_q, full_q[:, :, keep]) and torch.equal(sub_k, full_k[:, :, keep])
 
 
-class PeerAxial(AttentionPosition):
+class PeerAxial(PositionScheme):
     """rotary-embedding-torch's axial rotary wrapped as an attention position, for a side-by-side model."""
 
     def __init__(self, freqs):

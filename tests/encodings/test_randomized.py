@@ -437,7 +437,7 @@ def test_greedy_decoding_falls_back_to_no_cache():
     from attnlab.models import DecoderOnlyTransformer
 
     torch.manual_seed(0)
-    model = DecoderOnlyTransformer(vocab_size=7, d_model=16, n_heads=2, n_layers=1, encoding="alibi").eval()
+    model = DecoderOnlyTransformer(vocab_size=7, d_model=16, n_heads=2, n_layers=1, position="alibi").eval()
     for module in list(model.modules()):
         if isinstance(module, MultiHeadAttention) and module.position is not None:
             module.position = RandomizedPositions(module.position, max_len=50, sample="distances")

@@ -15,7 +15,7 @@ from attnlab.encodings.rotary import (
     rotary_angles,
     rotary_inv_freq,
 )
-from attnlab.encodings.scheme import AttentionPosition
+from attnlab.encodings.scheme import PositionScheme
 
 
 def reference_rotary(x, positions, *, rotary_dim=None, base=10000.0, convention="interleaved",
@@ -208,7 +208,7 @@ def test_apply_rotary_per_sample_positions():
 
 def test_module_has_no_state_and_survives_half():
     rope = Rotary(8)
-    assert isinstance(rope, AttentionPosition) and rope.max_len is None and not rope.adds_value
+    assert isinstance(rope, PositionScheme) and rope.max_len is None and not rope.adds_value
     assert rope.state_dict() == {} and list(rope.parameters()) == []
     x = torch.randn(1, 1, 5, 8)
     before, _ = rope.rotate(x, x, q_offset=300, k_offset=300)

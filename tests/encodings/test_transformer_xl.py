@@ -236,7 +236,7 @@ def test_random_transformer_xl_draws_distances_from_the_model_s_range():
 
 def test_encoder_only_model_runs_and_trains_the_scheme():
     torch.manual_seed(9)
-    model = EncoderOnlyTransformer(vocab_size=7, d_model=W, n_heads=H, n_layers=2, encoding="transformer-xl")
+    model = EncoderOnlyTransformer(vocab_size=7, d_model=W, n_heads=H, n_layers=2, position="transformer-xl")
     x = torch.randint(0, 7, (B, 8))
     model(x).square().mean().backward()
     for layer in model.layers:
@@ -249,7 +249,7 @@ def test_encoder_only_model_runs_and_trains_the_scheme():
 @pytest.mark.parametrize("encoding", ["transformer-xl", "random-transformer-xl"])
 def test_decoder_only_greedy_decoding_with_and_without_cache(encoding):
     torch.manual_seed(10)
-    model = DecoderOnlyTransformer(vocab_size=9, d_model=W, n_heads=H, n_layers=2, encoding=encoding,
+    model = DecoderOnlyTransformer(vocab_size=9, d_model=W, n_heads=H, n_layers=2, position=encoding,
                                    max_len=64).double().eval()
     prompt = torch.randint(0, 9, (B, 5))
     if encoding.startswith("random-"):

@@ -108,15 +108,15 @@ def test_the_score_term_is_the_float64_formula():
 def test_every_transformer_model_takes_the_scheme(encoding):
     torch.manual_seed(0)
     tokens = torch.randint(1, 11, (2, 9))
-    models = [Transformer(vocab_size=11, d_model=16, n_heads=2, n_layers=1, encoding=encoding),
-              DecoderOnlyTransformer(vocab_size=11, d_model=16, n_heads=2, n_layers=1, encoding=encoding),
-              EncoderOnlyTransformer(vocab_size=11, d_model=16, n_heads=2, n_layers=1, encoding=encoding)]
+    models = [Transformer(vocab_size=11, d_model=16, n_heads=2, n_layers=1, position=encoding),
+              DecoderOnlyTransformer(vocab_size=11, d_model=16, n_heads=2, n_layers=1, position=encoding),
+              EncoderOnlyTransformer(vocab_size=11, d_model=16, n_heads=2, n_layers=1, position=encoding)]
     for model in models:
         schemes = [m for m in model.modules() if isinstance(m, Sandwich)]
         assert schemes and all(s.n_heads == 2 for s in schemes), type(model).__name__
         out = model(tokens, tokens) if isinstance(model, Transformer) else model(tokens)
         assert out.shape == (2, 9, 11) and torch.isfinite(out).all()
-    squares = squares_transformer(d_model=16, n_heads=2, encoding=encoding, backend="chunked")  # the lab's Transformer
+    squares = squares_transformer(d_model=16, n_heads=2, position=encoding, backend="chunked")  # the lab's Transformer
     assert any(isinstance(m, Sandwich) for m in squares.modules())
     corners = torch.randn(3, 4, 2)
     assert squares(corners).shape == (3, 2, 2)
@@ -127,11 +127,11 @@ def test_every_transformer_model_takes_the_scheme(encoding):
 
 
 def test_a_model_takes_the_backend_and_its_layers_use_it():
-    model = DecoderOnlyTransformer(vocab_size=11, d_model=16, n_heads=2, n_layers=2, encoding=Sandwich,
+    model = DecoderOnlyTransformer(vocab_size=11, d_model=16, n_heads=2, n_layers=2, position=Sandwich,
                                    backend="chunked")
     assert {m.backend for m in model.modules() if isinstance(m, MultiHeadAttention)} == {"chunked"}
     with pytest.raises(ValueError, match="backend.*'fast'"):
-        DecoderOnlyTransformer(vocab_size=11, encoding=Sandwich, backend="fast")
+        DecoderOnlyTransformer(vocab_size=11, position=Sandwich, backend="fast")
 
 
 def test_register_randomize_and_name_it_for_another_process():
@@ -185,9 +185,9 @@ def test_an_installed_package_adds_its_scheme_through_the_entry_point(sandwich_p
         from attnlab.encodings import resolve
         from attnlab.models import DecoderOnlyTransformer
         cls = resolve("sandwich")
-        model = DecoderOnlyTransformer(vocab_size=7, d_model=8, n_heads=2, n_layers=1, encoding="sandwich")
+        model = DecoderOnlyTransformer(vocab_size=7, d_model=8, n_heads=2, n_layers=1, position="sandwich")
         random = DecoderOnlyTransformer(vocab_size=7, d_model=8, n_heads=2, n_layers=1,
-                                        encoding="random-attnlab_sandwich:Sandwich", max_len=32)
+                                        position="random-attnlab_sandwich:Sandwich", max_len=32)
         out = model(torch.ones(1, 5, dtype=torch.long))
         print(cls.__module__, cls.__name__, tuple(out.shape), type(random.layers[0].self_attn.position).__name__)
     """)

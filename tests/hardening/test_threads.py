@@ -103,10 +103,10 @@ STEPS = 2
 with torch.random.fork_rng(devices=[]):  # seeded weights, without moving the global stream at collection
     MODELS = squares()
     torch.manual_seed(5)
-    ENC_DEC = Transformer(vocab_size=VOCAB, d_model=8, n_heads=2, n_layers=1, ff_units=16, encoding="rotary").eval()
+    ENC_DEC = Transformer(vocab_size=VOCAB, d_model=8, n_heads=2, n_layers=1, ff_units=16, position="rotary").eval()
     torch.manual_seed(6)
     DEC_ONLY = DecoderOnlyTransformer(vocab_size=VOCAB, d_model=8, n_heads=2, n_layers=1, ff_units=16,
-                                      encoding="alibi").eval()
+                                      position="alibi").eval()
 
 
 def _attention_weights(model: nn.Module, x: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -76,7 +76,7 @@ def test_fit_trains_the_length_labs_decoder_only_model_on_tokens():
     spec = TaskSpec(task="reverse", train_len=4, test_lens=(4,), n_train=256, n_test=16)
     sets = make_task_sets(spec)
     torch.manual_seed(0)
-    model = DecoderOnlyTransformer(vocab_size=Vocab(10).size, d_model=32, n_heads=2, n_layers=1, encoding="rotary",
+    model = DecoderOnlyTransformer(vocab_size=Vocab(10).size, d_model=32, n_heads=2, n_layers=1, position="rotary",
                                    max_len=16, pad_id=PAD)
 
     def next_token_loss(model, batch):
@@ -161,7 +161,7 @@ def test_compare_size_flags_give_the_model_of_those_sizes(tmp_path, capsys):
         assert code == 0, err
         [counts[name]] = json.loads((tmp_path / name / "results.json").read_text())["parameters_per_model"].values()
         peer = DecoderOnlyTransformer(vocab_size=Vocab(10).size, d_model=int(d), n_heads=int(h), n_layers=int(n),
-                                      ff_units=int(f), encoding="none", max_len=10)
+                                      ff_units=int(f), position="none", max_len=10)
         assert counts[name] == n_parameters(peer)
     assert counts["small"] < counts["big"]
 

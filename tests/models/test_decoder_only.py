@@ -34,7 +34,7 @@ CACHING = [e for e in OWN if e not in RANDOMIZED]
 @pytest.mark.parametrize("encoding", CACHING)
 def test_cached_generation_equals_uncached_tokens(encoding):
     torch.manual_seed(0)
-    model = perturbed(DecoderOnlyTransformer(vocab_size=13, d_model=32, n_heads=4, encoding=encoding, max_len=40))
+    model = perturbed(DecoderOnlyTransformer(vocab_size=13, d_model=32, n_heads=4, position=encoding, max_len=40))
     prompt = torch.randint(3, 13, (4, 9), generator=torch.Generator().manual_seed(1))
     cached = model.generate(prompt, 14)
     assert cached.shape == (4, 14)
@@ -55,7 +55,7 @@ def test_cached_generation_equals_uncached_tokens(encoding):
 @pytest.mark.parametrize("encoding", CACHING)
 def test_cached_generation_equals_uncached_values(encoding):
     torch.manual_seed(0)
-    model = perturbed(DecoderOnlyTransformer(n_features=2, d_model=16, n_heads=2, encoding=encoding, max_len=16))
+    model = perturbed(DecoderOnlyTransformer(n_features=2, d_model=16, n_heads=2, position=encoding, max_len=16))
     prompt = torch.randn(3, 2, 2)
     cached = model.generate(prompt, 10)
     assert cached.shape == (3, 10, 2)
@@ -65,7 +65,7 @@ def test_cached_generation_equals_uncached_values(encoding):
 @pytest.mark.parametrize("encoding", OWN)
 def test_no_output_depends_on_a_later_input(encoding):
     torch.manual_seed(0)
-    model = perturbed(DecoderOnlyTransformer(vocab_size=13, d_model=32, n_heads=4, encoding=encoding))
+    model = perturbed(DecoderOnlyTransformer(vocab_size=13, d_model=32, n_heads=4, position=encoding))
     x = torch.randint(3, 13, (2, 10))
     changed = x.clone()
     changed[:, 6] = (changed[:, 6] - 3 + 1) % 10 + 3
@@ -83,7 +83,7 @@ def test_every_scheme_is_causal_and_inside_the_attention():
                "fire": FIRE, "kerple": KERPLE, "xpos": XPos, "cope": CoPE, "rotary-quarter": Rotary,
                "transformer-xl": TransformerXLRelative, "t5-shared": SharedT5RelativeBias}
     for encoding in OWN:
-        model = DecoderOnlyTransformer(vocab_size=8, d_model=16, n_heads=2, n_layers=2, encoding=encoding)
+        model = DecoderOnlyTransformer(vocab_size=8, d_model=16, n_heads=2, n_layers=2, position=encoding)
         positions = [layer.self_attn.position for layer in model.layers]
         base = encoding.removeprefix("random-")
         if encoding in ADDED_TO_INPUT:
@@ -99,14 +99,14 @@ def test_every_scheme_is_causal_and_inside_the_attention():
             assert all(p.max_len == model.max_len for p in positions)
         else:
             assert all(isinstance(p, schemes[encoding]) for p in positions)
-    assert not DecoderOnlyTransformer(vocab_size=8, d_model=16, n_heads=2, encoding="t5").layers[0] \
+    assert not DecoderOnlyTransformer(vocab_size=8, d_model=16, n_heads=2, position="t5").layers[0] \
         .self_attn.position.bidirectional
 
 
 def test_right_padding_changes_nothing_before_it():
     # Causal attention: the padding after a sequence is never seen by the sequence itself.
     torch.manual_seed(0)
-    model = perturbed(DecoderOnlyTransformer(vocab_size=13, d_model=16, n_heads=2, encoding="alibi"))
+    model = perturbed(DecoderOnlyTransformer(vocab_size=13, d_model=16, n_heads=2, position="alibi"))
     x = torch.randint(3, 13, (1, 5))
     padded = torch.cat([x, torch.zeros(1, 4, dtype=torch.long)], dim=1)  # PAD = 0
     with torch.no_grad():
@@ -114,7 +114,7 @@ def test_right_padding_changes_nothing_before_it():
 
 
 def test_a_learned_table_refuses_longer_sequences_naming_its_max_len():
-    model = DecoderOnlyTransformer(vocab_size=13, d_model=16, n_heads=2, encoding="learned", max_len=9)
+    model = DecoderOnlyTransformer(vocab_size=13, d_model=16, n_heads=2, position="learned", max_len=9)
     model(torch.randint(3, 13, (2, 9)))  # fits
     with pytest.raises(ValueError, match="max_len=9"):
         model(torch.randint(3, 13, (2, 10)))
@@ -137,7 +137,7 @@ def test_bad_inputs_name_the_argument(call, error, match):
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [
-    ({"encoding": "wavelet"}, "encoding .*wavelet.*sinusoidal"),
+    ({"position": "wavelet"}, "encoding .*wavelet.*sinusoidal"),
     ({"vocab_size": None}, "exactly one of vocab_size"),
     ({"d_model": 30, "n_heads": 4}, r"d_model \(30\) must be divisible by n_heads \(4\)"),
     ({"n_layers": 0}, "n_layers"),

@@ -17,7 +17,7 @@ FIXED = [e for e in ENCODINGS if e not in RANDOMIZED and e not in ("xpos", "cope
 
 def model_for(encoding, **sizes):
     torch.manual_seed(0)
-    kw = {"vocab_size": 7, "d_model": 16, "n_heads": 2, "encoding": encoding, "max_len": 64, **sizes}
+    kw = {"vocab_size": 7, "d_model": 16, "n_heads": 2, "position": encoding, "max_len": 64, **sizes}
     return perturbed(EncoderOnlyTransformer(**kw))
 
 
@@ -69,7 +69,7 @@ def test_predict_and_the_slots_layout():
 def test_causal_only_schemes_are_refused():
     for encoding in ("xpos", "cope"):
         with pytest.raises(ValueError, match=f"{encoding}.*causal"):
-            EncoderOnlyTransformer(vocab_size=7, d_model=16, n_heads=2, encoding=encoding)
+            EncoderOnlyTransformer(vocab_size=7, d_model=16, n_heads=2, position=encoding)
 
 
 @pytest.mark.bad_input("numbers")

@@ -42,7 +42,7 @@ def float64() -> Iterator[None]:
 
 def _builder(cls: type, encoding: str, dropout: float = 0.0):  # type: ignore[no-untyped-def]
     def build():  # type: ignore[no-untyped-def]
-        return cls(vocab_size=V, d_model=16, n_heads=2, n_layers=2, ff_units=24, encoding=encoding, max_len=32,
+        return cls(vocab_size=V, d_model=16, n_heads=2, n_layers=2, ff_units=24, position=encoding, max_len=32,
                    pad_id=PAD, dropout=dropout)
     return build
 
@@ -285,7 +285,7 @@ def test_refuses_what_it_cannot_group() -> None:
         ModelGroup([EncoderOnlyTransformer(vocab_size=V, d_model=8, n_heads=2),
                     DecoderOnlyTransformer(vocab_size=V, d_model=8, n_heads=2)])
     with pytest.raises(ValueError, match="streams"):
-        ModelGroup([EncoderOnlyTransformer(vocab_size=V, d_model=8, n_heads=2, encoding="random-alibi",
+        ModelGroup([EncoderOnlyTransformer(vocab_size=V, d_model=8, n_heads=2, position="random-alibi",
                                            max_len=16)])
     group = ModelGroup.build(_builder(EncoderOnlyTransformer, "alibi"), SEEDS)
     with pytest.raises(ValueError, match="x must be"):

@@ -33,13 +33,13 @@ INSIDE = [name for name in CACHING if not is_input_table(name)]
 
 def decoder(name, seed=0):
     torch.manual_seed(seed)
-    return DecoderOnlyTransformer(vocab_size=V, d_model=D, n_heads=HEADS, n_layers=2, encoding=name,
+    return DecoderOnlyTransformer(vocab_size=V, d_model=D, n_heads=HEADS, n_layers=2, position=name,
                                   max_len=24).eval()
 
 
 def encoder(name, seed=0):
     torch.manual_seed(seed)
-    return EncoderOnlyTransformer(vocab_size=V, d_model=D, n_heads=HEADS, n_layers=2, encoding=name,
+    return EncoderOnlyTransformer(vocab_size=V, d_model=D, n_heads=HEADS, n_layers=2, position=name,
                                   max_len=24).eval()
 
 
@@ -127,7 +127,7 @@ def test_a_left_padded_batch_generates_what_each_row_generates_alone(name, use_c
 @pytest.mark.parametrize("name", [n for n in CACHING if n not in CAUSAL_ONLY])
 def test_a_left_padded_source_decodes_as_the_unpadded_source(name):
     torch.manual_seed(0)
-    model = Transformer(vocab_size=V, d_model=D, n_heads=HEADS, n_layers=1, encoding=name, max_len=24,
+    model = Transformer(vocab_size=V, d_model=D, n_heads=HEADS, n_layers=1, position=name, max_len=24,
                         pad_id=0).eval()
     source, mask = left_padded(ROWS)  # the padding is pad_id 0: masked by the model itself
     ids = positions_from_mask(mask)
@@ -262,7 +262,7 @@ def test_bad_positions_are_refused_naming_them(call, error, match):
 def test_bad_positions_of_the_other_models_are_refused_naming_them():
     with pytest.raises(ValueError, match=r"position_ids must be positions >= 0"):
         encoder("alibi")(tokens(2, 4), position_ids=torch.tensor([[0, -1, 1, 2]] * 2))
-    model = Transformer(vocab_size=V, d_model=D, n_heads=HEADS, n_layers=1, encoding="t5")
+    model = Transformer(vocab_size=V, d_model=D, n_heads=HEADS, n_layers=1, position="t5")
     with pytest.raises(TypeError, match=r"source_position_ids .*float32"):
         model(tokens(2, 4), tokens(2, 3), source_position_ids=torch.zeros(2, 4))
     with pytest.raises(ValueError, match=r"target_position_ids must be \[2, 3\]"):

@@ -17,9 +17,9 @@ D, H, V = 16, 2, 11
 DH = D // H
 
 
-def model(encoding="t5-shared", n_layers=2, seed=0):
+def model(position="t5-shared", n_layers=2, seed=0):
     torch.manual_seed(seed)
-    m = DecoderOnlyTransformer(vocab_size=V, d_model=D, n_heads=H, n_layers=n_layers, encoding=encoding).double()
+    m = DecoderOnlyTransformer(vocab_size=V, d_model=D, n_heads=H, n_layers=n_layers, position=position).double()
     with torch.no_grad():  # a table well off its 0.02 initialisation, so the bias matters
         for layer in m.layers:
             layer.self_attn.position.table.weight.normal_()
@@ -108,9 +108,9 @@ def test_the_table_is_built_with_the_first_layer_before_its_weights():
     # Creation order: embed, head, then the first layer's scheme (shared) and that layer's weights, then the
     # other layers without a scheme of their own. The shared model's first layer draws as the per-layer one's.
     torch.manual_seed(3)
-    fresh_shared = DecoderOnlyTransformer(vocab_size=V, d_model=D, n_heads=H, n_layers=2, encoding="t5-shared")
+    fresh_shared = DecoderOnlyTransformer(vocab_size=V, d_model=D, n_heads=H, n_layers=2, position="t5-shared")
     torch.manual_seed(3)
-    fresh_own = DecoderOnlyTransformer(vocab_size=V, d_model=D, n_heads=H, n_layers=2, encoding="t5")
+    fresh_own = DecoderOnlyTransformer(vocab_size=V, d_model=D, n_heads=H, n_layers=2, position="t5")
     a, b = fresh_shared.layers[0], fresh_own.layers[0]
     torch.testing.assert_close(a.self_attn.position.table.weight, b.self_attn.position.table.weight, atol=0, rtol=0)
     torch.testing.assert_close(a.self_attn.in_proj.weight, b.self_attn.in_proj.weight, atol=0, rtol=0)
@@ -126,7 +126,7 @@ def test_the_same_numbers_as_one_table_per_layer_holding_equal_values():
 
 def test_an_encoder_decoder_shares_one_table_per_stack():
     torch.manual_seed(0)
-    m = Transformer(vocab_size=V, d_model=D, n_heads=H, n_layers=2, encoding="t5-shared")
+    m = Transformer(vocab_size=V, d_model=D, n_heads=H, n_layers=2, position="t5-shared")
     enc = {id(layer.self_attn.position) for layer in m.encoder_layers}
     dec = {id(layer.self_attn.position) for layer in m.decoder_layers}
     assert len(enc) == 1 and len(dec) == 1 and enc != dec
@@ -136,9 +136,9 @@ def test_an_encoder_decoder_shares_one_table_per_stack():
 
 def test_encoder_only_and_randomized_share_too():
     torch.manual_seed(0)
-    enc = EncoderOnlyTransformer(vocab_size=V, d_model=D, n_heads=H, n_layers=3, encoding="t5-shared")
+    enc = EncoderOnlyTransformer(vocab_size=V, d_model=D, n_heads=H, n_layers=3, position="t5-shared")
     assert len({id(layer.self_attn.position) for layer in enc.layers}) == 1
-    rand = DecoderOnlyTransformer(vocab_size=V, d_model=D, n_heads=H, n_layers=3, encoding="random-t5-shared",
+    rand = DecoderOnlyTransformer(vocab_size=V, d_model=D, n_heads=H, n_layers=3, position="random-t5-shared",
                                   max_len=32)
     wrappers = [layer.self_attn.position for layer in rand.layers]
     assert isinstance(wrappers[0], RandomizedPositions) and all(w is wrappers[0] for w in wrappers)

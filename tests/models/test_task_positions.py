@@ -17,7 +17,7 @@ NAMES = ["abacus", "coupling"]
 def test_the_models_declare_the_rule_and_refuse_to_guess_positions(name):
     assert task_positions(name) == name and task_positions("rotary") is None
     torch.manual_seed(0)
-    model = DecoderOnlyTransformer(vocab_size=16, d_model=16, n_heads=2, n_layers=1, encoding=name, max_len=64)
+    model = DecoderOnlyTransformer(vocab_size=16, d_model=16, n_heads=2, n_layers=1, position=name, max_len=64)
     assert model.task_positions == name
     with pytest.raises(ValueError, match="position_ids"):
         model(torch.randint(3, 16, (2, 6)))
@@ -31,7 +31,7 @@ def test_cached_generation_with_the_tasks_positions_equals_uncached(name):
     whole = torch.nn.functional.pad(inputs, (0, 1))
     ids = task.positions(whole, name)  # [3, 17]: the answer's positions known up front
     torch.manual_seed(1)
-    model = DecoderOnlyTransformer(vocab_size=16, d_model=16, n_heads=2, n_layers=1, encoding=name, max_len=64).eval()
+    model = DecoderOnlyTransformer(vocab_size=16, d_model=16, n_heads=2, n_layers=1, position=name, max_len=64).eval()
     prompt = inputs[:, :11]  # source and BOS
     cached = model.generate(prompt, 6, position_ids=ids, use_cache=True)
     uncached = model.generate(prompt, 6, position_ids=ids, use_cache=False)
@@ -43,7 +43,7 @@ def test_cached_generation_with_the_tasks_positions_equals_uncached(name):
 
 def test_equal_digit_indices_read_the_same_row_of_the_abacus_table():
     torch.manual_seed(0)
-    model = EncoderOnlyTransformer(vocab_size=16, d_model=16, n_heads=2, n_layers=1, encoding="abacus",
+    model = EncoderOnlyTransformer(vocab_size=16, d_model=16, n_heads=2, n_layers=1, position="abacus",
                                    max_len=64).eval()
     h = torch.zeros(1, 4, 16)
     out = model.input_position(h, position_ids=torch.tensor([[1, 2, 1, 2]]))

@@ -8,7 +8,7 @@ from attnlab.encodings import FIRE, KERPLE, ALiBi, NoPosition, Rotary, ShawRelat
 from attnlab.encodings.registry import ADDED_TO_INPUT, CAUSAL_ONLY, RANDOMIZED, task_positions
 from attnlab.encodings.t5 import SharedT5RelativeBias
 from attnlab.encodings.transformer_xl import TransformerXLRelative
-from attnlab.models import ENCODINGS, Transformer
+from attnlab.models import ENCODINGS, DecoderOnlyTransformer, EncoderOnlyTransformer, Transformer
 
 from model_helpers import perturbed
 
@@ -21,7 +21,7 @@ CACHING = [e for e in BIDIRECTIONAL if e not in RANDOMIZED]
 @pytest.mark.parametrize("encoding", CACHING)
 def test_cached_decoding_equals_uncached_decoding_tokens(encoding):
     torch.manual_seed(0)
-    model = perturbed(Transformer(vocab_size=13, d_model=32, n_heads=4, encoding=encoding, max_len=32))
+    model = perturbed(Transformer(vocab_size=13, d_model=32, n_heads=4, position=encoding, max_len=32))
     source = torch.randint(3, 13, (5, 9), generator=torch.Generator().manual_seed(1))
     source[0, 6:] = 0  # padding in the source
     cached = model.generate(source, 14, start=1)
@@ -45,7 +45,7 @@ def test_cached_decoding_equals_uncached_decoding_tokens(encoding):
 @pytest.mark.parametrize("encoding", CACHING)
 def test_cached_decoding_equals_uncached_decoding_values(encoding):
     torch.manual_seed(0)
-    model = perturbed(Transformer(n_features=2, d_model=16, n_heads=2, encoding=encoding, max_len=16))
+    model = perturbed(Transformer(n_features=2, d_model=16, n_heads=2, position=encoding, max_len=16))
     source = torch.randn(3, 2, 2)
     cached = model.generate(source, 10, start=source[:, -1:])
     full = model.generate(source, 10, start=source[:, -1:], use_cache=False)
@@ -58,7 +58,7 @@ def test_each_encoding_puts_its_scheme_where_it_belongs():
                "fire": FIRE, "kerple": KERPLE, "rotary-quarter": Rotary, "transformer-xl": TransformerXLRelative,
                "t5-shared": SharedT5RelativeBias}
     for encoding in BIDIRECTIONAL:
-        model = Transformer(vocab_size=8, d_model=16, n_heads=2, n_layers=1, encoding=encoding)
+        model = Transformer(vocab_size=8, d_model=16, n_heads=2, n_layers=1, position=encoding)
         enc_pos = model.encoder_layers[0].self_attn.position
         dec_pos = model.decoder_layers[0].self_attn.position
         assert model.decoder_layers[0].cross_attn.position is None  # never in cross-attention
@@ -72,19 +72,29 @@ def test_each_encoding_puts_its_scheme_where_it_belongs():
         assert isinstance(enc_pos, kind) and isinstance(dec_pos, kind)
     for encoding in CAUSAL_ONLY:
         with pytest.raises(ValueError, match=f"encoding '{encoding}' is defined for causal attention only"):
-            Transformer(vocab_size=8, d_model=16, n_heads=2, n_layers=1, encoding=encoding)
-    alibi = Transformer(vocab_size=8, d_model=16, n_heads=2, n_layers=1, encoding="alibi")
+            Transformer(vocab_size=8, d_model=16, n_heads=2, n_layers=1, position=encoding)
+    alibi = Transformer(vocab_size=8, d_model=16, n_heads=2, n_layers=1, position="alibi")
     # the bidirectional encoder tells left from right as Ruoss et al.'s code does; the causal decoder needs not
     assert alibi.encoder_layers[0].self_attn.position.left_offset == 0.5
     assert alibi.decoder_layers[0].self_attn.position.left_offset == 0.0
-    t5 = Transformer(vocab_size=8, d_model=16, n_heads=2, n_layers=1, encoding="t5")
+    t5 = Transformer(vocab_size=8, d_model=16, n_heads=2, n_layers=1, position="t5")
     assert t5.encoder_layers[0].self_attn.position.bidirectional
     assert not t5.decoder_layers[0].self_attn.position.bidirectional
 
 
+@pytest.mark.parametrize("cls", [Transformer, DecoderOnlyTransformer, EncoderOnlyTransformer])
+def test_a_model_takes_position_and_refuses_encoding_naming_position(cls):
+    model = cls(vocab_size=8, d_model=16, n_heads=2, n_layers=1, position="alibi")
+    assert model.position == "alibi" and model.position_name == "alibi"
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'encoding': .*position="):
+        cls(vocab_size=8, d_model=16, n_heads=2, n_layers=1, encoding="alibi")
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'd_modle'$"):  # any other: Python's message
+        cls(vocab_size=8, d_modle=16)
+
+
 def test_the_decoder_is_causal_and_the_encoder_sees_everything():
     torch.manual_seed(0)
-    model = perturbed(Transformer(vocab_size=13, d_model=32, n_heads=4, encoding="rotary"))
+    model = perturbed(Transformer(vocab_size=13, d_model=32, n_heads=4, position="rotary"))
     source = torch.randint(3, 13, (2, 6))
     target_in = torch.randint(3, 13, (2, 7))
     changed = target_in.clone()
@@ -96,7 +106,7 @@ def test_the_decoder_is_causal_and_the_encoder_sees_everything():
 
 
 def test_a_learned_table_refuses_longer_sequences_naming_its_max_len():
-    model = Transformer(vocab_size=13, d_model=16, n_heads=2, encoding="learned", max_len=9)
+    model = Transformer(vocab_size=13, d_model=16, n_heads=2, position="learned", max_len=9)
     model(torch.randint(3, 13, (2, 9)), torch.ones(2, 9, dtype=torch.long))  # fits
     with pytest.raises(ValueError, match="max_len=9"):
         model(torch.randint(3, 13, (2, 12)), torch.ones(2, 5, dtype=torch.long))
@@ -105,7 +115,7 @@ def test_a_learned_table_refuses_longer_sequences_naming_its_max_len():
 
 
 @pytest.mark.parametrize(("kwargs", "error", "match"), [
-    ({"encoding": "wavelet"}, ValueError, "encoding .*wavelet.*sinusoidal"),
+    ({"position": "wavelet"}, ValueError, "encoding .*wavelet.*sinusoidal"),
     ({"vocab_size": None}, ValueError, "exactly one of vocab_size"),
     ({"n_features": 2}, ValueError, "exactly one of vocab_size"),
     ({"d_model": 30, "n_heads": 4}, ValueError, r"d_model \(30\) must be divisible by n_heads \(4\)"),

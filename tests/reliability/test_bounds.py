@@ -235,7 +235,7 @@ def test_a_draw_costs_its_length(n, max_len):
 def test_generate_with_huge_steps_is_refused_before_the_first_step():
     from attnlab.models import DecoderOnlyTransformer
 
-    model = DecoderOnlyTransformer(vocab_size=10, d_model=8, n_heads=2, n_layers=1, encoding="random-rotary",
+    model = DecoderOnlyTransformer(vocab_size=10, d_model=8, n_heads=2, n_layers=1, position="random-rotary",
                                    max_len=HUGE)
     calls = []
     model.register_forward_hook(lambda *a: calls.append(1))
@@ -337,7 +337,7 @@ def test_a_vocabulary_of_a_trillion_is_a_value_error():
 def test_a_model_max_len_of_a_trillion_is_a_value_error(encoding):
     from attnlab.models import DecoderOnlyTransformer
 
-    _named(lambda: DecoderOnlyTransformer(vocab_size=10, d_model=8, n_heads=2, n_layers=1, encoding=encoding,
+    _named(lambda: DecoderOnlyTransformer(vocab_size=10, d_model=8, n_heads=2, n_layers=1, position=encoding,
                                           max_len=HUGE), f"max_len {HUGE}")
 
 
@@ -348,13 +348,13 @@ def test_generate_steps_of_a_trillion_is_a_value_error(architecture):
 
     prompt = torch.tensor([[1, 2]])
     if architecture == "decoder-only":
-        model = DecoderOnlyTransformer(vocab_size=10, d_model=8, n_heads=2, n_layers=1, encoding="rotary")
+        model = DecoderOnlyTransformer(vocab_size=10, d_model=8, n_heads=2, n_layers=1, position="rotary")
         _named(lambda: model.generate(prompt, steps=HUGE), f"steps {HUGE}")
         # with a padding mask, positions for every step were made before the first one
         _named(lambda: model.generate(prompt, steps=HUGE, prompt_mask=torch.ones(1, 2, dtype=torch.bool)),
                f"steps {HUGE}")
     else:
-        model = Transformer(vocab_size=10, d_model=8, n_heads=2, n_layers=1, encoding="rotary")
+        model = Transformer(vocab_size=10, d_model=8, n_heads=2, n_layers=1, position="rotary")
         _named(lambda: model.generate(prompt, steps=HUGE, start=1), f"steps {HUGE}")
 
 

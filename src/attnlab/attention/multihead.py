@@ -52,7 +52,7 @@ from attnlab.attention.recording import is_recording, record
 
 # encodings never import attention (DESIGN.md: encodings -> attention -> models), so no cycle; a real
 # import, not a TYPE_CHECKING one, so that typing.get_type_hints (the docstring audit) resolves it.
-from attnlab.encodings.scheme import AttentionPosition, check_scheme
+from attnlab.encodings.scheme import PositionScheme, check_scheme
 
 __all__ = ["MultiHeadAttention"]
 
@@ -70,7 +70,7 @@ class MultiHeadAttention(nn.Module):
         head_dim: ``Dh``; defaults to ``d_model // n_heads`` (which must divide).
             The labs' wide heads are ``head_dim=d_model``.
         dropout: dropout on the attention weights while training.
-        position: a scheme acting inside attention (:class:`attnlab.encodings.AttentionPosition`:
+        position: a scheme acting inside attention (:class:`attnlab.encodings.PositionScheme`:
             rotary, ALiBi, T5 or Shaw relative, NoPE), for self-attention only (queries and keys
             of one sequence; with a cache the new queries follow the cached steps). Its bias is
             added as the scheme defines it, whatever ``scale``.
@@ -110,7 +110,7 @@ class MultiHeadAttention(nn.Module):
             (and no ``head_dim``) or ``n_kv_heads`` does not divide ``n_heads``, for
             non-positive sizes or ``scale``, a dropout outside [0, 1), or
             ``proj_values=False`` with ``input_dim != head_dim``.
-        TypeError: for a ``position`` that is not an ``AttentionPosition``.
+        TypeError: for a ``position`` that is not a ``PositionScheme``.
     """
 
     attn_weights: Tensor | None
@@ -124,7 +124,7 @@ class MultiHeadAttention(nn.Module):
         *,
         head_dim: int | None = None,
         dropout: float = 0.0,
-        position: AttentionPosition | None = None,
+        position: PositionScheme | None = None,
         n_kv_heads: int | None = None,
         bias: bool = True,
         scale: float | None = None,
@@ -167,7 +167,7 @@ class MultiHeadAttention(nn.Module):
         self.in_proj = self.layout.draw_in_proj(self.input_dim, bias=self.proj_bias, device=device)
         check_scheme("position", position)
         # A submodule, so its parameters (T5 buckets, Shaw's vectors) train and are saved.
-        self.position: AttentionPosition | None = position
+        self.position: PositionScheme | None = position
         self.attn_weights = None
 
     def _check_input(self, name: str, x: Tensor) -> None:

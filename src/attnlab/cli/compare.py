@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from attnlab.catalog import BACKENDS, DEFAULT_ENCODINGS, PRESETS, PROTOCOLS, RANDOMIZED, SCHEMES, TASKS
+from attnlab.catalog import BACKENDS, DEFAULT_ENCODINGS, ENCODINGS, PRESETS, PROTOCOLS, TASKS
 from attnlab.cli._common import (
     UsageError,
     add_device_option,
@@ -61,7 +61,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                         "encoding sits in the only attention), encoder-only (the target written into empty "
                         "slots after the source, in one pass) or encoder-decoder")
     p.add_argument("--encodings", default=None,
-                   help=f"comma-separated: names from {','.join((*SCHEMES, *RANDOMIZED))}, a scheme a package "
+                   help=f"comma-separated: names from {','.join(ENCODINGS)}, a scheme a package "
                         "registers, 'module:Class' (e.g. mypkg.schemes:Sandwich, imported from the environment), "
                         f"'random-' before any of them, or 'all' (default: {','.join(DEFAULT_ENCODINGS)})")
     p.add_argument("--backend", choices=BACKENDS, default=None,
@@ -143,7 +143,7 @@ def _given(args: argparse.Namespace, *, task: str | None = None) -> dict[str, An
     flags.update({field: getattr(args, field) for field in size_flags.values()})
     if args.encodings is not None:
         names = tuple(name.strip() for name in args.encodings.split(",") if name.strip())
-        flags["encodings"] = (*SCHEMES, *RANDOMIZED) if names == ("all",) else names
+        flags["encodings"] = ENCODINGS if names == ("all",) else names
     given: dict[str, Any] = {}
     if args.preset is not None:
         chosen = preset(args.preset)  # an unknown name: ValueError listing the known ones

@@ -53,8 +53,8 @@ if TYPE_CHECKING:
     from attnlab.encodings.relative import ShawRelative
     from attnlab.encodings.rope_scaling import ROPE_TYPES, rope_frequencies
     from attnlab.encodings.rotary import CONVENTIONS as ROTARY_CONVENTIONS
-    from attnlab.encodings.rotary import Rotary, apply_rotary, interleaved_to_half_permutation
-    from attnlab.encodings.scheme import AttentionPosition, ModelSizes, NoPosition, PositionScheme, relative_positions
+    from attnlab.encodings.rotary import QuarterRotary, Rotary, apply_rotary, interleaved_to_half_permutation
+    from attnlab.encodings.scheme import ModelSizes, NoPosition, PositionScheme, relative_positions
     from attnlab.encodings.sinusoidal import LAYOUTS, RATES, angle_rates, shift_matrix
     from attnlab.encodings.sinusoidal_nd import (
         PositionalEncoding2D,
@@ -66,9 +66,10 @@ if TYPE_CHECKING:
     from attnlab.encodings.t5 import T5RelativeBias, t5_bucket
     from attnlab.encodings.xpos import XPos, xpos_zeta
 
-__all__ = ["ALiBi", "AttentionPosition", "AxialRotary", "CoPE", "ENCODINGS", "FIRE", "KERPLE", "LAYOUTS",
+__all__ = ["ALiBi", "AxialRotary", "CoPE", "ENCODINGS", "FIRE", "KERPLE", "LAYOUTS",
            "LearnedPositionalEncoding", "ModelSizes", "NoPosition", "PositionScheme", "PositionalEncoding",
-           "PositionalEncoding2D", "PositionalEncoding3D", "RATES", "ROPE_TYPES", "ROTARY_CONVENTIONS", "Randomized",
+           "PositionalEncoding2D", "PositionalEncoding3D", "QuarterRotary", "RATES", "ROPE_TYPES", "ROTARY_CONVENTIONS",
+           "Randomized",
            "RandomizedLearned", "RandomizedPositions", "RandomizedSinusoidal", "Rotary", "ShawRelative",
            "T5RelativeBias", "XPos", "alibi_slopes", "angle_rates", "apply_rotary", "attention_position",
            "axial_rotary_angles", "axis_pairs", "check_position_ids", "fixed_base", "interleaved_to_half_permutation",
@@ -91,8 +92,8 @@ _NAMES = {
     "registry": ("ENCODINGS", "Randomized", "attention_position", "register", "resolve", "spec_name"),
     "relative": ("ShawRelative",),
     "rope_scaling": ("ROPE_TYPES", "rope_frequencies"),
-    "rotary": ("ROTARY_CONVENTIONS", "Rotary", "apply_rotary", "interleaved_to_half_permutation"),
-    "scheme": ("AttentionPosition", "ModelSizes", "NoPosition", "PositionScheme", "relative_positions"),
+    "rotary": ("QuarterRotary", "ROTARY_CONVENTIONS", "Rotary", "apply_rotary", "interleaved_to_half_permutation"),
+    "scheme": ("ModelSizes", "NoPosition", "PositionScheme", "relative_positions"),
     "sinusoidal": ("LAYOUTS", "RATES", "angle_rates", "shift_matrix"),
     "sinusoidal_nd": ("PositionalEncoding2D", "PositionalEncoding3D", "axis_pairs", "sinusoidal_2d", "sinusoidal_3d"),
     "t5": ("T5RelativeBias", "t5_bucket"),

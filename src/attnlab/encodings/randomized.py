@@ -90,8 +90,7 @@ from torch import Tensor
 from attnlab._validate import check_choice, check_int
 from attnlab.encodings.draws import MAX_RANGE, check_fits, sample_positions
 from attnlab.encodings.positions import call_positions, pair_distances
-from attnlab.encodings.rows import bias_rel_rows, bias_rows, rotate_rows, value_rel_rows, value_rows
-from attnlab.encodings.scheme import PositionScheme, check_heads
+from attnlab.encodings.scheme import PositionScheme, call_by_row, check_heads
 
 __all__ = ["SAMPLES", "RandomizedPositions"]
 
@@ -309,7 +308,7 @@ class RandomizedPositions(PositionScheme):
         q_pos, k_pos, _ = self._at(draw, ids)
         if q_pos is None or k_pos is None:
             return q, k  # distances: the scheme does not rotate (checked in __init__)
-        return rotate_rows(self.scheme, q, k, q_pos=q_pos, k_pos=k_pos)
+        return call_by_row(self.scheme, self.scheme.rotate_at, q, k, q_pos=q_pos, k_pos=k_pos)
 
     def bias(self, q: Tensor, n_keys: int, *, q_offset: int = 0, k_offset: int = 0, k: Tensor | None = None,
              position_ids: Tensor | None = None, key_position_ids: Tensor | None = None,
@@ -342,9 +341,10 @@ class RandomizedPositions(PositionScheme):
         draw = self._take(T, n_keys, q.device, "rotated", "biased" if self.adds_value else None, self._needed(ids))
         q_pos, k_pos, rel = self._at(draw, ids)
         if rel is not None:
-            return bias_rel_rows(self.scheme, q, rel=rel, k=k)
+            return call_by_row(self.scheme, self.scheme.bias_rel, q, rel=rel, k=k)
         assert q_pos is not None and k_pos is not None
-        return bias_rows(self.scheme, q, q_pos=q_pos, k_pos=k_pos, k=k, mask=mask)
+        extra = {"mask": mask} if self.scheme.reads_mask else {}
+        return call_by_row(self.scheme, self.scheme.bias_at, q, q_pos=q_pos, k_pos=k_pos, k=k, **extra)
 
     def value_term(self, weights: Tensor, *, q_offset: int = 0, k_offset: int = 0,
                    position_ids: Tensor | None = None, key_position_ids: Tensor | None = None) -> Tensor | None:
@@ -376,6 +376,6 @@ class RandomizedPositions(PositionScheme):
         draw = self._take(T, S, weights.device, "biased", None, self._needed(ids))
         q_pos, k_pos, rel = self._at(draw, ids)
         if rel is not None:
-            return value_rel_rows(self.scheme, weights, rel=rel)
+            return call_by_row(self.scheme, self.scheme.value_term_rel, weights, rel=rel)
         assert q_pos is not None and k_pos is not None
-        return value_rows(self.scheme, weights, q_pos=q_pos, k_pos=k_pos)
+        return call_by_row(self.scheme, self.scheme.value_term_at, weights, q_pos=q_pos, k_pos=k_pos)

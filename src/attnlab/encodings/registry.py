@@ -14,6 +14,10 @@ through :func:`resolve`, which returns something with ``for_model(sizes)``:
 * a **factory**: any other callable, ``factory(sizes) -> PositionScheme``, called once per
   self-attention.
 
+A model resolves its ``position`` once and builds from what :func:`resolve` returned:
+:func:`build_table` (the input table, or None) and :func:`build_scheme` per self-attention
+(:func:`input_position` and :func:`attention_position` do both steps for one use).
+
 A class built from a ``"module:Class"`` runs that module's code: the name is imported
 from the environment (``sys.path``), as ``import`` would, never from a run folder.
 
@@ -39,14 +43,17 @@ from attnlab.encodings.randomized import RandomizedPositions
 from attnlab.encodings.scheme import ModelSizes, PositionScheme
 
 __all__ = ["ADDED_TO_INPUT", "CAUSAL_ONLY", "DEFAULT_ENCODINGS", "ENCODINGS", "INSIDE_ATTENTION", "RANDOMIZED",
-           "Position", "Randomized", "attention_position", "draws_positions", "import_location", "input_position",
-           "is_input_table", "register", "registered", "resolve", "spec_name", "task_positions"]
+           "Position", "Randomized", "attention_position", "build_scheme", "build_table",
+           "draws_positions", "import_location", "input_position", "is_input_table", "register", "registered",
+           "resolve", "spec_name", "task_positions"]
 
 
 class Buildable(Protocol):
     """What :func:`resolve` returns: something that builds a module for a model's sizes."""
 
-    def for_model(self, sizes: ModelSizes) -> nn.Module: ...
+    def for_model(self, sizes: ModelSizes) -> nn.Module:
+        """The module for a model of ``sizes``: a scheme for one self-attention, or an input table."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -86,12 +93,19 @@ class Randomized:
 #: what ``position=`` takes: a name or ``"module:Class"``, a class, a ``Randomized`` spec, or a factory.
 Position = str | type[nn.Module] | Randomized | Callable[[ModelSizes], PositionScheme]
 
-#: every encoding attnlab lists by name: the built-in ones, then the randomized schemes it lists.
-ENCODINGS: tuple[str, ...] = (*catalog.SCHEMES, *catalog.RANDOMIZED)
+# The names attnlab lists: attnlab.catalog's tuples, which need no torch (the CLI lists them before importing it).
+#: every name attnlab lists: the built-in schemes, then the randomized ones.
+ENCODINGS = catalog.ENCODINGS
 #: what ``attnlab compare`` compares unless told: the classic seven.
 DEFAULT_ENCODINGS = catalog.DEFAULT_ENCODINGS
-#: the randomized encodings attnlab lists (Ruoss et al. 2023).
+#: every randomized name attnlab lists (Ruoss et al. 2023): the tables' and the schemes'.
 RANDOMIZED: tuple[str, ...] = tuple(name for name in ENCODINGS if name.startswith("random-"))
+#: the listed names added to the embeddings.
+ADDED_TO_INPUT = catalog.INPUT_TABLES
+#: the listed names that act inside attention.
+INSIDE_ATTENTION: tuple[str, ...] = tuple(name for name in ENCODINGS if name not in ADDED_TO_INPUT)
+#: the listed schemes defined for causal attention only.
+CAUSAL_ONLY = catalog.CAUSAL_ONLY
 _PREFIX = "random-"
 _IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
@@ -213,53 +227,74 @@ def spec_name(position: Position) -> str:
     raise TypeError(f"a factory ({position!r}) cannot be named for another process; give a class or a name")
 
 
-def attention_position(encoding: Position, *, n_heads: int, head_dim: int, causal: bool,
-                       max_relative_position: int = 16, max_len: int | None = None,
-                       d_model: int | None = None) -> PositionScheme | None:
-    """The scheme ``encoding`` puts inside one self-attention; None for an input table.
+def build_scheme(resolved: Buildable, sizes: ModelSizes, *, name: Position | None = None) -> PositionScheme | None:
+    """The scheme a resolved position puts inside one self-attention of ``sizes``; None for an input table.
+
+    What a model calls per self-attention with what :func:`resolve` returned once.
 
     Args:
-        encoding: a name, ``"module:Class"``, a class or a factory (module docstring).
-        n_heads: ``H``; head_dim: ``Dh``; d_model: ``D`` (default ``H * Dh``).
-        causal: the attention is causal (T5 buckets one side, ALiBi penalises one side;
-            a scheme that declares ``causal_only`` requires it).
-        max_relative_position: Shaw's clipping distance ``k``.
-        max_len: the longest sequence; the randomized schemes draw from ``[0, max_len)``.
+        resolved: what :func:`resolve` returned.
+        sizes: the model's sizes; ``sizes.causal``: the attention is causal (T5 buckets one
+            side, ALiBi penalises one side; a scheme that declares ``causal_only`` requires it).
+        name: what the position was given as, for messages (default: what was resolved).
 
     Raises:
-        ValueError: for an unknown encoding (naming the known ones), a causal-only scheme
-            in a bidirectional attention, a randomized one without ``max_len``, and what
-            the scheme raises for its sizes.
+        ValueError: for a causal-only scheme in a bidirectional attention, a randomized one
+            without ``sizes.max_len``, and what the scheme raises for its sizes.
     """
-    built = resolve(encoding)
-    if isinstance(built, type) and not issubclass(built, PositionScheme):
-        return None  # an input table
-    sizes = ModelSizes(n_heads=n_heads, head_dim=head_dim, d_model=n_heads * head_dim if d_model is None else d_model,
-                       causal=causal, max_len=max_len, max_relative_position=max_relative_position)
-    scheme = built.for_model(sizes)
+    if _is_table(resolved):
+        return None
+    scheme = resolved.for_model(sizes)
     assert isinstance(scheme, PositionScheme)
-    if scheme.causal_only and not causal:
-        raise ValueError(f"encoding {_label(encoding)!r} is defined for causal attention only; this attention is "
-                         "bidirectional (an encoder-only model, or an encoder-decoder's encoder): "
-                         "use a decoder-only model")
+    if scheme.causal_only and not sizes.causal:
+        raise ValueError(f"encoding {_label(resolved if name is None else name)!r} is defined for causal attention "
+                         "only; this attention is bidirectional (an encoder-only model, or an encoder-decoder's "
+                         "encoder): use a decoder-only model")
     return scheme
 
 
-def input_position(encoding: Position, *, d_model: int, max_len: int) -> nn.Module | None:
-    """The table an absolute ``encoding`` adds to the embeddings; None for a scheme inside attention.
+def build_table(resolved: Buildable, *, d_model: int, max_len: int) -> nn.Module | None:
+    """The table a resolved absolute position adds to the embeddings; None for a scheme inside attention.
 
     Called as ``table(h [B, L, D], offset=0, position_ids=None) -> [B, L, D]`` (``position_ids [B, L]``
     replace the offset: every built-in table takes them; a table written without them still
     serves a model called without position ids).
 
     Raises:
-        ValueError: for an unknown encoding, and what the table raises for its sizes.
+        ValueError: what the table raises for its sizes.
     """
-    built = resolve(encoding)
-    if not isinstance(built, type) or issubclass(built, PositionScheme):
+    if not _is_table(resolved):
         return None
-    sizes = ModelSizes(n_heads=1, head_dim=d_model, d_model=d_model, causal=False, max_len=max_len)
-    return cast(Buildable, built).for_model(sizes)
+    return resolved.for_model(ModelSizes(n_heads=1, head_dim=d_model, d_model=d_model, causal=False, max_len=max_len))
+
+
+def attention_position(position: Position, *, n_heads: int, head_dim: int, causal: bool,
+                       max_relative_position: int = 16, max_len: int | None = None,
+                       d_model: int | None = None) -> PositionScheme | None:
+    """The scheme ``position`` puts inside one self-attention; None for an input table.
+
+    Args:
+        position: a name, ``"module:Class"``, a class or a factory (module docstring).
+        n_heads: ``H``; head_dim: ``Dh``; d_model: ``D`` (default ``H * Dh``).
+        causal: the attention is causal (see :func:`build_scheme`).
+        max_relative_position: Shaw's clipping distance ``k``.
+        max_len: the longest sequence; the randomized schemes draw from ``[0, max_len)``.
+
+    Raises:
+        ValueError: for an unknown name (naming the known ones), and what :func:`build_scheme` raises.
+    """
+    sizes = ModelSizes(n_heads=n_heads, head_dim=head_dim, d_model=n_heads * head_dim if d_model is None else d_model,
+                       causal=causal, max_len=max_len, max_relative_position=max_relative_position)
+    return build_scheme(resolve(position), sizes, name=position)
+
+
+def input_position(position: Position, *, d_model: int, max_len: int) -> nn.Module | None:
+    """The table an absolute ``position`` adds to the embeddings (:func:`build_table`); None for a scheme.
+
+    Raises:
+        ValueError: for an unknown name, and what the table raises for its sizes.
+    """
+    return build_table(resolve(position), d_model=d_model, max_len=max_len)
 
 
 def import_location(encoding: str) -> Path | None:
@@ -285,31 +320,30 @@ def import_location(encoding: str) -> Path | None:
     return Path(locations[0]) if locations else None
 
 
-def draws_positions(encoding: Position) -> bool:
-    """True when ``encoding`` draws its positions anew at every call (a randomized scheme or table).
+def draws_positions(position: Position) -> bool:
+    """True when ``position`` draws its positions anew at every call (a randomized scheme or table).
 
     Read from the declarations (``draws_positions``), without building anything.
     """
-    built = resolve(encoding)
-    if isinstance(built, Randomized):
+    resolved = resolve(position)
+    if isinstance(resolved, Randomized):
         return True
-    return bool(getattr(built, "draws_positions", False))
+    return bool(getattr(resolved, "draws_positions", False))
 
 
-def task_positions(encoding: Position) -> str | None:
-    """The rule by which the task numbers the tokens for ``encoding`` (``"abacus"``, ``"coupling"``), or None.
+def task_positions(position: Position) -> str | None:
+    """The rule by which the task numbers the tokens for ``position`` (``"abacus"``, ``"coupling"``), or None.
 
     Abacus embeddings and position coupling take their positions from the task's structure
     (``position_ids [B, L]``, required), not from the tokens' order; read from the class's
     ``task_positions`` declaration, without building anything.
     """
-    return getattr(resolve(encoding), "task_positions", None)
+    return getattr(resolve(position), "task_positions", None)
 
 
-def is_input_table(encoding: Position) -> bool:
-    """True when ``encoding`` is added to the embeddings rather than acting inside attention."""
-    built = resolve(encoding)
-    return isinstance(built, type) and not issubclass(built, PositionScheme)
+def is_input_table(position: Position) -> bool:
+    """True when ``position`` is added to the embeddings rather than acting inside attention."""
+    return _is_table(resolve(position))
 
 
 # -- names -------------------------------------------------------------------------------------
@@ -358,14 +392,15 @@ def _check_class(what: str, cls: Any) -> None:
                         f"with a for_model classmethod), got {cls!r}")
 
 
-def _label(encoding: Position) -> str:
-    return encoding if isinstance(encoding, str) else getattr(encoding, "__name__", repr(encoding))
+def _is_table(resolved: Buildable) -> bool:
+    """Whether a resolved position is an input table (any class but a scheme's), added to the embeddings."""
+    return isinstance(resolved, type) and not issubclass(resolved, PositionScheme)
 
 
-#: the absolute encodings attnlab lists, added to the embeddings.
-ADDED_TO_INPUT: tuple[str, ...] = tuple(name for name in catalog.SCHEMES if is_input_table(name))
-#: the schemes inside attention attnlab lists.
-INSIDE_ATTENTION: tuple[str, ...] = tuple(name for name in ENCODINGS if name not in ADDED_TO_INPUT)
-#: the listed schemes defined for causal attention only.
-CAUSAL_ONLY: tuple[str, ...] = tuple(name for name in INSIDE_ATTENTION if not name.startswith(_PREFIX)
-                                     and getattr(_named(name), "causal_only", False))
+def _label(position: Position | Buildable) -> str:
+    if isinstance(position, str):
+        return position
+    if isinstance(position, _Factory):
+        position = position.factory
+    return getattr(position, "__name__", repr(position))
+

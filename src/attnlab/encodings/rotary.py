@@ -23,7 +23,12 @@ They are equal up to a fixed permutation of the features,
 by it so that ``rotate_half`` reproduces them.
 
 Partial rotary (GPT-J ``rotary_dim``, GPT-NeoX ``rotary_pct``): only the first
-``rotary_dim`` features are rotated, the rest pass through untouched.
+``rotary_dim`` features are rotated, the rest pass through untouched. GPT-NeoX turns
+a quarter (``rotary_pct`` 0.25 by default), and Kazemnejad et al. 2023 ("The Impact of
+Positional Encoding on Length Generalization in Transformers", code
+McGill-NLP/length-generalization) take that rotary: their "rotary" is
+:class:`QuarterRotary`, not the full rotation of :class:`Rotary` (Su et al.). The two can
+differ beyond the training length: the unturned three quarters carry no position at all.
 
 Context extension, all off by default:
 
@@ -92,6 +97,7 @@ from attnlab.encodings.scheme import ModelSizes, PositionScheme, check_positions
 # (xpos imports the private helpers too).
 __all__ = [
     "CONVENTIONS",
+    "QuarterRotary",
     "Rotary",
     "apply_rotary",
     "interleaved_to_half_permutation",
@@ -269,3 +275,18 @@ class Rotary(PositionScheme):
         return (_rotate(q, cos_q, sin_q, self.rotary_dim, self.convention),
                 _rotate(k, cos_k, sin_k, self.rotary_dim, self.convention))
 
+
+class QuarterRotary(Rotary):
+    """:class:`Rotary` turning the first quarter of each head's features (at least one pair), base 10000.
+
+    The rotary of GPT-NeoX and of Kazemnejad et al. 2023 (module docstring): ``"rotary-quarter"``.
+
+    Example:
+        >>> QuarterRotary.for_model(ModelSizes(n_heads=4, head_dim=16, d_model=64, causal=True)).rotary_dim
+        4
+    """
+
+    @classmethod
+    def for_model(cls, sizes: ModelSizes) -> QuarterRotary:
+        """A quarter of ``head_dim`` rounded down to an even count, at least 2."""
+        return cls(sizes.head_dim, rotary_dim=max(2, sizes.head_dim // 4 // 2 * 2))

@@ -31,8 +31,8 @@ left-padded batch (:func:`attnlab.encodings.positions.positions_from_mask`), Aba
 digit indices. The primitives then get per-row positions ``[B, T]`` / ``[B, S]``
 (distances ``[B, T, S]``) and return terms with a batch dim; a scheme that does not
 declare :attr:`~PositionScheme.batched_positions` is called once per row instead
-(:mod:`attnlab.encodings.rows`), so a scheme written for one sequence's positions
-keeps working. Without position ids every call is what it was: 1-d positions.
+(:func:`call_by_row`), so a scheme written for one sequence's positions keeps working.
+Without position ids every call is what it was: 1-d positions.
 
 The backends (:mod:`attnlab.attention.backends`) read the declarations and nothing
 else: nothing asks a scheme what it is by comparing its methods.
@@ -44,6 +44,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -57,13 +58,12 @@ from attnlab.encodings.positions import (
     positions,
     relative_positions,
 )
-from attnlab.encodings.rows import bias_rows, rotate_rows, value_rows
 
 # FlexAttention's score_mod(score, batch, head, q_idx, kv_idx) -> score, every argument a scalar tensor.
 ScoreMod = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
 
 # call_positions, check_positions, check_rel, positions, relative_positions live in .positions; importable from here.
-__all__ = ["AttentionPosition", "ModelSizes", "NoPosition", "PositionScheme", "ScoreMod", "bias_dtype",
+__all__ = ["ModelSizes", "NoPosition", "PositionScheme", "ScoreMod", "bias_dtype", "call_by_row",
            "call_positions", "check_heads", "check_positions", "check_rel", "check_scheme", "distance_table",
            "positions", "relative_positions"]
 
@@ -206,7 +206,7 @@ class PositionScheme(nn.Module):
             q_pos, k_pos = call_positions(q.shape[0], q.shape[-2], k.shape[-2], q.device, q_offset=q_offset,
                                           k_offset=k_offset, position_ids=position_ids,
                                           key_position_ids=key_position_ids)
-            return rotate_rows(self, q, k, q_pos=q_pos, k_pos=k_pos)
+            return call_by_row(self, self.rotate_at, q, k, q_pos=q_pos, k_pos=k_pos)
         q_offset, k_offset = check_int("q_offset", q_offset), check_int("k_offset", k_offset)
         k_pos = positions(k_offset, k.shape[-2], k.device)  # [S]
         same = q_offset == k_offset and q.shape[-2] == k.shape[-2] and q.device == k.device
@@ -233,7 +233,8 @@ class PositionScheme(nn.Module):
         n_keys = check_int("n_keys", n_keys, minimum=0)
         q_pos, k_pos = call_positions(q.shape[0], q.shape[-2], n_keys, q.device, q_offset=q_offset,
                                       k_offset=k_offset, position_ids=position_ids, key_position_ids=key_position_ids)
-        return bias_rows(self, q, q_pos=q_pos, k_pos=k_pos, k=k, mask=mask)
+        extra = {"mask": mask} if self.reads_mask else {}
+        return call_by_row(self, self.bias_at, q, q_pos=q_pos, k_pos=k_pos, k=k, **extra)
 
     def value_term(self, weights: Tensor, *, q_offset: int = 0, k_offset: int = 0,
                    position_ids: Tensor | None = None, key_position_ids: Tensor | None = None) -> Tensor | None:
@@ -252,7 +253,7 @@ class PositionScheme(nn.Module):
         q_pos, k_pos = call_positions(weights.shape[0], weights.shape[-2], weights.shape[-1], weights.device,
                                       q_offset=q_offset, k_offset=k_offset, position_ids=position_ids,
                                       key_position_ids=key_position_ids)
-        return value_rows(self, weights, q_pos=q_pos, k_pos=k_pos)
+        return call_by_row(self, self.value_term_at, weights, q_pos=q_pos, k_pos=k_pos)
 
     # -- primitives at positions ---------------------------------------------------------------
 
@@ -347,6 +348,75 @@ class PositionScheme(nn.Module):
         return score_mod
 
 
+# -- a scheme written for one sequence's positions, at per-row ones ----------------------------
+
+# The unbatched dims of each kind of positions: [T] / [S], and distances [T, S]; one more when per row.
+_POSITION_DIMS = {"q_pos": 1, "k_pos": 1, "rel": 2}
+
+
+def call_by_row(scheme: PositionScheme, primitive: Callable[..., Any], *tensors: Tensor,
+                **given: Tensor | None) -> Any:
+    """``primitive(*tensors, **given)`` of ``scheme`` at positions that may be per row: once, or once per row.
+
+    The built-in schemes evaluate their primitives at every row's positions at once
+    (``q_pos [B, T]``, ``k_pos [B, S]``, distances ``rel [B, T, S]``) and declare it
+    (:attr:`PositionScheme.batched_positions`); so do positions shared by the batch
+    (``[T]``, ``[S]``, ``[T, S]``): the primitive is called once. A scheme written for one
+    sequence's positions is instead called with each row's 1-d positions and its slice of
+    the batch-first tensors (``q``, ``k``, ``weights``, ``mask``; one of batch 1 serves
+    every row), and the rows are concatenated: the same result, ``B`` calls instead of one.
+
+    Args:
+        scheme: whose declaration (``batched_positions``) decides.
+        primitive: one of its primitives (``rotate_at``, ``bias_at``, ``bias_rel``,
+            ``value_term_at``, ``value_term_rel``).
+        tensors: its positional arguments, batch-first (``q``, ``k`` or ``weights``).
+        given: its keyword arguments: the positions (``q_pos``, ``k_pos`` or ``rel``) and
+            batch-first tensors or None (``k``, ``mask``).
+
+    Returns:
+        What the primitive returns: ``(q, k)`` concatenated over the rows, or a term
+        ``[B|1, H|1, T, X]`` (None when every row's is None).
+    """
+    rows = 0 if scheme.batched_positions else max(
+        (t.shape[0] for name, t in given.items() if name in _POSITION_DIMS and t is not None
+         and t.ndim > _POSITION_DIMS[name]), default=0)
+    if not rows:
+        return primitive(*tensors, **given)
+    out = []
+    for b in range(rows):
+        row_given = {name: (_row_positions(t, b, _POSITION_DIMS[name]) if name in _POSITION_DIMS else _row(t, b))
+                     for name, t in given.items()}
+        out.append(primitive(*(_row(t, b) for t in tensors), **row_given))
+    if isinstance(out[0], tuple):  # rotate_at: (q, k)
+        return torch.cat([p[0] for p in out]), torch.cat([p[1] for p in out])  # [B, H, T, Dh], [B, H, S, Dh]
+    return _stack(out)
+
+
+def _row(t: Tensor | None, b: int) -> Tensor | None:
+    """Row ``b`` of a batch-first 4-d tensor, batch dim kept (``[1, ...]``); batch 1 or fewer dims serve all."""
+    if t is None or t.ndim < 4 or t.shape[0] == 1:
+        return t
+    return t[b : b + 1]
+
+
+def _row_positions(t: Tensor | None, b: int, ndim: int) -> Tensor | None:
+    """Row ``b`` of per-row positions or distances (``ndim + 1`` dims), unbatched; shared ones as they are."""
+    if t is None or t.ndim == ndim:
+        return t
+    return t[0] if t.shape[0] == 1 else t[b]
+
+
+def _stack(terms: list[Tensor | None]) -> Tensor | None:
+    """Per-row terms, each broadcastable to ``[1, H, T, X]``, as one ``[B, H|1, T, X]`` (None when every one is)."""
+    real = [t for t in terms if t is not None]
+    if not real:
+        return None
+    full = [t if t is not None else torch.zeros_like(real[0]) for t in terms]
+    full = [t.reshape((1,) * (4 - t.ndim) + tuple(t.shape)) for t in full]  # each [1|.., H|1, T|1, X|1]
+    return torch.cat(torch.broadcast_tensors(*full), dim=0)  # [B, H|1, T, X]
+
+
 def check_scheme(name: str, position: object) -> None:
     """Refuse anything but None or a scheme (an object with ``rotate``, ``bias`` and ``value_term``).
 
@@ -354,7 +424,7 @@ def check_scheme(name: str, position: object) -> None:
         TypeError: naming ``name`` and the type given.
     """
     if position is not None and not all(callable(getattr(position, m, None)) for m in ("rotate", "bias", "value_term")):
-        raise TypeError(f"{name} must be an attnlab.encodings.AttentionPosition (rotate, bias, value_term), "
+        raise TypeError(f"{name} must be an attnlab.encodings.PositionScheme (rotate, bias, value_term), "
                         f"got {type(position).__name__}")
 
 
@@ -394,6 +464,3 @@ class NoPosition(PositionScheme):
 
     batched_positions = True  # nothing to evaluate, at any positions
 
-
-#: the protocol's earlier name, kept for code written against it.
-AttentionPosition = PositionScheme

@@ -248,7 +248,7 @@ class SharedT5RelativeBias(T5RelativeBias):
 
     Example:
         >>> from attnlab.models import DecoderOnlyTransformer
-        >>> model = DecoderOnlyTransformer(vocab_size=8, d_model=16, n_heads=2, n_layers=3, encoding="t5-shared")
+        >>> model = DecoderOnlyTransformer(vocab_size=8, d_model=16, n_heads=2, n_layers=3, position="t5-shared")
         >>> model.layers[0].self_attn.position is model.layers[2].self_attn.position
         True
     """

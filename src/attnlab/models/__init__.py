@@ -3,7 +3,8 @@
 * :mod:`attnlab.models.transformer`, :mod:`attnlab.models.decoder_only` and
   :mod:`attnlab.models.encoder_only`: the length-generalisation lab's
   :class:`Transformer` (encoder-decoder), :class:`DecoderOnlyTransformer` and
-  :class:`EncoderOnlyTransformer`, taking any of :data:`ENCODINGS`; by architecture,
+  :class:`EncoderOnlyTransformer`, taking ``position=`` any of :data:`ENCODINGS` (the names
+  :mod:`attnlab.catalog` lists) or a scheme of one's own; by architecture,
   :func:`sequence_model_class`.
 * :mod:`attnlab.models.grouped`: many models of one shape run as one batched computation.
 * :mod:`attnlab.models.labs`, the labs' models, kept apart:
@@ -40,6 +41,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from attnlab.catalog import ENCODINGS
+
 if TYPE_CHECKING:
     from attnlab.models.decoder_only import DecoderOnlyTransformer
     from attnlab.models.encoder_only import EncoderOnlyTransformer
@@ -53,7 +56,7 @@ if TYPE_CHECKING:
     )
     from attnlab.models.labs.squares_transformer import EncoderDecoderTransformer
     from attnlab.models.sequence_model import sequence_model_class
-    from attnlab.models.transformer import ENCODINGS, Transformer, TransformerDecoderLayer, TransformerEncoderLayer
+    from attnlab.models.transformer import Transformer, TransformerDecoderLayer, TransformerEncoderLayer
 
 __all__ = ["ENCODINGS", "Decoder", "DecoderAttn", "DecoderOnlyTransformer", "DecoderPe", "DecoderSelfAttn", "Encoder",
            "EncoderDecoder", "EncoderDecoderAttn", "EncoderDecoderSelfAttn", "EncoderDecoderTransformer",
@@ -62,7 +65,7 @@ __all__ = ["ENCODINGS", "Decoder", "DecoderAttn", "DecoderOnlyTransformer", "Dec
 
 #: each module of the package and the names it gives this one
 _NAMES = {
-    "transformer": ("ENCODINGS", "Transformer", "TransformerDecoderLayer", "TransformerEncoderLayer"),
+    "transformer": ("Transformer", "TransformerDecoderLayer", "TransformerEncoderLayer"),
     "decoder_only": ("DecoderOnlyTransformer",),
     "encoder_only": ("EncoderOnlyTransformer",),
     "sequence_model": ("sequence_model_class",),
@@ -73,6 +76,7 @@ _NAMES = {
 }
 #: where each name lives, imported when first asked for
 _HOMES = {name: module for module, names in _NAMES.items() for name in names}
+
 
 def __getattr__(name: str) -> Any:
     """One of :data:`__all__`, imported from its module the first time it is asked for."""

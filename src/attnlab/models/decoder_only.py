@@ -48,8 +48,8 @@ class DecoderOnlyTransformer(SequenceModel):
 
     Args: as :class:`attnlab.models.Transformer` (keyword-only): ``vocab_size`` or
         ``n_features``, ``d_model``, ``n_heads``, ``n_layers`` (blocks), ``ff_units``,
-        ``dropout``, ``encoding`` (one of :data:`attnlab.models.ENCODINGS`, every
-        scheme causal), ``max_len`` (rows of an absolute table: the learned one
+        ``dropout``, ``position`` (one of :data:`attnlab.catalog.ENCODINGS` or a scheme of
+        one's own, every scheme causal), ``max_len`` (rows of an absolute table: the learned one
         refuses longer sequences), ``max_relative_position``, ``pad_id``.
 
     Shapes:
@@ -67,7 +67,7 @@ class DecoderOnlyTransformer(SequenceModel):
 
     Example:
         >>> _ = torch.manual_seed(0)
-        >>> model = DecoderOnlyTransformer(vocab_size=13, d_model=32, n_heads=4, encoding="alibi").eval()
+        >>> model = DecoderOnlyTransformer(vocab_size=13, d_model=32, n_heads=4, position="alibi").eval()
         >>> prompt = torch.randint(3, 13, (2, 6))
         >>> model(prompt).shape
         torch.Size([2, 6, 13])

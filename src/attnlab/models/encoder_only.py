@@ -34,8 +34,8 @@ class EncoderOnlyTransformer(SequenceModel):
 
     Args: as :class:`attnlab.models.Transformer` (keyword-only): ``vocab_size`` or
         ``n_features``, ``d_model``, ``n_heads``, ``n_layers`` (blocks), ``ff_units``,
-        ``dropout``, ``encoding`` (one of :data:`attnlab.models.ENCODINGS`, every
-        scheme bidirectional), ``max_len`` (rows of an absolute table, and the range
+        ``dropout``, ``position`` (one of :data:`attnlab.catalog.ENCODINGS` or a scheme of
+        one's own, every scheme bidirectional), ``max_len`` (rows of an absolute table, and the range
         ``[0, max_len)`` randomized positions are drawn from), ``max_relative_position``,
         ``pad_id``.
 
@@ -50,7 +50,7 @@ class EncoderOnlyTransformer(SequenceModel):
 
     Example:
         >>> _ = torch.manual_seed(0)
-        >>> model = EncoderOnlyTransformer(vocab_size=5, d_model=16, n_heads=2, encoding="alibi").eval()
+        >>> model = EncoderOnlyTransformer(vocab_size=5, d_model=16, n_heads=2, position="alibi").eval()
         >>> x = torch.tensor([[3, 4, 4, 1, 1, 1], [4, 3, 1, 1, 0, 0]])  # inputs, empty slots (1), padding (0)
         >>> model(x).shape, model.predict(x).shape
         (torch.Size([2, 6, 5]), torch.Size([2, 6]))

@@ -284,16 +284,16 @@ def _own(t: Tensor | None, rows: slice, n: int, L: int, dims: tuple[int, ...]) -
 
 
 class ModelGroup(nn.Module):
-    """``G`` models of one class, sizes and encoding as one module: parameters stacked on a leading ``G``.
+    """``G`` models of one class, sizes and position as one module: parameters stacked on a leading ``G``.
 
     Args:
         members: the models, each built as it would be alone (e.g. after ``torch.manual_seed(seed)``):
             :class:`~attnlab.models.EncoderOnlyTransformer` or
-            :class:`~attnlab.models.DecoderOnlyTransformer`, all of one class, sizes, encoding,
+            :class:`~attnlab.models.DecoderOnlyTransformer`, all of one class, sizes, ``position``,
             dropout, dtype and device. The group keeps them (see :meth:`to_members`).
         streams: a CPU ``torch.Generator`` per member, from which its randomized positions and
             its dropout masks are drawn (what :meth:`build` makes: the global state the member
-            left after it was built); required for an encoding that draws positions or a
+            left after it was built); required for a ``position`` that draws positions or a
             dropout above 0, else unused.
 
     Attributes:
@@ -309,13 +309,13 @@ class ModelGroup(nn.Module):
 
     Raises:
         TypeError: for members that are not all of one groupable class.
-        ValueError: naming what differs (a size, the dropout, the encoding, a parameter's shape,
-            dtype or device), or an encoding that draws positions (or a dropout above 0) without
+        ValueError: naming what differs (a size, the dropout, the position, a parameter's shape,
+            dtype or device), or a position that draws positions (or a dropout above 0) without
             ``streams``.
 
     Example:
         >>> group = ModelGroup.build(lambda: EncoderOnlyTransformer(vocab_size=5, d_model=8, n_heads=2,
-        ...                                                         encoding="t5"), seeds=[0, 1, 2])
+        ...                                                         position="t5"), seeds=[0, 1, 2])
         >>> x = torch.randint(1, 5, (3, 4, 6))  # [G, B, L]
         >>> group(x).shape
         torch.Size([3, 4, 6, 5])
@@ -338,13 +338,13 @@ class ModelGroup(nn.Module):
                 if getattr(m, attr) != getattr(first, attr):
                     raise ValueError(f"members must have one shape: member 0 has {attr}={getattr(first, attr)!r}, "
                                      f"member {i} has {attr}={getattr(m, attr)!r}")
-            if m.encoding != first.encoding:
-                raise ValueError(f"members must have one encoding: member 0 has {first.encoding!r}, "
-                                 f"member {i} has {m.encoding!r}")
-        self.draws = draws_positions(first.encoding)
+            if m.position != first.position:
+                raise ValueError(f"members must have one position: member 0 has {first.position!r}, "
+                                 f"member {i} has {m.position!r}")
+        self.draws = draws_positions(first.position)
         self.dropout = float(first.dropout)
         if streams is None and (self.draws or self.dropout > 0):
-            why = (f"encoding {first.encoding!r} draws positions at every call" if self.draws
+            why = (f"position {first.position!r} draws positions at every call" if self.draws
                    else f"dropout={self.dropout} draws masks in training")
             raise ValueError(f"{why}: give streams (a generator per member; ModelGroup.build makes them)")
         if streams is not None:

@@ -2,9 +2,10 @@
 
 :class:`SequenceModel` is the base of :class:`attnlab.models.Transformer`,
 :class:`attnlab.models.DecoderOnlyTransformer` and :class:`attnlab.models.EncoderOnlyTransformer`:
-the input ``embed``, the output ``head``, the absolute table when the encoding is one, the
-scheme each self-attention gets (:mod:`attnlab.encodings.registry`: a name, ``"module:Class"``,
-a class or a factory), the checks of the inputs and greedy decoding with or without a cache.
+the input ``embed``, the output ``head``, the ``position=`` a model is given (a name,
+``"module:Class"``, a class or a factory: :mod:`attnlab.encodings.registry`), resolved once and
+built into the absolute table or each self-attention's scheme, the checks of the inputs and
+greedy decoding with or without a cache.
 :func:`sequence_model_class` gives the subclass of an architecture.
 
 Positions come from the indices by default, or from the data: ``position_ids [B, L]``
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 from torch import Tensor, nn
@@ -30,8 +31,8 @@ from attnlab._validate import check_choice, check_input_dtype, check_int, check_
 from attnlab.attention import DecodingCache
 from attnlab.attention.backends.choose import BACKENDS
 from attnlab.encodings.positions import check_position_ids
-from attnlab.encodings.registry import Position, attention_position, input_position, resolve, spec_name
-from attnlab.encodings.scheme import PositionScheme
+from attnlab.encodings.registry import Position, build_scheme, build_table, resolve, spec_name
+from attnlab.encodings.scheme import ModelSizes, PositionScheme
 
 __all__ = ["ARCHITECTURE_MODELS", "SequenceModel", "sequence_model_class"]
 
@@ -49,7 +50,8 @@ class SequenceModel(nn.Module):
 
     Raises:
         TypeError / ValueError: naming the argument, for bad sizes, an unknown
-            encoding, or neither / both of ``vocab_size`` and ``n_features``.
+            ``position``, or neither / both of ``vocab_size`` and ``n_features``;
+            a TypeError naming ``position=`` for the keyword ``encoding=``.
     """
 
     def __init__(
@@ -62,12 +64,15 @@ class SequenceModel(nn.Module):
         n_layers: int = 2,
         ff_units: int | None = None,
         dropout: float = 0.0,
-        encoding: Position = "sinusoidal",
+        position: Position = "sinusoidal",
         max_len: int = 128,
         max_relative_position: int = 16,
         pad_id: int = 0,
         backend: str = "auto",
+        **unknown: NoReturn,  # NoReturn: a type checker refuses any other keyword, as it would without this
     ) -> None:
+        if unknown:
+            raise TypeError(_unknown_keywords(type(self).__name__, unknown))
         super().__init__()
         if (vocab_size is None) == (n_features is None):
             raise ValueError(
@@ -84,8 +89,10 @@ class SequenceModel(nn.Module):
         self.n_layers = check_int("n_layers", n_layers, minimum=1)
         self.ff_units = 4 * self.d_model if ff_units is None else check_int("ff_units", ff_units, minimum=1)
         self.dropout = check_probability("dropout", dropout)
-        resolve(encoding)  # an unknown name, a module that does not import: refused before anything is built
-        self.encoding = encoding
+        self.position = position
+        # Resolved once, before anything is built (an unknown name, a module that does not import are
+        # refused here); the table and every layer's scheme are built from it.
+        self._resolved = resolve(position)
         self.backend = check_choice("backend", backend, BACKENDS)
         self.max_len = check_int("max_len", max_len, minimum=1)
         self.max_relative_position = check_int("max_relative_position", max_relative_position, minimum=1)
@@ -100,8 +107,8 @@ class SequenceModel(nn.Module):
             self.embed = nn.Linear(self.n_features, self.d_model)
             self.head = nn.Linear(self.d_model, self.n_features)
         # Absolute encodings are added to the embeddings; one table serves every input.
-        self.input_position: nn.Module | None = input_position(self.encoding, d_model=self.d_model,
-                                                               max_len=self.max_len)
+        self.input_position: nn.Module | None = build_table(self._resolved, d_model=self.d_model,
+                                                            max_len=self.max_len)
         self.input_dropout = nn.Dropout(self.dropout)
         # The subclass's layers, after the shared parts: the parameter creation order
         # (and so the weights a seed gives) is embed, head, tables, then the layers, each
@@ -164,9 +171,9 @@ class SequenceModel(nn.Module):
         shared = self._shared_positions.get(causal)
         if shared is not None:
             return shared
-        scheme = attention_position(self.encoding, n_heads=self.n_heads, head_dim=self.head_dim,
-                                    d_model=self.d_model, causal=causal,
-                                    max_relative_position=self.max_relative_position, max_len=self.max_len)
+        sizes = ModelSizes(n_heads=self.n_heads, head_dim=self.head_dim, d_model=self.d_model, causal=causal,
+                           max_len=self.max_len, max_relative_position=self.max_relative_position)
+        scheme = build_scheme(self._resolved, sizes, name=self.position)
         if scheme is not None and getattr(scheme, "shared_across_layers", False):
             self._shared_positions[causal] = scheme
         return scheme
@@ -185,9 +192,9 @@ class SequenceModel(nn.Module):
         return getattr(self.input_position, "task_positions", None)
 
     @property
-    def encoding_name(self) -> str:
-        """The encoding as a name another process can rebuild it from (``"alibi"``, ``"pkg.mod:Class"``)."""
-        return spec_name(self.encoding)
+    def position_name(self) -> str:
+        """``position`` as a name another process can rebuild it from (``"alibi"``, ``"pkg.mod:Class"``)."""
+        return spec_name(self.position)
 
     # -- pieces ------------------------------------------------------------------------
 
@@ -281,9 +288,18 @@ class SequenceModel(nn.Module):
 
     def extra_repr(self) -> str:
         kind = f"vocab_size={self.vocab_size}" if self.vocab_size is not None else f"n_features={self.n_features}"
-        encoding = self.encoding if isinstance(self.encoding, str) else getattr(self.encoding, "__name__", "factory")
-        return (f"{kind}, encoding={encoding!r}, d_model={self.d_model}, n_heads={self.n_heads}, "
+        position = self.position if isinstance(self.position, str) else getattr(self.position, "__name__", "factory")
+        return (f"{kind}, position={position!r}, d_model={self.d_model}, n_heads={self.n_heads}, "
                 f"n_layers={self.n_layers}")
+
+
+def _unknown_keywords(model: str, unknown: dict[str, Any]) -> str:
+    """The message for keywords a model does not take; for ``encoding=`` it names ``position=``."""
+    name = next(iter(unknown))
+    if name == "encoding":
+        return (f"{model}() got an unexpected keyword argument 'encoding': the positional scheme is position= "
+                "(a name, 'module:Class', a scheme class or a factory)")
+    return f"{model}() got an unexpected keyword argument {name!r}"
 
 
 #: the sequence model of each architecture a task is laid out for (:data:`attnlab.data.tasks.task.ARCHITECTURES`),
@@ -300,7 +316,7 @@ def sequence_model_class(architecture: str) -> type[SequenceModel]:
     :class:`~attnlab.models.Transformer`, ``"encoder-only"``
     :class:`~attnlab.models.EncoderOnlyTransformer`; all take the keyword-only arguments of
     :class:`SequenceModel` (``vocab_size`` or ``n_features``, ``d_model``, ``n_heads``,
-    ``n_layers``, ``ff_units``, ``dropout``, ``encoding``, ``max_len``, ``max_relative_position``,
+    ``n_layers``, ``ff_units``, ``dropout``, ``position``, ``max_len``, ``max_relative_position``,
     ``pad_id``) and check them. Builders only build: seeding the initial weights is the caller's.
 
     Raises:

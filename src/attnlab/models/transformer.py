@@ -8,7 +8,8 @@ which matters for a lab that trains many small models quickly)::
     target -> embed (+ absolute PE) -> [norm -> causal self-attn -> + -> norm -> cross-attn(memory) -> +
                                         -> norm -> FFN -> +] x N -> norm -> head -> logits / values
 
-Where position enters depends on the encoding (``ENCODINGS``):
+Where position enters depends on ``position=`` (one of :data:`attnlab.catalog.ENCODINGS`, or a scheme
+of one's own):
 
 * ``"sinusoidal"`` / ``"learned"``: added to the embeddings (absolute);
 * ``"relative"`` (Shaw et al. 2018), ``"t5"`` (Raffel et al. 2020), ``"rotary"``
@@ -44,15 +45,14 @@ from torch import Tensor, nn
 
 from attnlab._validate import check_int
 from attnlab.attention import DecodingCache
-from attnlab.encodings.registry import ENCODINGS
 from attnlab.models.sequence_model import SequenceModel
 from attnlab.models.transformer_layers import TransformerDecoderLayer, TransformerEncoderLayer
 
-__all__ = ["ENCODINGS", "SequenceModel", "Transformer", "TransformerDecoderLayer", "TransformerEncoderLayer"]
+__all__ = ["Transformer", "TransformerDecoderLayer", "TransformerEncoderLayer"]
 
 
 class Transformer(SequenceModel):
-    """Encoder-decoder Transformer for token or real-valued sequences, with any of :data:`ENCODINGS`.
+    """Encoder-decoder Transformer for token or real-valued sequences, with any positional scheme.
 
     Args:
         vocab_size: ``V`` for token sequences (ids ``0 .. V-1``; ``pad_id`` is padding).
@@ -62,14 +62,15 @@ class Transformer(SequenceModel):
         n_layers: encoder layers and decoder layers (each).
         ff_units: feed-forward width; default ``4 * D``.
         dropout: dropout probability everywhere.
-        encoding: the positional encoding: a name (one of :data:`ENCODINGS`, or one
+        position: the positional encoding: a name (one of :data:`attnlab.catalog.ENCODINGS`, or one
             :func:`attnlab.encodings.register` added), ``"module:Class"``, a scheme class
             (:class:`attnlab.encodings.PositionScheme` subclass, or an input table class),
-            or a factory ``f(sizes: ModelSizes) -> PositionScheme`` called per self-attention.
+            or a factory ``f(sizes: ModelSizes) -> PositionScheme`` called per self-attention;
+            resolved once per model.
         max_len: rows of the absolute tables: the sinusoidal one extends past it,
             the learned one refuses longer sequences (with an error naming it); the
             randomized encodings draw their positions from ``[0, max_len)``.
-        max_relative_position: Shaw's clipping distance ``k`` (``encoding="relative"``).
+        max_relative_position: Shaw's clipping distance ``k`` (``position="relative"``).
         pad_id: padding token (token sequences): masked in the source.
         backend: the path every self-attention with a scheme takes: ``"auto"`` (default),
             ``"dense"``, ``"flex"`` or ``"chunked"`` (:mod:`attnlab.attention.backends.choose`).
@@ -84,11 +85,11 @@ class Transformer(SequenceModel):
 
     Raises:
         TypeError / ValueError: naming the argument, for bad sizes, an unknown
-            encoding, or neither / both of ``vocab_size`` and ``n_features``.
+            ``position``, or neither / both of ``vocab_size`` and ``n_features``.
 
     Example:
         >>> _ = torch.manual_seed(0)
-        >>> model = Transformer(vocab_size=13, d_model=32, n_heads=4, encoding="rotary").eval()
+        >>> model = Transformer(vocab_size=13, d_model=32, n_heads=4, position="rotary").eval()
         >>> source = torch.randint(3, 13, (2, 6))
         >>> model(source, torch.ones(2, 7, dtype=torch.long)).shape
         torch.Size([2, 7, 13])

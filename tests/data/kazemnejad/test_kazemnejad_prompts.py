@@ -306,7 +306,7 @@ def test_a_nope_model_decodes_the_prompted_layout_as_its_own_greedy_loop():
     batch = task.draw(4, 5, generator=3)
     torch.manual_seed(0)
     model = DecoderOnlyTransformer(vocab_size=task.model_io(10)["vocab_size"], d_model=16, n_heads=2, n_layers=1,
-                                   encoding="none", max_len=task.sequence_length(5, "decoder-only")).eval()
+                                   position="none", max_len=task.sequence_length(5, "decoder-only")).eval()
     pred = task.predict(model, batch, "decoder-only")  # [4, 6]
     seq = decoder_only_batch(batch)[0][:, : 2 + 5 + 1]  # "Reverse :", the input, BOS
     with torch.no_grad():

@@ -47,7 +47,7 @@ def test_defaults_build_a_sinusoidal_transformer_for_two_plus_two_points():
     model = squares_transformer()
     assert isinstance(model.transformer, Transformer)
     assert (model.input_len, model.target_len, model.n_features) == (2, 2, 2)
-    assert model.transformer.encoding == "sinusoidal"
+    assert model.transformer.position == "sinusoidal"
     assert model.transformer.d_model > F  # the 2 coordinates are projected up
 
 

@@ -324,12 +324,6 @@ def attend_with_position(
         ValueError: for a forced ``backend`` that cannot serve the call (see :func:`choose_backend`).
     """
     B, H, T, S = q.shape[0], q.shape[1], q.shape[2], keys.shape[2]
-    if adds_terms(position):
-        # Before the scheme reads them (CoPE's gates, Shaw's q . a) and whichever path runs: hidden
-        # keys have no effect, and the scores cannot overflow before the term is added (attnlab._finite).
-        if mask is not None:
-            keys, values = drop_unseen_keys(keys, values, mask)
-        q, keys = bounded_pair(q, keys, default_scale(q.shape[-1], scale))
     backward = torch.is_grad_enabled() and any(t.requires_grad for t in (q, keys, values))
     per_row = position_ids is not None or key_position_ids is not None
     path = choose_backend(backend, position=position, T=T, S=S, need_weights=need_weights, device=q.device,
@@ -337,11 +331,18 @@ def attend_with_position(
                           flex_mask_ok=bias is None and key_valid_of(mask, T) is not False, per_row=per_row,
                           batch=B, heads=H, dtype=q.dtype, memory_budget=memory_budget)
     if path != "dense":
+        # The chunked and FlexAttention paths guard their inputs themselves, once, as below.
         assert position is not None
         out = position_attend(q, keys, values, position=position, backend=path, q_offset=q_offset, mask=mask,
                               bias=bias, is_causal=is_causal, scale=scale, dropout_p=dropout_p,
                               position_ids=position_ids, key_position_ids=key_position_ids)
         return out, None
+    if adds_terms(position):
+        # Before the scheme reads them (CoPE's gates, Shaw's q . a): hidden keys have no effect, and the
+        # scores cannot overflow before the term is added (attnlab._finite); attend_unchecked is told (guarded).
+        if mask is not None:
+            keys, values = drop_unseen_keys(keys, values, mask)
+        q, keys = bounded_pair(q, keys, default_scale(q.shape[-1], scale))
     value_term = False
     ids = {"position_ids": position_ids, "key_position_ids": key_position_ids} if per_row else {}
     if position is not None:

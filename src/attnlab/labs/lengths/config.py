@@ -324,7 +324,7 @@ class CompareConfig:
         model_class = sequence_model_class(self.architecture)
         io = self.task_object.model_io(self.n_symbols)
         model = model_class(vocab_size=io["vocab_size"], n_features=io["n_features"], d_model=self.d_model,
-                            n_heads=self.n_heads, n_layers=self.n_layers, ff_units=self.ff_units, encoding=encoding,
+                            n_heads=self.n_heads, n_layers=self.n_layers, ff_units=self.ff_units, position=encoding,
                             max_len=longest, dropout=self.dropout,
                             max_relative_position=self.max_relative_position, pad_id=PAD, backend=self.backend)
         return cast(DecoderOnlyTransformer | Transformer, model)

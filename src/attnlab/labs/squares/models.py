@@ -120,4 +120,4 @@ def squares_model(
                                   teacher_forcing_prob=teacher_forcing_prob)
     return squares_transformer(d_model=sizes["d_model"], n_heads=sizes["n_heads"], n_layers=sizes["n_layers"],
                                ff_units=sizes["ff_units"], n_features=_N_FEATURES, input_len=input_len,
-                               target_len=_TARGET_LEN, encoding=encoding or "sinusoidal", backend=backend or "auto")
+                               target_len=_TARGET_LEN, position=encoding or "sinusoidal", backend=backend or "auto")

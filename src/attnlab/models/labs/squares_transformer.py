@@ -185,7 +185,7 @@ def squares_transformer(
     n_features: int = 2,
     input_len: int = 2,
     target_len: int = 2,
-    encoding: Position = "sinusoidal",
+    position: Position = "sinusoidal",
     backend: str = "auto",
 ) -> EncoderDecoderTransformer:
     """The default Transformer for the noisy squares: sinusoidal encoding, pre-norm layers.
@@ -209,7 +209,7 @@ def squares_transformer(
         n_features: ``F``, coordinates per point.
         input_len: ``S``, the points given.
         target_len: ``T``, the points predicted.
-        encoding: the positional encoding (:class:`attnlab.models.Transformer`'s ``encoding``:
+        position: the positional encoding (:class:`attnlab.models.Transformer`'s ``position``:
             a name, ``"module:Class"``, a scheme class or a factory); the lab's is sinusoidal.
         backend: the path of every self-attention with a scheme (``"auto"``, ``"dense"``,
             ``"flex"``, ``"chunked"``).
@@ -226,7 +226,7 @@ def squares_transformer(
         raise TypeError(f"xavier_init must be a bool, got {xavier_init!r} ({type(xavier_init).__name__})")
     transformer = Transformer(
         n_features=n_features, d_model=d_model, n_heads=n_heads, n_layers=n_layers, ff_units=ff_units,
-        dropout=dropout, encoding=encoding, backend=backend,
+        dropout=dropout, position=position, backend=backend,
     )
     model = EncoderDecoderTransformer(transformer, input_len=input_len, target_len=target_len)
     if xavier_init:

@@ -1,4 +1,4 @@
-"""The AttentionPosition protocol, relative_positions and NoPosition."""
+"""The PositionScheme protocol, relative_positions and NoPosition."""
 
 import pytest
 import torch
@@ -6,7 +6,7 @@ import torch
 from attnlab.encodings.alibi import ALiBi
 from attnlab.encodings.relative import ShawRelative
 from attnlab.encodings.rotary import Rotary
-from attnlab.encodings.scheme import AttentionPosition, NoPosition, bias_dtype, relative_positions
+from attnlab.encodings.scheme import NoPosition, PositionScheme, bias_dtype, relative_positions
 from attnlab.encodings.t5 import T5RelativeBias
 
 
@@ -36,7 +36,7 @@ def test_relative_positions_bad_arguments(kwargs, error, match):
 
 
 def test_base_class_does_nothing():
-    scheme = AttentionPosition()
+    scheme = PositionScheme()
     q, k = torch.randn(1, 2, 3, 4), torch.randn(1, 2, 5, 4)
     rq, rk = scheme.rotate(q, k, q_offset=2, k_offset=0)
     assert rq is q and rk is k
@@ -47,7 +47,7 @@ def test_base_class_does_nothing():
 
 def test_no_position_is_a_first_class_scheme():
     nope = NoPosition()
-    assert isinstance(nope, AttentionPosition) and isinstance(nope, torch.nn.Module)
+    assert isinstance(nope, PositionScheme) and isinstance(nope, torch.nn.Module)
     q = torch.randn(2, 2, 3, 4)
     assert nope.rotate(q, q)[0] is q and nope.bias(q, 3) is None and nope.value_term(q) is None
     assert list(nope.parameters()) == [] and nope.max_len is None and not nope.adds_value
