@@ -12,7 +12,8 @@ module it names. Then:
   compat code; ``data`` never imports models; ``compat`` and ``analysis`` sit
   beside ``models``; the ground-floor modules (``attnlab/_*.py``) import no package;
 * no import cycle among the modules of one package (a package's ``__init__``
-  counts as one of its modules).
+  counts as one of its modules). A cycle is counted on what runs: an import under
+  ``if TYPE_CHECKING:`` never does (it types, and counts for the layers only).
 
 The only exceptions are listed in ``KNOWN_CYCLES``, each with who is removing it.
 A new violation fails; so does an exception that no longer happens (shrink the list).
@@ -59,14 +60,40 @@ def _resolve(name: str) -> str:
     return name
 
 
-def _imports(module: str) -> set[str]:
-    """The attnlab modules ``module`` imports, anywhere in its file."""
+def _type_checking(node: ast.AST) -> bool:
+    """``if TYPE_CHECKING:`` (or ``typing.TYPE_CHECKING``): a block that never runs."""
+    if not isinstance(node, ast.If):
+        return False
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _import_nodes(tree: ast.AST, *, runtime: bool) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement under ``tree``; with ``runtime``, none inside an ``if TYPE_CHECKING:`` body."""
+    found: list[ast.Import | ast.ImportFrom] = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.append(node)
+        if runtime and _type_checking(node):
+            assert isinstance(node, ast.If)
+            stack.extend(node.orelse)
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def _imports(module: str, *, runtime: bool = False) -> set[str]:
+    """The attnlab modules ``module`` imports, anywhere in its file (``runtime``: those that run)."""
     path = MODULES[module]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for node in _import_nodes(tree, runtime=runtime):
         if isinstance(node, ast.Import):
             found.update(_resolve(alias.name) for alias in node.names if alias.name.split(".")[0] == "attnlab")
-        elif isinstance(node, ast.ImportFrom):
+        else:
             base = node.module or ""
             if node.level:  # relative: from the module's own package upwards
                 package = module if path.name == "__init__.py" else module.rpartition(".")[0]
@@ -83,6 +110,8 @@ def _imports(module: str) -> set[str]:
 
 
 GRAPH = {module: _imports(module) for module in MODULES}
+#: what runs when each module is imported: its imports outside TYPE_CHECKING
+RUNTIME = {module: _imports(module, runtime=True) for module in MODULES}
 
 
 def _package(module: str) -> str:
@@ -150,7 +179,7 @@ def _cycles() -> list[frozenset[str]]:
     cycles: list[frozenset[str]] = []
     for package in sorted({_package(m) for m in MODULES if "." in m}):
         nodes = [m for m in MODULES if _package(m) == package]
-        cycles += _components({m: [t for t in GRAPH[m] if t in nodes] for m in nodes})
+        cycles += _components({m: [t for t in RUNTIME[m] if t in nodes] for m in nodes})
     return cycles
 
 
@@ -177,6 +206,14 @@ def test_the_rules_catch_what_they_forbid():
 def test_the_cycle_finder_finds_cycles():
     edges = {"a": ["b"], "b": ["c"], "c": ["a"], "d": ["a"], "e": ["e"]}
     assert _components(edges) == [frozenset({"a", "b", "c"})]
+
+
+def test_what_runs_leaves_out_type_checking():
+    # An import that only types is a dependency of the layers, and runs nothing.
+    assert "attnlab.labs.lengths.config" in GRAPH["attnlab.labs.lengths.protocols"]
+    assert "attnlab.labs.lengths.config" not in RUNTIME["attnlab.labs.lengths.protocols"]
+    tree = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import a\nelse:\n    import b\n")
+    assert [n.names[0].name for n in _import_nodes(tree, runtime=True) if isinstance(n, ast.Import)] == ["b"]
 
 
 def test_packages_import_only_downwards():

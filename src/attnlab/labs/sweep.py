@@ -46,7 +46,7 @@ import torch
 from attnlab import _workers
 from attnlab.data.tasks import TaskSets
 from attnlab.labs.lengths.config import CompareConfig
-from attnlab.labs.lengths.train import ModelResult, train_seeds
+from attnlab.labs.lengths.train import ModelResult, task_sets, train_seeds
 
 __all__ = ["connect_ray", "cpu_count", "in_process", "local_workers", "ray_tasks"]
 
@@ -70,7 +70,7 @@ def in_process(config: CompareConfig, todo: Sequence[Group], bar: Any, *,
                device: str = "cpu") -> Iterator[ModelResult]:
     """Train the groups ``todo`` one after another in this process, on ``device``; ``bar`` (a tqdm bar) advances
     by every model's step."""
-    sets = config.task_sets() if todo else None
+    sets = task_sets(config) if todo else None
     for encoding, seeds in todo:
         assert sets is not None
         yield from train_seeds(config, sets, encoding, seeds, bar=bar, device=device)
@@ -113,7 +113,7 @@ def _sets_for(config: CompareConfig) -> TaskSets:
     key = repr((config.spec(), config.protocol_object.builds_training_set))
     if key not in _worker_sets:
         _worker_sets.clear()
-        _worker_sets[key] = config.task_sets()
+        _worker_sets[key] = task_sets(config)
     return _worker_sets[key]
 
 
