@@ -18,8 +18,7 @@ from attnlab.cli import main
 from attnlab.data.metrics import sequence_accuracy, token_accuracy
 from attnlab.data.task_names import make_task_sets
 from attnlab.data.tasks import BOS, EOS, PAD, Vocab
-from attnlab.labs import sweep
-from attnlab.labs.lengths import compare
+from attnlab.labs.lengths import compare, sweep
 from attnlab.labs.lengths import config as lengths
 from attnlab.labs.lengths import train as lengths_train
 from attnlab.labs.lengths.compare import CompareResult, run_compare

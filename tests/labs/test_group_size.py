@@ -15,7 +15,7 @@ import shutil
 import pytest
 import torch
 
-from attnlab.labs import sweep
+from attnlab.labs.lengths import sweep
 from attnlab.labs.lengths.compare import groups, run_compare
 from attnlab.labs.lengths.config import CompareConfig
 from attnlab.labs.lengths.saved import MODELS, model_name

@@ -2,7 +2,7 @@
 
 :func:`run_compare` trains the models of a :class:`~attnlab.labs.lengths.config.CompareConfig`
 (each through :func:`~attnlab.labs.lengths.train.train_one`; here, in local worker
-processes or on a Ray cluster: :mod:`attnlab.labs.sweep`) and keeps each as soon as
+processes or on a Ray cluster: :mod:`attnlab.labs.lengths.sweep`) and keeps each as soon as
 it comes back, from this process alone. The run folder (the contract of
 :mod:`attnlab.labs.run_folder`)::
 
@@ -40,10 +40,7 @@ from typing import Any
 import torch
 
 from attnlab._validate import check_int
-
-# The module, not its names: a spawned worker imports attnlab.labs.sweep first, which imports this
-# package's config, whose __init__ imports this module while sweep is still half initialised.
-from attnlab.labs import sweep
+from attnlab.labs.lengths import sweep
 from attnlab.labs.lengths.config import CompareConfig, CompareResult
 from attnlab.labs.lengths.report import output_names, write_outputs
 from attnlab.labs.lengths.saved import MODELS, check_model_record, model_name, read_config, saved_models
@@ -122,7 +119,7 @@ def run_compare(
 ) -> CompareResult:
     """Train one model per encoding and seed, score every test length, and write the folder.
 
-    Where the models train (:mod:`attnlab.labs.sweep`): in this process (``jobs=1``), in
+    Where the models train (:mod:`attnlab.labs.lengths.sweep`): in this process (``jobs=1``), in
     ``jobs`` local worker processes, or as tasks on the Ray cluster at ``ray_address``.
     The records are the same, bit for bit, wherever they train; results are saved by
     this process alone, each as it comes back.

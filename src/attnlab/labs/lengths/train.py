@@ -4,7 +4,7 @@ The settings (:class:`~attnlab.labs.lengths.config.CompareConfig`) build nothing
 builds from them: :func:`build_model` (one encoding's model), :func:`task_sets` (the data), and
 :func:`check_models`, which refuses the sizes a scheme cannot be built for before a run folder
 is claimed. :func:`train_one` is everything a worker runs for one ``(encoding, seed)`` of a
-comparison (:mod:`attnlab.labs.sweep`); it depends on nothing else, so the records
+comparison (:mod:`attnlab.labs.lengths.sweep`); it depends on nothing else, so the records
 are the same wherever it runs. :func:`train_seeds` trains the models of one encoding at
 several seeds as one :class:`~attnlab.models.grouped.ModelGroup` (``group_size``): each
 model's records are the ones :func:`train_one` gives it.
@@ -165,7 +165,7 @@ def train_one(config: CompareConfig, sets: TaskSets, encoding: str, seed: int, *
     computes on :func:`run_threads`' threads (one at the lab's sizes; torch's thread count is
     restored after), which depend on the settings and the model alone: a float sum's order
     depends on how many threads split it, and the records must not depend on how many runs
-    share the machine (:mod:`attnlab.labs.sweep`).
+    share the machine (:mod:`attnlab.labs.lengths.sweep`).
 
     Args:
         config: the comparison's settings.
