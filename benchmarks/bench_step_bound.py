@@ -39,6 +39,7 @@ def _load() -> float:
 def main(argv: list[str] | None = None) -> dict:
     from attnlab.labs.lengths.config import CompareConfig
     from attnlab.labs.lengths.presets import preset
+    from attnlab.labs.lengths.train import build_model, task_sets
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--settings", default="default", choices=("default", "ruoss2023"))
@@ -50,8 +51,8 @@ def main(argv: list[str] | None = None) -> dict:
     config = CompareConfig(**{**settings, "encodings": (args.encoding,)})
     torch.set_num_threads(1)  # as the lab trains (attnlab.training.threads' rule at these sizes)
     torch.manual_seed(0)
-    model = config.build_model(args.encoding).train()
-    loader, _ = config.protocol_object.batches(config, config.task_sets(), 0)
+    model = build_model(config, args.encoding).train()
+    loader, _ = config.protocol_object.batches(config, task_sets(config), 0)
     batches = iter(loader)
     batch = next(batches)
     if args.settings == "ruoss2023":  # one length per step, 1 to train_len: take a batch of the longest

@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> dict:
         return against(args)
     from attnlab.labs.lengths.compare import run_compare
     from attnlab.labs.lengths.config import QUICK, CompareConfig
-    from attnlab.labs.sweep import connect_ray, cpu_count
+    from attnlab.labs.lengths.sweep import connect_ray, cpu_count
 
     config = CompareConfig(**(QUICK if args.quick else {}))
     jobs = min(2, cpu_count())

@@ -70,12 +70,13 @@ def squares_case(model_name: str, batch: int, **sizes: int) -> tuple[Callable[[]
 def lengths_case(d_model: int, batch: int, length: int) -> tuple[Callable[[], None], int, int]:
     """The length lab's decoder-only model on one reverse-task batch: ``(step, parameters, tokens)``."""
     from attnlab.labs.lengths.config import CompareConfig
+    from attnlab.labs.lengths.train import build_model, task_sets
 
     config = CompareConfig(d_model=d_model, n_heads=4, batch_size=batch, train_len=length, min_train_len=length,
                            test_lens=(length,), n_train=batch, n_test=8, encodings=("sinusoidal",), n_seeds=1)
-    sets = config.task_sets()
+    sets = task_sets(config)
     torch.manual_seed(0)
-    model = config.build_model("sinusoidal")
+    model = build_model(config, "sinusoidal")
     model.train()
     loader, _ = config.protocol_object.batches(config, sets, 0)
     batch_data = next(iter(loader))

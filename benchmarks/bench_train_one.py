@@ -75,9 +75,13 @@ def child(args: argparse.Namespace) -> None:
 
     overrides = json.loads(args.settings_json)
     config = CompareConfig(**{**overrides, "encodings": (args.encoding,)})
-    if hasattr(config, "task_sets"):
-        sets = config.task_sets()
-    else:  # cefd342
+    try:
+        from attnlab.labs.lengths.train import task_sets
+
+        sets = task_sets(config)
+    except ImportError:  # before the settings stopped building the data
+        sets = config.task_sets() if hasattr(config, "task_sets") else None
+    if sets is None:  # cefd342
         from attnlab.data.tasks import make_task_sets
 
         sets = make_task_sets(config.spec())

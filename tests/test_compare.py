@@ -19,8 +19,7 @@ from attnlab.data import BOS, EOS, PAD, Vocab
 from attnlab.data.tasks.metrics import sequence_accuracy, token_accuracy
 from attnlab.data.tasks.registry import make_task_sets
 from attnlab.data.tasks.task import ARCHITECTURES
-from attnlab.labs import sweep
-from attnlab.labs.lengths import compare
+from attnlab.labs.lengths import compare, sweep
 from attnlab.labs.lengths import config as lengths
 from attnlab.labs.lengths import train as lengths_train
 from attnlab.labs.lengths.compare import CompareResult, run_compare
@@ -224,7 +223,7 @@ class _Stub(nn.Module):
     ("half the sequences", lambda n: 1 - 8 / (16 * (n + 1)), 0.5),  # 8 of 16 rows lose one of n + 1 tokens
 ])
 def test_records_of_models_known_to_be_right_or_wrong(wrong, token, sequence, architecture, monkeypatch):
-    monkeypatch.setattr(CompareConfig, "build_model", lambda self, encoding: _Stub(wrong))
+    monkeypatch.setattr(lengths_train, "build_model", lambda config, encoding: _Stub(wrong))
     config = CompareConfig(**{**TINY, "task": "copy", "test_lens": (4, 6, 9), "architecture": architecture})
     result = run_compare(config, progress=False)
     assert len(result.records) == 6
@@ -261,7 +260,7 @@ class _SlotStub(nn.Module):
 ])
 def test_encoder_only_records_of_models_known_to_be_right_or_wrong(wrong, token, sequence, monkeypatch):
     # The slots hold the target and nothing else: no EOS is scored (Ruoss et al.'s masked accuracy).
-    monkeypatch.setattr(CompareConfig, "build_model", lambda self, encoding: _SlotStub(wrong))
+    monkeypatch.setattr(lengths_train, "build_model", lambda config, encoding: _SlotStub(wrong))
     config = CompareConfig(**{**TINY, "task": "duplicate", "n_symbols": 2, "test_lens": (4, 6, 9),
                               "architecture": "encoder-only"})
     result = run_compare(config, progress=False)
@@ -356,7 +355,6 @@ def test_format_table_of_the_squares_shows_mse():
     ({"test_lens": ()}, ValueError, "test_lens is empty"),
     ({"test_lens": (4, 4)}, ValueError, r"test_lens must be a non-empty list of distinct lengths, got \[4, 4\]"),
     ({"d_model": 16, "n_heads": 3}, ValueError, r"d_model \(16\) must be divisible by n_heads \(3\)"),
-    ({"d_model": 6, "n_heads": 2}, ValueError, r"head_dim must be even to rotate every feature, got head_dim=3"),
     ({"min_train_len": 5}, ValueError, r"min_train_len \(5\) must be <= train_len \(4\)"),
     ({"lr": 0.0}, ValueError, "lr must be positive, got 0.0"),
     ({"lr": -1e-3}, ValueError, "lr must be positive, got -0.001"),
@@ -370,8 +368,16 @@ def test_bad_settings_name_the_argument_and_value(kwargs, error, match):
         CompareConfig(**{**TINY, **kwargs})
 
 
-def test_odd_heads_are_refused_only_where_rotary_needs_them():
-    CompareConfig(**{**TINY, "encodings": ("alibi", "t5"), "d_model": 6, "n_heads": 2})  # fine without rotary
+def test_odd_heads_are_refused_only_where_rotary_needs_them(tmp_path):
+    # The settings build nothing: the size a scheme refuses is refused where the models are built, before the
+    # run folder is claimed.
+    config = CompareConfig(**{**TINY, "d_model": 6, "n_heads": 2})  # rotary, alibi: head_dim 3
+    with pytest.raises(ValueError, match=r"head_dim must be even to rotate every feature, got head_dim=3"):
+        lengths_train.check_models(config)
+    with pytest.raises(ValueError, match=r"head_dim must be even to rotate every feature, got head_dim=3"):
+        run_compare(config, tmp_path / "run", progress=False)
+    assert list(tmp_path.iterdir()) == []  # nothing written
+    lengths_train.check_models(CompareConfig(**{**TINY, "encodings": ("alibi", "t5"), "d_model": 6, "n_heads": 2}))
 
 
 def test_bad_folders_are_refused_before_any_training(tmp_path, monkeypatch):

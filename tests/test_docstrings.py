@@ -133,7 +133,10 @@ def _is_tensor_type(hint):
 
 
 def _takes_tensor(func):
-    hints = typing.get_type_hints(func)
+    try:
+        hints = typing.get_type_hints(func)
+    except NameError:  # a name imported under TYPE_CHECKING only (typed without an import cycle): read the text
+        return any("Tensor" in str(hint) for name, hint in func.__annotations__.items() if name != "return")
     hints.pop("return", None)
     return any(_is_tensor_type(h) for h in hints.values())
 

@@ -15,11 +15,11 @@ import shutil
 import pytest
 import torch
 
-from attnlab.labs import sweep
+from attnlab.labs.lengths import sweep
 from attnlab.labs.lengths.compare import groups, run_compare
 from attnlab.labs.lengths.config import CompareConfig
 from attnlab.labs.lengths.saved import MODELS, model_name
-from attnlab.labs.lengths.train import train_one, train_seeds
+from attnlab.labs.lengths.train import task_sets, train_one, train_seeds
 
 # Dropout at every site, a randomized scheme and a plain one, the two architectures a group takes.
 TINY = dict(task="reverse", train_len=5, test_lens=(5, 8), n_seeds=3, epochs=2, n_train=48, n_test=16, batch_size=8,
@@ -36,7 +36,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models: one thread is
 def test_a_group_gives_each_model_the_records_and_weights_of_train_one(protocol: str, architecture: str,
                                                                         encoding: str) -> None:
     config = CompareConfig(**TINY, protocol=protocol, architecture=architecture, encodings=(encoding,))
-    sets = config.task_sets()
+    sets = task_sets(config)
     grouped = train_seeds(config, sets, config.encodings[0], [0, 1, 2])
     for result in grouped:
         alone = train_one(config, sets, config.encodings[0], result.seed)
@@ -48,7 +48,7 @@ def test_a_group_gives_each_model_the_records_and_weights_of_train_one(protocol:
 
 def test_in_float64_the_weights_agree_to_rounding() -> None:
     config = CompareConfig(**TINY, protocol="ruoss2023", architecture="encoder-only", encodings=("random-rotary",))
-    sets = config.task_sets()
+    sets = task_sets(config)
     before = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
     try:

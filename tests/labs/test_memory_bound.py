@@ -13,6 +13,8 @@ import pytest
 
 from attnlab._limits import memory_budget
 from attnlab.labs.lengths.config import CompareConfig
+from attnlab.labs.lengths.costs import costs
+from attnlab.labs.lengths.train import build_model
 from attnlab.labs.memory_bound import Cost, check_costs, transformer_parameters
 
 # Runs the command in a child and prints its exit status, its stderr and the child's peak RSS in kB:
@@ -79,10 +81,10 @@ def test_one_parameter_bound_for_both_labs():
 def test_the_bound_holds_the_models_it_allows():
     # Every model a default comparison builds has fewer parameters than the bound counts for it.
     config = CompareConfig(n_seeds=1)
-    layers = next(c for c in config.costs() if c.setting == "d_model")
-    vocabulary = next(c for c in config.costs() if c.setting == "n_symbols")
+    layers = next(c for c in costs(config) if c.setting == "d_model")
+    vocabulary = next(c for c in costs(config) if c.setting == "n_symbols")
     for encoding in config.encodings:
-        model = config.build_model(encoding)
+        model = build_model(config, encoding)
         table = sum(p.numel() for name, p in model.named_parameters() if name.startswith("input_position"))
         counted = sum(p.numel() for p in model.parameters()) - table
         assert counted * 16 <= layers.n_bytes + vocabulary.n_bytes, encoding

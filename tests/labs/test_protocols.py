@@ -11,6 +11,7 @@ from attnlab.data.tasks.layouts import encoder_only_batch
 from attnlab.data.tasks.registry import task_named
 from attnlab.labs.lengths.config import CompareConfig
 from attnlab.labs.lengths.protocols import CURRICULUM_SEED, FreshBatches, protocol_named, ruoss_lengths
+from attnlab.labs.lengths.train import build_model, task_sets
 
 
 def reference_lengths(seed, steps, values):
@@ -49,7 +50,7 @@ def ruoss_config(**kw):
 
 def test_fresh_strings_one_length_per_step_unpadded_and_never_repeated():
     config = ruoss_config()
-    sets = config.task_sets()
+    sets = task_sets(config)
     assert sets.train is None  # no fixed set is built
     loader, epochs = config.protocol_object.batches(config, sets, seed=3)
     assert epochs == 1 and len(loader) == config.steps_per_model() == 16
@@ -76,7 +77,7 @@ def test_the_ruoss_loss_sums_over_each_strings_outputs_and_averages_over_the_bat
     task = config.task_object
     batch = task.draw(4, 5, generator=0)
     torch.manual_seed(0)
-    model = config.build_model("none")
+    model = build_model(config, "none")
     inputs, labels = encoder_only_batch(batch)
     logits = model(inputs).double()
     per_token = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=PAD, reduction="none")
@@ -105,7 +106,7 @@ def test_kazemnejad_protocol_runs_their_quarter_rotary_and_scores_exact_match():
                            train_len=4, test_lens=(4, 6), d_model=16, n_heads=2, n_layers=1)
     assert config.encodings == ("none", "rotary-quarter")  # recorded as what ran
     assert config.metric == "sequence_accuracy"
-    rotary = config.build_model("rotary-quarter").layers[0].self_attn.position
+    rotary = build_model(config, "rotary-quarter").layers[0].self_attn.position
     assert rotary.rotary_dim == 2  # a quarter of head_dim 8
     assert CompareConfig(task="copy-random", protocol="ruoss2023", encodings=("none",), train_len=4,
                          test_lens=(4, 6)).metric == "token_accuracy"

@@ -18,7 +18,7 @@ import threading
 import pytest
 import sweep_gate
 
-from attnlab.labs import sweep
+from attnlab.labs.lengths import sweep
 from attnlab.labs.lengths.compare import run_compare
 from attnlab.labs.lengths.config import CompareConfig
 

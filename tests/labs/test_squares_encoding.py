@@ -5,11 +5,12 @@ import pytest
 from attnlab.attention import MultiHeadAttention
 from attnlab.encodings import ALiBi
 from attnlab.labs.squares.config import SquaresConfig
+from attnlab.labs.squares.train import build_model
 
 
 def test_the_transformer_takes_an_encoding_and_a_backend_and_records_them_resolved():
     config = SquaresConfig(model="transformer", encoding="alibi", backend="chunked", epochs=1, device="cpu")
-    model = config.build_model()
+    model = build_model(config)
     assert [type(m.position).__name__ for m in model.modules()
             if isinstance(m, MultiHeadAttention) and m.position is not None] == ["ALiBi", "ALiBi"]
     assert {m.backend for m in model.modules() if isinstance(m, MultiHeadAttention) and m.position is not None} \

@@ -20,7 +20,7 @@ import pytest
 import sweep_gate
 import torch
 
-from attnlab.labs import sweep
+from attnlab.labs.lengths import sweep
 from attnlab.labs.lengths.compare import groups, run_compare
 from attnlab.labs.lengths.config import CompareConfig
 
@@ -146,3 +146,25 @@ def test_ctrl_c_stops_the_workers_keeps_the_finished_models_and_resume_completes
     config = CompareConfig.from_dict(json.loads((folder / "config.json").read_text()))
     resumed = run_compare(config, folder, resume=True, progress=False)
     assert resumed.records == run_compare(config, progress=False).records
+
+
+def test_a_worker_process_imports_only_the_settings_and_train():
+    # What a spawned worker (or a Ray task) imports of the lab to train a group: the settings (with their costs and
+    # the protocols they check against) and the train module; the package __init__s above them import nothing.
+    code = ("import json, sys, attnlab.labs.lengths.worker; "
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith('attnlab.labs'))))")
+    env = dict(os.environ, PYTHONPATH=str(Path(sweep.__file__).parents[3]))
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600,
+                          check=True)
+    assert json.loads(done.stdout) == ["attnlab.labs", "attnlab.labs.lengths", "attnlab.labs.lengths.config",
+                                       "attnlab.labs.lengths.costs", "attnlab.labs.lengths.protocols",
+                                       "attnlab.labs.lengths.train", "attnlab.labs.lengths.worker",
+                                       "attnlab.labs.memory_bound"]
+    assert sweep.local_task.__module__ == sweep.ray_task.__module__ == "attnlab.labs.lengths.worker"
+    # The lab's names are still where they are promised, imported when asked for.
+    import attnlab.labs.lengths as lengths
+
+    assert lengths.run_compare.__module__ == "attnlab.labs.lengths.compare"
+    assert set(lengths.__all__) <= set(dir(lengths))
+    with pytest.raises(AttributeError, match="no_such_name"):
+        lengths.no_such_name  # noqa: B018

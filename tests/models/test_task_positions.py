@@ -7,7 +7,7 @@ from attnlab.data.tasks.layouts import decoder_only_batch
 from attnlab.data.tasks.registry import task_named
 from attnlab.encodings.registry import task_positions
 from attnlab.labs.lengths.config import CompareConfig
-from attnlab.labs.lengths.train import train_one
+from attnlab.labs.lengths.train import task_sets, train_one
 from attnlab.models import DecoderOnlyTransformer, EncoderOnlyTransformer
 
 NAMES = ["abacus", "coupling"]
@@ -55,7 +55,7 @@ def test_the_lab_trains_and_scores_with_the_tasks_positions(architecture):
     config = CompareConfig(task="reversed-addition", architecture=architecture, encodings=("abacus",), train_len=3,
                            test_lens=(3, 5), n_seeds=1, epochs=1, n_train=64, n_test=8, batch_size=16, d_model=16,
                            n_heads=2, n_layers=1)
-    result = train_one(config, config.task_sets(), "abacus", 0)
+    result = train_one(config, task_sets(config), "abacus", 0)
     assert [r["length"] for r in result.records] == [3, 5]
     assert all(0.0 <= r["token_accuracy"] <= 1.0 for r in result.records)
     with pytest.raises(ValueError, match="encoding 'abacus' takes its positions from the task, and the copy task "

@@ -67,12 +67,12 @@ def _refused_in_process(capsys, argv, flag, *, written):
 def test_a_huge_vocabulary_is_refused_before_any_model_is_built(capsys, tmp_path, monkeypatch):
     # `compare --symbols 12000000` built a 6.3 GB model for 178 s before refusing.
     monkeypatch.setenv("ATTNLAB_MEMORY_BUDGET", "4G")
-    from attnlab.labs.lengths.config import CompareConfig
+    from attnlab.labs.lengths import train
 
     def no_model(*args, **kwargs):
         raise AssertionError("a model was built")
 
-    monkeypatch.setattr(CompareConfig, "build_model", no_model)
+    monkeypatch.setattr(train, "build_model", no_model)
     import resource
 
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -149,12 +149,14 @@ def test_random_rotary_with_a_huge_l_max_is_cheap_per_step(monkeypatch):
     # random-rotary with --l-max 100000000 cost O(l_max) at every step: the lab now counts (and pays) O(L).
     monkeypatch.setenv("ATTNLAB_MEMORY_BUDGET", "4G")
     from attnlab.labs.lengths.config import CompareConfig
+    from attnlab.labs.lengths.costs import costs
+    from attnlab.labs.lengths.train import build_model
 
     config = CompareConfig(encodings=("random-rotary",), l_max=HUGE, n_seeds=1, epochs=1, n_train=64, n_test=8,
                            d_model=16, n_heads=2, n_layers=1)
-    draw = next(c for c in config.costs() if "drawn" in c.what)
+    draw = next(c for c in costs(config) if "drawn" in c.what)
     assert draw.n_bytes < 2**20
-    model = config.build_model("random-rotary")
+    model = build_model(config, "random-rotary")
     x = torch.randint(1, 5, (2, 12))
     start = time.process_time()
     model(x).sum().backward()  # every layer draws from [0, 10**12)

@@ -351,7 +351,7 @@ def test_workers_started_by_a_thread_that_ends_keep_training_for_the_driver(tmp_
     import multiprocessing
     import threading
 
-    from attnlab.labs import sweep
+    from attnlab.labs.lengths import sweep
     from attnlab.labs.lengths.compare import groups
     from attnlab.labs.lengths.config import CompareConfig
 
@@ -388,7 +388,7 @@ def test_workers_started_by_a_thread_that_ends_keep_training_for_the_driver(tmp_
 
 THREAD_DRIVER = """
 import sys, threading
-from attnlab.labs import sweep
+from attnlab.labs.lengths import sweep
 from attnlab.labs.lengths.compare import groups
 from attnlab.labs.lengths.config import CompareConfig
 

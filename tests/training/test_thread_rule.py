@@ -15,7 +15,9 @@ import pytest
 import torch
 
 from attnlab.cli import main
+from attnlab.labs.lengths import train as lengths_train
 from attnlab.labs.lengths.config import CompareConfig
+from attnlab.labs.squares import train as squares_train
 from attnlab.labs.squares.config import SquaresConfig
 from attnlab.training import Trainer
 from attnlab.training.threads import TWO_THREADS_FROM, intra_op_threads, step_work, threads_for
@@ -37,10 +39,11 @@ def test_the_rule_at_the_measured_boundary(available):
 
 def test_the_labs_models_get_one_thread_whatever_the_cores():
     squares = SquaresConfig(device="cpu", epochs=1)  # the positional-encoding lab's model, batches of 16
-    model = squares.build_model()
+    model = squares_train.build_model(squares)
     assert threads_for(work=step_work(model, tokens=16 * 4), available=64) == 1
     lengths = CompareConfig()  # the length lab's default model and batch
-    work = step_work(lengths.build_model("sinusoidal"), tokens=lengths.batch_size * lengths.sequence_length(8))
+    work = step_work(lengths_train.build_model(lengths, "sinusoidal"),
+                     tokens=lengths.batch_size * lengths.sequence_length(8))
     assert threads_for(work=work, available=64) == 1
 
 
@@ -163,7 +166,7 @@ def test_compare_runs_take_the_rule_or_the_setting(monkeypatch):
             "n_heads": 2, "n_layers": 1, "train_len": 4, "test_lens": (4,), "batch_size": 8}
     for threads in (None, 2):
         config = CompareConfig(**tiny, threads=threads)
-        lengths_train.train_one(config, config.task_sets(), "sinusoidal", 0)
+        lengths_train.train_one(config, lengths_train.task_sets(config), "sinusoidal", 0)
     assert seen == [1, 2]
     old = CompareConfig(**tiny).to_dict()
     del old["threads"]  # a comparison saved before --threads

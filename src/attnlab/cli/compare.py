@@ -253,7 +253,7 @@ def _run_suite(args: argparse.Namespace, given: dict[str, Any], device: Any) -> 
 
 def _check_workers(args: argparse.Namespace) -> None:
     """``--jobs`` and ``--ray``: not both; Ray installed and its cluster reachable, before any training."""
-    from attnlab.labs.sweep import connect_ray, cpu_count
+    from attnlab.labs.lengths.sweep import connect_ray, cpu_count
 
     if args.ray is not None:
         if args.jobs not in (None, 1):
@@ -269,7 +269,7 @@ def _check_workers(args: argparse.Namespace) -> None:
 
 def _jobs(args: argparse.Namespace, n_models: int) -> int:
     """``--jobs``, or by default one worker per core (never more workers than models; 1 with ``--ray``)."""
-    from attnlab.labs.sweep import cpu_count
+    from attnlab.labs.lengths.sweep import cpu_count
 
     if args.ray is not None:
         return 1

@@ -3,12 +3,12 @@
 * :mod:`.squares` (a package): the squares lab (``attnlab train``, ``predict``, the
   run figures of ``plot``): the labs' models, and a small Transformer, on noisy squares;
 * :mod:`.lengths` (a package): the length-generalisation lab (``attnlab compare``):
-  which positional encoding still works on longer sequences: its settings, one model,
-  the sweep in a run folder, the papers' presets, the results;
+  which positional encoding still works on longer sequences: its settings and their costs,
+  one model, the sweep in a run folder (here, local worker processes, Ray), the papers'
+  presets, the results;
 * :mod:`.run_folder`: the one contract for every folder a command writes (lock,
   kinds, resume after any kill);
-* :mod:`.sweep`: where many models train (here, local worker processes, Ray);
-* :mod:`.memory_bound`: what a run allocates, counted before anything is built;
+* :mod:`.memory_bound`: a run's memory, bounded from its settings before anything is built;
 * :mod:`.report`: the one HTML report writer.
 
 Both labs train through :func:`attnlab.training.fit`. Imports run one way:
@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     from attnlab.labs.lengths.compare import CompareResult, run_compare
     from attnlab.labs.lengths.config import QUICK, CompareConfig
     from attnlab.labs.lengths.report import format_table, summarise
-    from attnlab.labs.squares.train import RunResult, SquaresConfig, load_run, predict_corners, train_run
+    from attnlab.labs.squares.config import SquaresConfig
+    from attnlab.labs.squares.train import RunResult, load_run, predict_corners, train_run
 
 __all__ = ["QUICK", "CompareConfig", "CompareResult", "RunResult", "SquaresConfig", "format_table", "load_run",
            "predict_corners", "run_compare", "summarise", "train_run"]
@@ -33,7 +34,7 @@ __all__ = ["QUICK", "CompareConfig", "CompareResult", "RunResult", "SquaresConfi
 #: the length lab (a fifth of a second) and ``attnlab compare`` not the squares lab
 _HOMES = {"CompareResult": "lengths.compare", "run_compare": "lengths.compare", "QUICK": "lengths.config",
           "CompareConfig": "lengths.config", "format_table": "lengths.report", "summarise": "lengths.report",
-          "RunResult": "squares.train", "SquaresConfig": "squares.train", "load_run": "squares.train",
+          "RunResult": "squares.train", "SquaresConfig": "squares.config", "load_run": "squares.train",
           "predict_corners": "squares.train", "train_run": "squares.train"}
 
 

@@ -1,22 +1,11 @@
-"""What a run allocates, counted from its settings before anything is built, and the one check of it.
+"""A run's memory, bounded before anything is built: its costs, the one check of them, the parameter formula.
 
-A lab's config asks this module first, before it builds a model or makes data: every
-cost is a formula of the sizes (no tensor is made), so a run that cannot fit is refused
-in milliseconds, at the memory of the import, and before anything is written. When the
-bound refuses, the message opens with the setting that costs the most (the command line
-turns ``n_symbols`` into ``--symbols``): that is the flag that makes the run too large.
-
-What is counted (an upper bound, rounded up):
-
-* the parameters, with their gradients and Adam's two moments (4 copies of float32):
-  the layers (:func:`transformer_parameters`), the vocabulary's embedding and output
-  layer, and the position tables (``L_max`` rows for a randomized table);
-* what is built once: a sinusoidal table is computed in float64 first;
-* the draws of the randomized schemes: the positions of the longest sequence per call
-  (:func:`attnlab.encodings.draws.draw_bytes`: of that length, not of ``L_max``);
-* what lives while a step runs: the attention scores ``[B, H, L, L]`` of every layer and
-  their gradients, and the activations ``[B, L, D]``;
-* the data: the training set, and the test set decoded at once (scores and a cache).
+A lab counts what a run allocates from its settings alone (the length lab:
+:func:`attnlab.labs.lengths.costs.costs`; the squares lab bounds its model's parameters
+with :func:`transformer_parameters`), so a run that cannot fit is refused in milliseconds,
+at the memory of the import, and before anything is written. When the bound refuses, the
+message opens with the setting that costs the most (the command line turns ``n_symbols``
+into ``--symbols``): that is the flag that makes the run too large.
 
 The memory it is compared with is what the machine has available
 (:func:`attnlab._limits.available_memory`), or ``ATTNLAB_MEMORY_BUDGET`` where that is set.

@@ -2,7 +2,7 @@
 
 :func:`run_compare` trains the models of a :class:`~attnlab.labs.lengths.config.CompareConfig`
 (each through :func:`~attnlab.labs.lengths.train.train_one`; here, in local worker
-processes or on a Ray cluster: :mod:`attnlab.labs.sweep`) and keeps each as soon as
+processes or on a Ray cluster: :mod:`attnlab.labs.lengths.sweep`) and keeps each as soon as
 it comes back, from this process alone. The run folder (the contract of
 :mod:`attnlab.labs.run_folder`)::
 
@@ -19,10 +19,11 @@ every finished model; ``resume`` trains only the missing ones (grouped in turn).
 model depends only on the settings, its encoding and its seed (its weights, its
 batches), so the records of a resumed comparison are bit-identical to an unbroken one's.
 
-A resume is all-or-nothing: everything it reads (the settings, every saved model,
-:mod:`attnlab.labs.lengths.saved`) and every path it writes (no link below the folder,
-no folder where a file goes) is checked before anything in the folder is written, so a
-refused resume leaves the folder, ``results.json`` included, as it was. Every write goes
+A run is all-or-nothing: the sizes each scheme refuses
+(:func:`~attnlab.labs.lengths.train.check_models`), everything a resume reads (the settings,
+every saved model, :mod:`attnlab.labs.lengths.saved`) and every path it writes (no link below
+the folder, no folder where a file goes) are checked before anything in the folder is written,
+so a refused run leaves the folder, ``results.json`` included, as it was. Every write goes
 through :meth:`~attnlab.labs.run_folder.RunFolder.file`.
 """
 
@@ -39,14 +40,11 @@ from typing import Any
 import torch
 
 from attnlab._validate import check_int
-
-# The module, not its names: a spawned worker imports attnlab.labs.sweep first, which imports this
-# package's config, whose __init__ imports this module while sweep is still half initialised.
-from attnlab.labs import sweep
+from attnlab.labs.lengths import sweep
 from attnlab.labs.lengths.config import CompareConfig, CompareResult
 from attnlab.labs.lengths.report import output_names, write_outputs
 from attnlab.labs.lengths.saved import MODELS, check_model_record, model_name, read_config, saved_models
-from attnlab.labs.lengths.train import ModelResult
+from attnlab.labs.lengths.train import ModelResult, check_models
 from attnlab.labs.run_folder import RunFolder, check_claim, check_files, claim
 from attnlab.training.checkpoint import write_checkpoint
 
@@ -121,7 +119,7 @@ def run_compare(
 ) -> CompareResult:
     """Train one model per encoding and seed, score every test length, and write the folder.
 
-    Where the models train (:mod:`attnlab.labs.sweep`): in this process (``jobs=1``), in
+    Where the models train (:mod:`attnlab.labs.lengths.sweep`): in this process (``jobs=1``), in
     ``jobs`` local worker processes, or as tasks on the Ray cluster at ``ray_address``.
     The records are the same, bit for bit, wherever they train; results are saved by
     this process alone, each as it comes back.
@@ -145,9 +143,9 @@ def run_compare(
         The :class:`CompareResult`.
 
     Raises:
-        ValueError: for a folder the contract refuses, a comparison of other settings
-            (``resume``), a saved model that is unreadable or invalid, a link below the
-            folder (all checked before anything is written: :func:`check_compare`),
+        ValueError: for sizes a scheme refuses, a folder the contract refuses, a comparison of
+            other settings (``resume``), a saved model that is unreadable or invalid, a link below
+            the folder (all checked before anything is written: :func:`check_compare`),
             ``jobs`` below 1, or both ``jobs > 1`` and ``ray_address``.
         TypeError: if ``progress`` is not None, True or False.
         ModuleNotFoundError: for ``ray_address`` without Ray installed (naming the extra).
@@ -166,6 +164,7 @@ def run_compare(
     where = str(torch.device(device) if device is not None else default_device())
     place = partial(_executor, jobs=jobs, ray_address=ray_address, device=where)
     if folder is None:
+        check_models(config)
         return _compare(config, None, progress, announce, {}, place, where)
     check_compare(config, folder, resume=resume)  # all of it, before anything in the folder is written
     if ray_address is not None:
@@ -181,9 +180,10 @@ def check_compare(config: CompareConfig, folder: str | os.PathLike[str], *,
                   resume: bool) -> dict[tuple[str, int], dict[str, Any]]:
     """Check, writing nothing, everything :func:`run_compare` of ``config`` in ``folder`` reads and writes.
 
-    The folder (:func:`check_compare_folder`), the saved settings (``resume``: those of
-    ``config``), every finished model (:func:`attnlab.labs.lengths.saved.saved_models`), and
-    every path the comparison writes: no link below the folder, no folder where a file goes.
+    The sizes each scheme refuses (:func:`~attnlab.labs.lengths.train.check_models`), the folder
+    (:func:`check_compare_folder`), the saved settings (``resume``: those of ``config``), every
+    finished model (:func:`attnlab.labs.lengths.saved.saved_models`), and every path the
+    comparison writes: no link below the folder, no folder where a file goes.
 
     Returns:
         The finished models, ``{(encoding, seed): record}``: what a resume does not train.
@@ -191,6 +191,7 @@ def check_compare(config: CompareConfig, folder: str | os.PathLike[str], *,
     Raises:
         ValueError: naming the first problem, and the path.
     """
+    check_models(config)
     return _checked(config, check_compare_folder(folder, resume=resume), resume=resume, shown=folder)
 
 

@@ -1,19 +1,21 @@
-"""The length-generalisation lab: which positional encoding still works on longer sequences?
+"""The length-generalisation lab's settings: :class:`CompareConfig`, what ``config.json`` holds.
 
-``attnlab compare`` answers it on a task, measured: for every encoding and
-random seed it trains the same small model on sequences up to ``train_len``
-long, then decodes greedily the test sets at each of ``test_lens`` and scores
-token and sequence accuracy (MSE for the squares). The model is a
+``attnlab compare`` answers which positional encoding still works on longer sequences,
+measured: for every encoding and random seed it trains the same small model on sequences
+up to ``train_len`` long, then decodes greedily the test sets at each of ``test_lens`` and
+scores token and sequence accuracy (MSE for the squares). The model is a
 :class:`~attnlab.models.DecoderOnlyTransformer` over ``source + BOS + target``
 (``architecture="decoder-only"``, the default, as Kazemnejad et al. 2023), an
 :class:`~attnlab.models.EncoderOnlyTransformer` that writes the target into empty
 slots after the source in one pass (``"encoder-only"``, as Ruoss et al. 2023), or
 the encoder-decoder :class:`~attnlab.models.Transformer`.
 
-This module holds the settings (:class:`CompareConfig`) and one model's
-experiment (:func:`attnlab.labs.lengths.train.train_one`: build, train through :func:`attnlab.training.fit`,
-score); :mod:`attnlab.labs.lengths.compare` runs the sweep over encodings and seeds in a
-run folder, and :mod:`attnlab.labs.lengths.report` shows the results.
+The settings are data: they are checked once, when the config is made, and build
+nothing. Each encoding's name is resolved there once (what it declares: an input table,
+drawn positions, positions from the task), and the task's rules are looked up once.
+What the run allocates is counted from them (:mod:`attnlab.labs.lengths.costs`);
+:mod:`attnlab.labs.lengths.train` builds the models and the data, and checks the sizes
+each scheme refuses; :mod:`attnlab.labs.lengths.compare` runs the sweep in a run folder.
 
 Fairness: every encoding gets the same model size, data, steps, optimiser and
 seeds; only the positional scheme changes. The learned table is given rows for
@@ -29,37 +31,27 @@ import dataclasses
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, cast
-
-import torch
 
 from attnlab._validate import check_choice, check_float32, check_int, check_keys, check_probability
 from attnlab.attention.backends.choose import BACKENDS
 from attnlab.catalog import PROTOCOLS
-from attnlab.data.tasks import (
-    PAD,
-    TASKS,
-    Task,
-    TaskSets,
-    TaskSpec,
-    make_task_sets,
-    task_named,
-)
-from attnlab.encodings.draws import draw_bytes
+from attnlab.data.tasks import TASKS, Task, TaskSpec, task_named
 from attnlab.encodings.registry import (
     DEFAULT_ENCODINGS,
     ENCODINGS,
+    Buildable,
     Position,
-    attention_position,
-    draws_positions,
-    is_input_table,
+    Randomized,
+    resolve,
     spec_name,
-    task_positions,
 )
+from attnlab.encodings.scheme import PositionScheme
+from attnlab.labs.lengths.costs import costs
 from attnlab.labs.lengths.protocols import Protocol, protocol_named
-from attnlab.labs.memory_bound import Cost, check_costs, parameter_bytes, transformer_parameters
-from attnlab.models import DecoderOnlyTransformer, Transformer, sequence_model_class
+from attnlab.labs.memory_bound import check_costs
 
 __all__ = ["QUICK", "CompareConfig", "CompareResult"]
 
@@ -81,11 +73,13 @@ class CompareConfig:
         TypeError / ValueError: naming the setting, for an unknown task,
             architecture or encoding, an empty or repeated ``encodings``, an
             empty ``test_lens``, a count or size below 1, a non-positive ``lr``,
-            ``min_train_len > train_len``, sizes the model refuses (``d_model`` not
-            divisible by ``n_heads``, an odd head size with rotary), ``extras`` that is
-            not a JSON-serialisable dict, lengths the task's data refuses, the squares
-            with the encoder-only architecture, or an ``l_max`` below the longest
-            sequence a randomized scheme must place.
+            ``min_train_len > train_len``, ``d_model`` not divisible by ``n_heads``,
+            ``extras`` that is not a JSON-serialisable dict, lengths the task's data
+            refuses, the squares with the encoder-only architecture, an ``l_max`` below
+            the longest sequence a randomized scheme must place, or a run too large for
+            the memory (:mod:`attnlab.labs.lengths.costs`). The sizes a scheme refuses
+            (an odd head size with rotary) are checked where the models are built
+            (:func:`attnlab.labs.lengths.train.check_models`).
     """
 
     task: str = "reverse"
@@ -150,12 +144,13 @@ class CompareConfig:
             object.__setattr__(self, name, tuple(value))  # a list (e.g. from config.json) becomes a tuple
         if not self.encodings:
             raise ValueError("encodings is empty: name at least one of " + ", ".join(ENCODINGS))
-        # A class becomes the name another process rebuilds it from; an unknown name is refused here.
-        object.__setattr__(self, "encodings", tuple(spec_name(cast(Position, e)) for e in self.encodings))
-        # The protocol's own version of a scheme (Kazemnejad et al.'s rotary turns a quarter of each head),
-        # recorded as what ran.
+        # A class becomes the name another process rebuilds it from; the protocol's own version of a scheme
+        # (Kazemnejad et al.'s rotary turns a quarter of each head) is recorded as what ran.
+        names = [e if isinstance(e, str) else spec_name(cast(Position, e)) for e in self.encodings]
         renames = self.protocol_object.renames
-        object.__setattr__(self, "encodings", tuple(renames.get(e, e) for e in self.encodings))
+        object.__setattr__(self, "encodings", tuple(renames.get(e, e) for e in names))
+        for encoding in self.encodings:
+            self.scheme(encoding)  # resolved now: an unknown name or a module that does not import is refused here
         check_choice("backend", self.backend, BACKENDS)
         if len(set(self.encodings)) != len(self.encodings):
             raise ValueError(f"encodings has repeats: {list(self.encodings)}")
@@ -185,91 +180,34 @@ class CompareConfig:
         # What the run allocates, from the settings alone: refused before anything is built or written.
         if self.ff_units is not None:
             check_int("ff_units", self.ff_units, minimum=1)
-        check_costs(self.costs())
+        check_costs(costs(self))
         self.spec()  # the data's own checks (e.g. the squares need lengths >= 3)
-        self._check_model_sizes()
+        self._check_positions()
 
-    def _check_model_sizes(self) -> None:
-        """The sizes the models refuse, refused now: each scheme inside attention is built at the model's sizes.
-
-        Building a scheme is cheap (no table of the model's length), and done on a copy of
-        torch's random state, so no stream moves.
-        """
+    def _check_positions(self) -> None:
+        """What the encodings declare, checked against the task and the sizes (nothing is built)."""
         check_int("max_relative_position", self.max_relative_position, minimum=1)
         for encoding in self.encodings:
-            rule = task_positions(encoding)
+            rule = self.task_positions(encoding)
             if rule is not None and rule not in self.task_object.position_rules:
                 raise ValueError(f"encoding {encoding!r} takes its positions from the task, and the {self.task} task "
                                  "has none (the arithmetic tasks have: reversed-addition, reversed-multiplication)")
             if rule is not None and self.architecture == "encoder-decoder":
                 raise ValueError(f"encoding {encoding!r} takes its positions from the task: give it a decoder-only "
                                  "or encoder-only architecture")
+            built = self.scheme(encoding)
+            declared = built.scheme if isinstance(built, Randomized) else built
+            if getattr(declared, "causal_only", False) and self.architecture != "decoder-only":
+                raise ValueError(f"encoding {encoding!r} is defined for causal attention only; the {self.architecture} "
+                                 "model attends both ways (in its encoder): use a decoder-only model")
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
-        causal = self.architecture == "decoder-only"
-        with torch.random.fork_rng(devices=[]):
-            for encoding in self.encodings:
-                attention_position(encoding, n_heads=self.n_heads, head_dim=self.d_model // self.n_heads,
-                                   d_model=self.d_model, causal=causal, max_len=self.l_max,
-                                   max_relative_position=self.max_relative_position)
-                if self.architecture == "encoder-decoder":  # the encoder's self-attention is bidirectional
-                    attention_position(encoding, n_heads=self.n_heads, head_dim=self.d_model // self.n_heads,
-                                       d_model=self.d_model, causal=False, max_len=self.l_max,
-                                       max_relative_position=self.max_relative_position)
 
-    def costs(self) -> list[Cost]:
-        """What the run allocates, each cost with the setting that sets it (:mod:`attnlab.labs.memory_bound`).
+    # -- what the settings name, looked up once -----------------------------------------------
 
-        Nothing is built: the encodings are asked what they are (an input table, a scheme that
-        draws positions) from their declarations, and each cost is a formula of the sizes, for
-        the largest model of the encodings. ``l_max`` is resolved first (``__post_init__``).
-        """
-        D, H, L = self.d_model, self.n_heads, self.n_layers
-        F = self.ff_units or 4 * D
-        stacks = 2 if self.architecture == "encoder-decoder" else 1
-        io = self.task_object.model_io(self.n_symbols)
-        V = io["vocab_size"] or io["n_features"] or 1  # tokens in and logits out, or features
-        longest = self.sequence_length(max(self.train_len, *self.test_lens)) + 1
-        l_max = self.l_max or longest
-        costs = [
-            Cost("d_model", D, "the layers' parameters, with their gradients and Adam's state",
-                 parameter_bytes(transformer_parameters(d_model=D, n_heads=H, head_dim=max(1, D // H), n_layers=L,
-                                                        ff_units=F, stacks=stacks))),
-            Cost("n_symbols", self.n_symbols, "the vocabulary's embedding and output layer, with their gradients "
-                 "and Adam's state", parameter_bytes(2 * V * D)),
-        ]
-        # Position tables: a row per position the model reads (l_max of them for a randomized one), computed in
-        # float64 or trained with Adam; a randomized scheme draws the longest sequence's positions at every call,
-        # at a cost of that length (attnlab.encodings.draws), not of l_max.
-        tables = [(e, draws_positions(e)) for e in self.encodings if is_input_table(e)]
-        if tables:
-            rows, randomized = max((l_max if drawn else longest, drawn) for _, drawn in tables)
-            costs.append(Cost("l_max" if randomized else "test_lens", l_max if randomized else max(self.test_lens),
-                              f"a position table of {rows:,} rows", rows * D * 8 * 4))
-        if any(draws_positions(e) for e in self.encodings):
-            costs.append(Cost("l_max", l_max, "the positions drawn from [0, L_max) at every call",
-                              draw_bytes(longest, l_max) * max(1, L * stacks), transient=True))
-        B, T = self.batch_size, self.sequence_length(self.train_len) + 1
-        # A training step: every layer's scores and weights [B, H, T, T] and their gradients, its activations.
-        costs.append(Cost("train_len", self.train_len, f"a training step over {T} tokens (batch_size {B})",
-                          L * stacks * (4 * B * H * T * T + 16 * B * T * D) * 4, transient=True))
-        if self.protocol_object.builds_training_set:
-            costs.append(Cost("n_train", self.n_train, "the training set",
-                              self.n_train * (self.sequence_length(self.train_len) + 2) * 8 * 4))
-        # The longest test set is decoded at once: its scores [n_test, H, S, S] on the first step, then a cache.
-        S = self.sequence_length(max(self.test_lens)) + 1
-        n = min(self.n_test, 64)  # decoded 64 rows at a time (attnlab.labs.lengths.train.EVAL_ROWS)
-        costs.append(Cost("test_lens", max(self.test_lens), f"decoding the longest test set (n_test {n})",
-                          n * (H * S * S * 4 * 2 + L * stacks * 2 * S * D * 4)
-                          + len(self.test_lens) * n * (S + 2) * 8, transient=True))
-        # Logits over the vocabulary: a training step's and its gradient, then the test prompts' in one call.
-        costs.append(Cost("n_symbols", self.n_symbols, "the logits over the vocabulary",
-                          max(3 * B * T, n * S) * V * 4, transient=True))
-        return costs
-
-    @property
+    @cached_property
     def task_object(self) -> Task:
-        """The task (:mod:`attnlab.data.task`): its data, layouts, loss, decoding and metrics."""
+        """The task (:mod:`attnlab.data.tasks.task`): its data, layouts, loss, decoding and metrics; one per config."""
         return task_named(self.task)
 
     @property
@@ -277,18 +215,36 @@ class CompareConfig:
         """How the models train and what the headline is (:mod:`attnlab.labs.lengths.protocols`)."""
         return protocol_named(self.protocol)
 
+    @cached_property
+    def _schemes(self) -> dict[str, Buildable]:
+        """Each encoding resolved once (:func:`attnlab.encodings.registry.resolve`): what it builds, unbuilt."""
+        return {encoding: resolve(encoding) for encoding in self.encodings}
+
+    def scheme(self, encoding: str) -> Buildable:
+        """What ``encoding`` (one of :attr:`encodings`) builds: its class, or its randomized version."""
+        return self._schemes[encoding]
+
+    def is_input_table(self, encoding: str) -> bool:
+        """``encoding`` is a table added to the embeddings, not a scheme inside attention (its class says)."""
+        built = self._schemes[encoding]
+        return isinstance(built, type) and not issubclass(built, PositionScheme)
+
+    def draws_positions(self, encoding: str) -> bool:
+        """``encoding`` draws its positions anew at every call (a randomized scheme or table), as it declares."""
+        built = self._schemes[encoding]
+        return isinstance(built, Randomized) or bool(getattr(built, "draws_positions", False))
+
+    def task_positions(self, encoding: str) -> str | None:
+        """The rule by which the task numbers the tokens for ``encoding`` (``"abacus"``, ``"coupling"``), or None."""
+        return getattr(self._schemes[encoding], "task_positions", None)
+
+    # -- what follows from the settings ------------------------------------------------------------
+
     @property
     def metric(self) -> str:
         """The headline metric: the protocol's for a token task (the paper's), the squares' MSE otherwise."""
         metrics = self.task_object.metrics
         return self.protocol_object.metric if self.protocol_object.metric in metrics else metrics[0]
-
-    def task_sets(self) -> TaskSets:
-        """The comparison's data: the test sets, and the training set where the protocol trains on a fixed one."""
-        spec = self.spec()
-        if self.protocol_object.builds_training_set:
-            return make_task_sets(spec)
-        return make_task_sets(dataclasses.replace(spec, n_train=1))._replace(train=None)
 
     def spec(self) -> TaskSpec:
         """The data this comparison trains and tests on."""
@@ -308,26 +264,11 @@ class CompareConfig:
             object.__setattr__(self, "l_max", 4 * longest)
             return
         check_int("l_max", self.l_max, minimum=1)
-        randomized = [name for name in self.encodings if draws_positions(name)]
+        randomized = [name for name in self.encodings if self.draws_positions(name)]
         if randomized and self.l_max < longest:
             raise ValueError(f"l_max {self.l_max} is below the longest sequence the models read ({longest} tokens "
                              f"at test length {max(self.test_lens)}): {', '.join(randomized)} draw that many "
                              f"distinct positions from [0, l_max); give l_max >= {longest}")
-
-    def build_model(self, encoding: str) -> DecoderOnlyTransformer | Transformer:
-        """The model for one encoding, its weights drawn from torch's global generator (see ``train_one``)."""
-        # Rows for the longest sequence (+1 for a decoder-only model's rows past its last input: as before).
-        longest = self.sequence_length(max(self.train_len, *self.test_lens)) + (self.architecture == "decoder-only")
-        if draws_positions(encoding):
-            assert self.l_max is not None  # resolved in __post_init__
-            longest = self.l_max  # the positions are drawn from [0, l_max)
-        model_class = sequence_model_class(self.architecture)
-        io = self.task_object.model_io(self.n_symbols)
-        model = model_class(vocab_size=io["vocab_size"], n_features=io["n_features"], d_model=self.d_model,
-                            n_heads=self.n_heads, n_layers=self.n_layers, ff_units=self.ff_units, position=encoding,
-                            max_len=longest, dropout=self.dropout,
-                            max_relative_position=self.max_relative_position, pad_id=PAD, backend=self.backend)
-        return cast(DecoderOnlyTransformer | Transformer, model)
 
     def runs(self) -> list[tuple[str, int]]:
         """Every ``(encoding, seed)`` to train, in the order the records are kept."""

@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import nn
@@ -44,8 +44,8 @@ from attnlab._validate import check_choice, check_int
 from attnlab.catalog import PROTOCOLS
 from attnlab.data.tasks import TaskSets, task_loader
 
-# A protocol is given the comparison's CompareConfig (attnlab.labs.lengths.config), which imports this module.
-CompareConfig = Any
+if TYPE_CHECKING:  # the settings check themselves against a protocol's declarations: they import this module
+    from attnlab.labs.lengths.config import CompareConfig
 
 __all__ = ["CURRICULUM_SEED", "PROTOCOLS", "FixedSet", "FreshBatches", "FreshStrings", "KazemnejadSet", "Protocol",
            "protocol_named", "ruoss_lengths"]
@@ -117,8 +117,8 @@ class Protocol:
             per_row = False
 
         def loss(model: nn.Module, batch: Any) -> torch.Tensor:
-            if per_row:
-                return task.loss(model, batch, architecture, per_row=True)
+            if per_row:  # a task that draws fresh strings (a token task) also sums its loss per row
+                return cast(Any, task).loss(model, batch, architecture, per_row=True)
             return task.loss(model, batch, architecture)
 
         return loss
@@ -284,7 +284,8 @@ class FreshStrings(Protocol):
                                 longest=config.train_len)
 
         def draw(n: int, length: int, *, generator: torch.Generator) -> Any:
-            return task.draw(n, length, generator=generator, n_symbols=config.n_symbols)
+            # A task that draws fresh strings (a token task) has draw(), beyond what every task has.
+            return cast(Any, task).draw(n, length, generator=generator, n_symbols=config.n_symbols)
 
         # The strings' stream is seeded apart from the lengths' and from the weights' (torch.manual_seed(seed)).
         return FreshBatches(draw, lengths, config.batch_size, seed=10_000 + seed), 1

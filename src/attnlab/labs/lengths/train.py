@@ -1,11 +1,13 @@
 """One model of the length-generalisation lab: build it, train it through :func:`attnlab.training.fit`, score it.
 
-:func:`train_one` is everything a worker runs for one ``(encoding, seed)`` of a
-comparison (:mod:`attnlab.labs.sweep`); it depends on nothing else, so the records
+The settings (:class:`~attnlab.labs.lengths.config.CompareConfig`) build nothing; this module
+builds from them: :func:`build_model` (one encoding's model), :func:`task_sets` (the data), and
+:func:`check_models`, which refuses the sizes a scheme cannot be built for before a run folder
+is claimed. :func:`train_one` is everything a worker runs for one ``(encoding, seed)`` of a
+comparison (:mod:`attnlab.labs.lengths.sweep`); it depends on nothing else, so the records
 are the same wherever it runs. :func:`train_seeds` trains the models of one encoding at
 several seeds as one :class:`~attnlab.models.grouped.ModelGroup` (``group_size``): each
-model's records are the ones :func:`train_one` gives it. The settings are a
-:class:`~attnlab.labs.lengths.config.CompareConfig`.
+model's records are the ones :func:`train_one` gives it.
 
 Shape notation: ``B`` batch, ``N`` test sequences, ``S`` source length, ``T`` target
 width, ``M`` output slots, ``V`` vocabulary.
@@ -13,18 +15,21 @@ width, ``M`` output slots, ``V`` vocabulary.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
 
-from attnlab.data.tasks import TaskSets
+from attnlab.data.tasks import PAD, TaskSets, make_task_sets
+from attnlab.encodings.scheme import ModelSizes
 from attnlab.labs.lengths.config import CompareConfig
+from attnlab.models import DecoderOnlyTransformer, Transformer, sequence_model_class
 from attnlab.models.grouped import ModelGroup
 from attnlab.training import Callback, StepProgress, fit
 from attnlab.training.batches import to_device
@@ -33,7 +38,8 @@ from attnlab.training.grouped import GroupAdam, member_calls, train_group
 from attnlab.training.rng import preserved_rng
 from attnlab.training.threads import intra_op_threads, step_work, threads_for
 
-__all__ = ["ModelResult", "evaluate", "one_thread", "run_threads", "train_one", "train_seeds"]
+__all__ = ["ModelResult", "build_model", "check_models", "evaluate", "one_thread", "run_threads", "task_sets",
+           "train_one", "train_seeds"]
 
 
 @dataclass
@@ -49,6 +55,57 @@ class ModelResult:
     state_dict: dict[str, torch.Tensor]
     seconds: float
     n_parameters: int
+
+
+# -- what the settings build --------------------------------------------------------------
+
+
+def check_models(config: CompareConfig) -> None:
+    """Refuse the sizes a scheme cannot be built for (an odd head size with rotary), before anything is written.
+
+    Each scheme inside attention is built once at the model's sizes, from the encoding as the
+    settings resolved it (:meth:`~attnlab.labs.lengths.config.CompareConfig.scheme`: no name is
+    looked up again). Building a scheme is cheap (no table of the model's length), and done on a
+    copy of torch's random state, so no stream moves. :func:`attnlab.labs.lengths.compare.run_compare`
+    calls it before it claims the run folder.
+
+    Raises:
+        ValueError: what a scheme raises for the sizes.
+    """
+    # The encoder-decoder's encoder attends both ways: a scheme is checked at its stricter attention (the
+    # settings refuse a causal-only one there).
+    sizes = ModelSizes(n_heads=config.n_heads, head_dim=config.d_model // config.n_heads, d_model=config.d_model,
+                       causal=config.architecture == "decoder-only", max_len=config.l_max,
+                       max_relative_position=config.max_relative_position)
+    with torch.random.fork_rng(devices=[]):
+        for encoding in config.encodings:
+            if not config.is_input_table(encoding):
+                config.scheme(encoding).for_model(sizes)
+
+
+def build_model(config: CompareConfig, encoding: str) -> DecoderOnlyTransformer | Transformer:
+    """The model of ``config`` for one encoding, its weights drawn from torch's global generator (see ``train_one``)."""
+    # Rows for the longest sequence (+1 for a decoder-only model's rows past its last input: as before).
+    longest = (config.sequence_length(max(config.train_len, *config.test_lens))
+               + (config.architecture == "decoder-only"))
+    if config.draws_positions(encoding):
+        assert config.l_max is not None  # resolved by the settings
+        longest = config.l_max  # the positions are drawn from [0, l_max)
+    model_class = sequence_model_class(config.architecture)
+    io = config.task_object.model_io(config.n_symbols)
+    model = model_class(vocab_size=io["vocab_size"], n_features=io["n_features"], d_model=config.d_model,
+                        n_heads=config.n_heads, n_layers=config.n_layers, ff_units=config.ff_units, position=encoding,
+                        max_len=longest, dropout=config.dropout,
+                        max_relative_position=config.max_relative_position, pad_id=PAD, backend=config.backend)
+    return cast(DecoderOnlyTransformer | Transformer, model)
+
+
+def task_sets(config: CompareConfig) -> TaskSets:
+    """The comparison's data: the test sets, and the training set where the protocol trains on a fixed one."""
+    spec = config.spec()
+    if config.protocol_object.builds_training_set:
+        return make_task_sets(spec)
+    return make_task_sets(dataclasses.replace(spec, n_train=1))._replace(train=None)
 
 
 # -- one model ---------------------------------------------------------------------------
@@ -107,11 +164,11 @@ def train_one(config: CompareConfig, sets: TaskSets, encoding: str, seed: int, *
     computes on :func:`run_threads`' threads (one at the lab's sizes; torch's thread count is
     restored after), which depend on the settings and the model alone: a float sum's order
     depends on how many threads split it, and the records must not depend on how many runs
-    share the machine (:mod:`attnlab.labs.sweep`).
+    share the machine (:mod:`attnlab.labs.lengths.sweep`).
 
     Args:
         config: the comparison's settings.
-        sets: its data (``config.task_sets()``).
+        sets: its data (:func:`task_sets`).
         encoding: one of ``config.encodings``.
         seed: the random seed.
         callbacks: passed to :func:`fit` (e.g. a progress bar).
@@ -124,7 +181,7 @@ def train_one(config: CompareConfig, sets: TaskSets, encoding: str, seed: int, *
     began = time.perf_counter()
     with preserved_rng({}):  # torch's, CUDA's and Python's streams all come back as they were
         torch.manual_seed(seed)
-        model = config.build_model(encoding).to(device)
+        model = build_model(config, encoding).to(device)
         with intra_op_threads(run_threads(config, model)):
             protocol = config.protocol_object
             loader, epochs = protocol.batches(config, sets, seed)
@@ -157,7 +214,7 @@ def train_seeds(config: CompareConfig, sets: TaskSets, encoding: str, seeds: Seq
 
     Args:
         config: the comparison's settings.
-        sets: its data (``config.task_sets()``).
+        sets: its data (:func:`task_sets`).
         encoding: one of ``config.encodings``.
         seeds: the random seeds, distinct.
         bar: a progress bar (``update``, ``set_postfix_str``, ``n``), advanced by one per model and step; None: none.
@@ -184,7 +241,7 @@ def train_seeds(config: CompareConfig, sets: TaskSets, encoding: str, seeds: Seq
         return [train_one(config, sets, encoding, seeds[0], callbacks=callbacks, device=device)]
     began = time.perf_counter()
     with preserved_rng({}):
-        group = ModelGroup.build(lambda: config.build_model(encoding), seeds).to(device)
+        group = ModelGroup.build(lambda: build_model(config, encoding), seeds).to(device)
         members = group.to_members()
         with intra_op_threads(run_threads(config, members[0])):
             protocol = config.protocol_object

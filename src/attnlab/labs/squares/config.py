@@ -3,7 +3,8 @@
 Its defaults are the labs' procedure, so that ``attnlab train`` trains as the
 positional-encoding lab and the attention lab do (their seeds, the book's
 ``set_seed(42)``, their loaders' random draws); every setting is checked when the
-config is made, sizes against the memory this machine has, before anything runs.
+config is made, and nothing is built: the model, and the sizes it refuses, are
+:mod:`attnlab.labs.squares.train`'s.
 """
 
 from __future__ import annotations
@@ -13,9 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch import nn
 
-from attnlab._limits import check_memory, count_parameters
+from attnlab._limits import check_memory
 from attnlab._validate import (
     check_bool,
     check_choice,
@@ -25,9 +25,7 @@ from attnlab._validate import (
     check_keys,
     check_seed,
 )
-from attnlab.data.squares.square_prefixes import SquarePrefixes
-from attnlab.labs.memory_bound import transformer_parameters
-from attnlab.labs.squares.models import SIZE_NAMES, SQUARES_MODELS, squares_model, squares_sizes
+from attnlab.labs.squares.models import SIZE_NAMES, SQUARES_MODELS, squares_sizes
 
 __all__ = ["DEFAULT_WEIGHT_SEED", "LAB_WEIGHT_SEEDS", "UNSEEDED_LOADER_SEED", "SquaresConfig"]
 
@@ -67,7 +65,9 @@ class SquaresConfig:
         TypeError / ValueError: naming the setting, for an unknown model, a count
             or size below 1, a size the model does not have, a non-positive ``lr`` or
             a ``teacher_forcing_prob`` outside [0, 1], ``threads`` below 1, or a ``device`` that is not a
-            cpu, cuda or mps device name (whether this machine has it is not checked).
+            cpu, cuda or mps device name (whether this machine has it is not checked). The sizes the
+            model itself refuses (``d_model`` not divisible by ``n_heads``), and a model too large for
+            the memory, are refused where it is built (:func:`attnlab.labs.squares.train.check_model`).
     """
 
     model: str = "selfattn-pe"  # one of SQUARES_MODELS
@@ -119,6 +119,8 @@ class SquaresConfig:
             elif name not in defaults:
                 has = ", ".join(defaults)
                 raise ValueError(f"{name}: the {self.model} model has no such size (its sizes: {has})")
+            else:
+                check_int(name, value, minimum=1)
         check_int("epochs", self.epochs, minimum=1)
         if self.threads is not None:
             check_int("threads", self.threads, minimum=1)
@@ -141,17 +143,6 @@ class SquaresConfig:
         p = check_finite_float("teacher_forcing_prob", self.teacher_forcing_prob)
         if not 0.0 <= p <= 1.0:
             raise ValueError(f"teacher_forcing_prob must be in [0, 1], got {p}")
-        # The sizes are checked by the model that uses them, so build it now (for real when small,
-        # else on the meta device; no random stream moves): a bad size fails here, before any training.
-        D, H, L = self.d_model or 2, self.n_heads or 1, self.n_layers or 1
-        F = self.ff_units or 4 * D
-        # Every model here has at most an encoder and a decoder layer per layer, each at most three
-        # attentions of H heads up to D wide (the labs' wide heads) and a feed-forward network.
-        bound = transformer_parameters(d_model=D, n_heads=H, head_dim=D, n_layers=L, ff_units=F) + 1024
-        n_parameters = count_parameters(self.build_model, bound=bound)
-        sizes = ", ".join(f"{name} {getattr(self, name)}" for name in SIZE_NAMES if getattr(self, name) is not None)
-        check_memory(f"{sizes}: the model's {n_parameters:,} parameters, with their gradients and Adam's state",
-                     n_parameters * 4 * 4)
 
     def _resolve_position(self) -> None:
         """The transformer's ``encoding`` and ``backend`` resolved; refused for a model that has no such choice."""
@@ -166,13 +157,6 @@ class SquaresConfig:
 
         object.__setattr__(self, "encoding", spec_name(self.encoding or "sinusoidal"))
         object.__setattr__(self, "backend", check_choice("backend", self.backend or "auto", BACKENDS))
-
-    def build_model(self) -> nn.Module:
-        """The model this config names (weights drawn from torch's global generator; see :func:`build_model`)."""
-        return squares_model(self.model, d_model=self.d_model, n_heads=self.n_heads, n_layers=self.n_layers,
-                             ff_units=self.ff_units, teacher_forcing_prob=self.teacher_forcing_prob,
-                             input_len=SquarePrefixes.input_len if self.variable_len else 2,
-                             encoding=self.encoding, backend=self.backend)
 
     def to_dict(self) -> dict[str, Any]:
         """The settings as a JSON-ready dict, as ``config.json`` holds them."""

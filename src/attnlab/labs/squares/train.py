@@ -39,13 +39,17 @@ import torch
 from torch import Tensor, nn
 
 from attnlab._io import atomic_write, read_text
+from attnlab._limits import check_memory, count_parameters
 from attnlab._validate import check_int
+from attnlab.data.squares.square_prefixes import SquarePrefixes
+from attnlab.labs.memory_bound import transformer_parameters
 from attnlab.labs.report import Report, write_report
 from attnlab.labs.run_folder import RunFolder, claim, run_kind
 from attnlab.labs.squares.config import DEFAULT_WEIGHT_SEED, LAB_WEIGHT_SEEDS, UNSEEDED_LOADER_SEED, SquaresConfig
 from attnlab.labs.squares.figures import SquaresTestSet, write_run_figures
 from attnlab.labs.squares.folder import CHECKPOINT, check_outputs, check_train_folder, read_config, resume_config
 from attnlab.labs.squares.history import resumed_lines
+from attnlab.labs.squares.models import SIZE_NAMES, squares_model
 from attnlab.labs.squares.viewer import ViewerData
 from attnlab.training import Checkpoint, MetricsFile, Trainer
 from attnlab.training.distributed import DistributedContext
@@ -53,8 +57,8 @@ from attnlab.training.rng import preserved_rng
 from attnlab.training.threads import intra_op_threads, step_work, threads_for
 
 __all__ = ["CHECKPOINT", "DEFAULT_WEIGHT_SEED", "LAB_WEIGHT_SEEDS", "UNSEEDED_LOADER_SEED", "RunResult",
-           "SquaresConfig", "SquaresTestSet", "build_model", "check_train_folder", "load_run", "make_optimizer",
-           "predict_corners", "resume_config", "run_threads", "test_squares", "train_run"]
+           "SquaresConfig", "SquaresTestSet", "build_model", "check_model", "check_train_folder", "load_run",
+           "make_optimizer", "predict_corners", "resume_config", "run_threads", "test_squares", "train_run"]
 
 _RUN_FIGURES = ("attention", "predictions", "losses")
 #: how often a run's per-epoch checkpoint is also flushed to the disk (and always at the end of training)
@@ -71,6 +75,36 @@ class RunResult:
     files: list[str]
 
 
+def _model(config: SquaresConfig) -> nn.Module:
+    """The model ``config`` names, its weights drawn from torch's global generator."""
+    return squares_model(config.model, d_model=config.d_model, n_heads=config.n_heads, n_layers=config.n_layers,
+                         ff_units=config.ff_units, teacher_forcing_prob=config.teacher_forcing_prob,
+                         input_len=SquarePrefixes.input_len if config.variable_len else 2,
+                         encoding=config.encoding, backend=config.backend)
+
+
+def check_model(config: SquaresConfig) -> None:
+    """Refuse, before anything is written, the sizes the model refuses and a model too large for the memory.
+
+    The model is built to count its parameters: for real when it is small, else on the meta
+    device, which allocates nothing (:func:`attnlab._limits.count_parameters`); no random
+    stream moves.
+
+    Raises:
+        ValueError: what the model's constructor raises for a size (naming it), or naming the
+            sizes when its parameters, with their gradients and Adam's state, would not fit.
+    """
+    D, H, L = config.d_model or 2, config.n_heads or 1, config.n_layers or 1
+    F = config.ff_units or 4 * D
+    # Every model here has at most an encoder and a decoder layer per layer, each at most three
+    # attentions of H heads up to D wide (the labs' wide heads) and a feed-forward network.
+    bound = transformer_parameters(d_model=D, n_heads=H, head_dim=D, n_layers=L, ff_units=F) + 1024
+    n_parameters = count_parameters(lambda: _model(config), bound=bound)
+    sizes = ", ".join(f"{name} {getattr(config, name)}" for name in SIZE_NAMES if getattr(config, name) is not None)
+    check_memory(f"{sizes}: the model's {n_parameters:,} parameters, with their gradients and Adam's state",
+                 n_parameters * 4 * 4)
+
+
 def build_model(config: SquaresConfig) -> nn.Module:
     """The model ``config`` names, its initial weights drawn after ``torch.manual_seed(config.seed)``.
 
@@ -79,7 +113,7 @@ def build_model(config: SquaresConfig) -> nn.Module:
     """
     with preserved_rng({}):
         torch.manual_seed(config.seed)
-        return config.build_model()
+        return _model(config)
 
 
 def make_optimizer(model: nn.Module, config: SquaresConfig) -> torch.optim.Optimizer:
@@ -215,6 +249,7 @@ class _Built(NamedTuple):
 
 def _build(config: SquaresConfig, *, progress: bool | None, distributed: DistributedContext) -> _Built:
     """The run's data, model (the same weights on every rank: seeded) and trainer; nothing is written."""
+    check_model(config)
     data = _data(config, shard=distributed.shard)
     model = build_model(config)
     if distributed.active and config.model == "gru-attn":
@@ -333,6 +368,7 @@ def load_run(folder: str | os.PathLike[str]) -> tuple[SquaresConfig, nn.Module, 
     if config is None:
         raise ValueError(f"--run {str(folder)!r} is not a run folder (no config.json)")
     path = folder / CHECKPOINT
+    check_model(config)
     model = build_model(config)
     optimizer = make_optimizer(model, config)
     # Bounded by what this model can need, so a decompression bomb is refused before it is inflated; and

@@ -26,33 +26,31 @@ for bit. The cores are used by training as many models at once as there are
 cores instead: ``attnlab compare`` starts one worker per core by default. A sweep
 of fewer models than cores leaves cores idle (one model alone trains on one core).
 
-The workers rebuild the task's data themselves (it is generated from the seeds
-in the settings) instead of receiving it, and send back the weights as bytes.
+What a worker process runs is :mod:`attnlab.labs.lengths.worker`: it rebuilds the task's data
+itself (it is generated from the seeds in the settings) instead of receiving it, and sends back
+the weights as bytes.
 """
 
 from __future__ import annotations
 
-import io
 import logging
 import multiprocessing
 import os
 import socket
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any
 
 import torch
 
 from attnlab import _workers
-from attnlab.data.tasks import TaskSets
 from attnlab.labs.lengths.config import CompareConfig
-from attnlab.labs.lengths.train import ModelResult, train_seeds
+from attnlab.labs.lengths.train import ModelResult, task_sets, train_seeds
+from attnlab.labs.lengths.worker import local_task, ray_task, unpack
 
 __all__ = ["connect_ray", "cpu_count", "in_process", "local_workers", "ray_tasks"]
 
 Group = tuple[str, tuple[int, ...]]  # (encoding, seeds): the models trained together
-#: how often (in training steps) a worker reports its progress to the driver's bar
-_REPORT_EVERY = 10
 
 
 def cpu_count() -> int:
@@ -70,7 +68,7 @@ def in_process(config: CompareConfig, todo: Sequence[Group], bar: Any, *,
                device: str = "cpu") -> Iterator[ModelResult]:
     """Train the groups ``todo`` one after another in this process, on ``device``; ``bar`` (a tqdm bar) advances
     by every model's step."""
-    sets = config.task_sets() if todo else None
+    sets = task_sets(config) if todo else None
     for encoding, seeds in todo:
         assert sets is not None
         yield from train_seeds(config, sets, encoding, seeds, bar=bar, device=device)
@@ -80,74 +78,7 @@ def _label(encoding: str, seeds: Sequence[int]) -> str:
     return f"{encoding}, seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"
 
 
-# -- what a worker does (local or Ray) ---------------------------------------------------------
-
-
-class _QueueBar:
-    """A progress bar in a worker (:func:`train_seeds`'): it sends its steps to the driver's bar, now and then."""
-
-    def __init__(self, send: Callable[[int], None]) -> None:
-        self.n = 0
-        self._send = send
-        self._unsent = 0
-
-    def update(self, steps: int) -> None:
-        self.n += steps
-        self._unsent += steps
-        if self._unsent >= _REPORT_EVERY:
-            self.flush()
-
-    def set_postfix_str(self, text: str, refresh: bool = True) -> None:
-        del text, refresh  # the driver shows which runs are under way, not each worker's loss
-
-    def flush(self) -> None:
-        if self._unsent:
-            self._send(self._unsent)
-            self._unsent = 0
-
-
-_worker_sets: dict[str, TaskSets] = {}  # one task's data per worker process, built on its first run
-
-
-def _sets_for(config: CompareConfig) -> TaskSets:
-    key = repr((config.spec(), config.protocol_object.builds_training_set))
-    if key not in _worker_sets:
-        _worker_sets.clear()
-        _worker_sets[key] = config.task_sets()
-    return _worker_sets[key]
-
-
-def _pack(result: ModelResult) -> dict[str, Any]:
-    """A finished run as plain data: its weights as ``torch.save`` bytes (no tensors shared between processes)."""
-    buffer = io.BytesIO()
-    torch.save(result.state_dict, buffer)
-    return {"encoding": result.encoding, "seed": result.seed, "records": result.records,
-            "weights": buffer.getvalue(), "seconds": result.seconds, "n_parameters": result.n_parameters}
-
-
-def _unpack(packed: dict[str, Any]) -> ModelResult:
-    state = torch.load(io.BytesIO(packed["weights"]), weights_only=True)
-    return ModelResult(packed["encoding"], packed["seed"], packed["records"], state, packed["seconds"],
-                       packed["n_parameters"])
-
-
-def _train_packed(
-    config_dict: dict[str, Any], encoding: str, seeds: tuple[int, ...], device: str, send: Callable[[int], None]
-) -> list[dict[str, Any]]:
-    """Train one group in a worker: the settings as a dict in, each model's result as plain data out."""
-    config = CompareConfig.from_dict(config_dict)
-    bar = _QueueBar(send)
-    results = train_seeds(config, _sets_for(config), encoding, seeds, bar=bar, device=device)
-    bar.flush()
-    return [_pack(result) for result in results]
-
-
 # -- local worker processes --------------------------------------------------------------------
-
-
-def _local_task(config_dict: dict[str, Any], encoding: str, seeds: tuple[int, ...],
-                device: str) -> list[dict[str, Any]]:
-    return _train_packed(config_dict, encoding, seeds, device, _workers.report)
 
 
 def local_workers(config: CompareConfig, todo: Sequence[Group], bar: Any, *, jobs: int,
@@ -185,7 +116,7 @@ def local_workers(config: CompareConfig, todo: Sequence[Group], bar: Any, *, job
             config_dict = config.to_dict()
             pending: set[Future[list[dict[str, Any]]]] = set()
             for encoding, seeds in todo:
-                future = executor.submit(_local_task, config_dict, encoding, tuple(seeds), device)
+                future = executor.submit(local_task, config_dict, encoding, tuple(seeds), device)
                 names[future] = _label(encoding, seeds)
                 pending.add(future)
             while pending:
@@ -201,7 +132,7 @@ def local_workers(config: CompareConfig, todo: Sequence[Group], bar: Any, *, job
                         raise error
                     bar.set_postfix_str(f"{names[future]} done", refresh=False)
                     for packed in future.result():
-                        yield _unpack(packed)
+                        yield unpack(packed)
         finished = True
     finally:
         executor.shutdown(wait=finished, cancel_futures=True)
@@ -235,11 +166,6 @@ def _drain(progress: Any, bar: Any) -> None:
 # -- Ray ---------------------------------------------------------------------------------------
 
 
-def _ray_task(config_dict: dict[str, Any], encoding: str, seeds: tuple[int, ...],
-              device: str) -> list[dict[str, Any]]:
-    return _train_packed(config_dict, encoding, seeds, device, lambda steps: None)
-
-
 def ray_tasks(config: CompareConfig, todo: Sequence[Group], bar: Any, *, address: str, device: str = "cpu",
               max_retries: int = 3) -> Iterator[ModelResult]:
     """Train the groups ``todo`` as Ray tasks on the cluster at ``address``; yields each model as its group
@@ -259,7 +185,7 @@ def ray_tasks(config: CompareConfig, todo: Sequence[Group], bar: Any, *, address
     if not todo:
         return
     gpu = torch.device(device).type == "cuda"
-    remote = ray.remote(num_cpus=1, num_gpus=1 if gpu else 0, max_retries=max_retries)(_ray_task)
+    remote = ray.remote(num_cpus=1, num_gpus=1 if gpu else 0, max_retries=max_retries)(ray_task)
     device = "cuda" if gpu else device  # the GPU Ray gives the task is its only visible one
     config_dict = config.to_dict()
     config_ref = ray.put(config_dict)
@@ -279,7 +205,7 @@ def ray_tasks(config: CompareConfig, todo: Sequence[Group], bar: Any, *, address
                 bar.update(config.steps_per_model() * len(group))
                 bar.set_postfix_str(f"{names[ref]} done", refresh=False)
                 for packed in group:
-                    yield _unpack(packed)
+                    yield unpack(packed)
         finished = True
     finally:
         if not finished:
