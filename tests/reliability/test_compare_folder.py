@@ -395,7 +395,7 @@ def test_a_compare_whose_models_link_dangles_is_refused_before_training(tmp_path
 SUITE_TASKS = ("copy", "reverse")
 
 
-def _run_suite(folder, *, resume):
+def _run_suite(folder, *, resume, tasks=SUITE_TASKS, name="kazemnejad2023"):
     """Two tiny comparisons (copy, reverse: no positions, one seed) as one suite, through the library."""
     from attnlab.labs.lengths.compare import run_compare
     from attnlab.labs.lengths.config import CompareConfig
@@ -404,8 +404,8 @@ def _run_suite(folder, *, resume):
 
     tiny = dict(encodings=("none",), n_seeds=1, epochs=1, n_train=64, n_test=16, d_model=16, n_heads=2, n_layers=1,
                 train_len=4, test_lens=(4, 6))
-    configs = [CompareConfig(**tiny, task=task) for task in SUITE_TASKS]
-    return run_suite(configs, folder, preset("kazemnejad2023"), resume=resume,
+    configs = [CompareConfig(**tiny, task=task) for task in tasks]
+    return run_suite(configs, folder, preset(name), resume=resume,
                      run_one=lambda config, where, again: run_compare(config, where, resume=again, progress=False))
 
 
@@ -465,3 +465,44 @@ def test_a_bad_record_in_a_later_task_is_named_before_an_earlier_task_is_written
     # all-or-nothing over the tasks too: copy's outputs are not written again before reverse is refused
     edit_record(suite / "tasks" / "reverse", lambda doc: doc.update(records=[]), name="none-seed0")
     suite_refused(suite, r"tasks/reverse/models/none-seed0.*no records")
+
+
+# A suite resumed with another preset or other tasks overwrote suite.json, suite.txt and report.html and mixed
+# both presets' task folders. The folder records what it is a suite of; another suite is refused, writing nothing.
+@pytest.mark.bad_input("data loss")
+@pytest.mark.parametrize("preset_name", ["ruoss2023", "abacus2024"])
+def test_a_suite_resumed_with_another_preset_is_refused_untouched(suite, capsys, preset_name):
+    before = snapshot(suite)
+    code, out, err = cli(capsys, "compare", "--resume", "--out", str(suite), "--preset", preset_name, "--quick",
+                         "--no-progress")
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert f"holds a suite of preset 'kazemnejad2023', not '{preset_name}'" in err
+    assert snapshot(suite) == before
+
+
+@pytest.mark.bad_input("data loss")
+@pytest.mark.parametrize("tasks", [("copy",), ("copy", "reverse", "sort")])
+def test_a_suite_resumed_with_other_tasks_is_refused_untouched(suite, tasks):
+    before = snapshot(suite)
+    with pytest.raises(ValueError, match=r"holds the tasks copy, reverse, not "):
+        _run_suite(suite, resume=True, tasks=tasks)
+    assert snapshot(suite) == before
+
+
+@pytest.mark.bad_input("data loss")
+def test_a_suite_without_its_record_is_known_by_its_task_folders(suite):
+    # a suite killed before it wrote anything of its own: the task folders it began say what it is
+    for name in ("suite-settings.json", "suite.json"):
+        (suite / name).unlink()
+    before = snapshot(suite)
+    with pytest.raises(ValueError, match=r"holds comparisons of reverse, which this suite \(kazemnejad2023: copy, "
+                                         r"sort\) does not run"):
+        _run_suite(suite, resume=True, tasks=("copy", "sort"))
+    assert snapshot(suite) == before
+
+
+@pytest.mark.training
+def test_a_suite_records_its_preset_and_tasks(suite):
+    assert json.loads((suite / "suite-settings.json").read_text()) == {"preset": "kazemnejad2023",
+                                                                       "tasks": ["copy", "reverse"]}
+    _run_suite(suite, resume=True)  # the same suite resumes

@@ -234,9 +234,11 @@ def _run_suite(args: argparse.Namespace, given: dict[str, Any], device: Any) -> 
     _check_workers(args)
     n_models = sum(len(c.runs()) for c in configs)
     tasks = f"{len(configs)} task{'s' if len(configs) > 1 else ''} ({', '.join(chosen.tasks)})"
-    print(f"preset {chosen.name}: {tasks}, {n_models} models -> {folder}", flush=True)
-    print(f"its settings beside the paper's: attnlab compare --preset {chosen.name} --settings (and in suite.txt)",
-          flush=True)
+
+    def announce() -> None:  # once every task is checked: nothing on stdout before that
+        print(f"preset {chosen.name}: {tasks}, {n_models} models -> {folder}", flush=True)
+        print(f"its settings beside the paper's: attnlab compare --preset {chosen.name} --settings "
+              "(and in suite.txt)", flush=True)
 
     def run_one(config: CompareConfig, where: Path, resume: bool) -> Any:
         result = run_compare(config, where, resume=resume, progress=None if args.progress else False,
@@ -244,7 +246,7 @@ def _run_suite(args: argparse.Namespace, given: dict[str, Any], device: Any) -> 
         print(format_table(result, claims=False), flush=True)
         return result
 
-    results, path = run_suite(configs, folder, chosen, resume=args.resume, run_one=run_one)
+    results, path = run_suite(configs, folder, chosen, resume=args.resume, run_one=run_one, announce=announce)
     print(format_suite(suite_rows(results, chosen), chosen, seconds=sum(r.seconds for r in results),
                        verdicts=suite_verdicts(results, chosen)))
     print(f"results: {path / 'suite.json'}, and a comparison per task in {path / 'tasks'}")

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from attnlab._io import atomic_write, check_below
+from attnlab._io import atomic_write, check_below, read_json
 from attnlab.labs.lengths.claims import COMPETENCE, Cell, Verdict, check_runs, run_cells
 from attnlab.labs.lengths.compare import check_compare
 from attnlab.labs.lengths.config import CompareConfig, CompareResult
@@ -205,7 +205,8 @@ def _aggregate_words(preset: Preset) -> str:
 
 
 def run_suite(configs: list[CompareConfig], folder: str | os.PathLike[str], preset: Preset, *, resume: bool,
-              run_one: Callable[[CompareConfig, Path, bool], CompareResult]) -> tuple[list[CompareResult], Path]:
+              run_one: Callable[[CompareConfig, Path, bool], CompareResult],
+              announce: Callable[[], None] | None = None) -> tuple[list[CompareResult], Path]:
     """Run one comparison per config in ``folder/tasks/TASK/``, then write ``suite.json``, ``suite.txt`` and
     ``report.html`` (the table, and a link to each task's report).
 
@@ -216,6 +217,7 @@ def run_suite(configs: list[CompareConfig], folder: str | os.PathLike[str], pres
         resume: continue each task's comparison where it stopped (a task not begun starts).
         run_one: ``(config, task_folder, resume) -> CompareResult``: how one comparison runs
             (``run_compare`` with the caller's progress, workers and device).
+        announce: called once every task is checked, before the folder is claimed (what the CLI prints).
 
     Returns:
         The results, in the order of ``configs``, and the suite folder.
@@ -227,8 +229,12 @@ def run_suite(configs: list[CompareConfig], folder: str | os.PathLike[str], pres
     """
     results = []
     began = time.perf_counter()
-    _check_suite(configs, check_claim(folder, kind="suite", resume=resume), resume=resume)
+    _check_suite(configs, check_claim(folder, kind="suite", resume=resume), preset, resume=resume)
+    if announce is not None:
+        announce()
     with claim(folder, kind="suite", resume=resume) as run:
+        # What this folder is a suite of, before any task writes: a later --resume must be this suite.
+        run.write_json(_IDENTITY, {"preset": preset.name, "tasks": [config.task for config in configs]})
         for config in configs:
             where = _task_folder(run.path, config)
             results.append(run_one(config, where, resume and where.exists()))
@@ -260,6 +266,8 @@ def run_suite(configs: list[CompareConfig], folder: str | os.PathLike[str], pres
 
 #: what a suite writes at its root (each task's comparison writes its own folder, tasks/TASK)
 _OUTPUTS = ("suite.json", "suite.txt", "report.html")
+#: the preset and tasks a suite folder holds, written when the folder is claimed
+_IDENTITY = "suite-settings.json"
 
 
 def _task_folder(root: Path, config: CompareConfig) -> Path:
@@ -267,9 +275,35 @@ def _task_folder(root: Path, config: CompareConfig) -> Path:
     return check_below(root, root / "tasks" / config.task / MARKER).parent
 
 
-def _check_suite(configs: list[CompareConfig], root: Path, *, resume: bool) -> None:
+def _check_suite(configs: list[CompareConfig], root: Path, preset: Preset, *, resume: bool) -> None:
     """Check, writing nothing, every task's comparison (resumed where its folder exists) and the suite's outputs."""
-    check_files(root, [(name,) for name in _OUTPUTS])
+    check_files(root, [(name,) for name in (*_OUTPUTS, _IDENTITY)])
+    if resume:
+        _check_same_suite(root, preset, [config.task for config in configs])
     for config in configs:
         where = _task_folder(root, config)
         check_compare(config, where, resume=resume and where.exists())
+
+
+def _check_same_suite(root: Path, preset: Preset, tasks: list[str]) -> None:
+    """Refuse to resume, in ``root``, a suite other than the one it holds: another preset, other tasks, or task
+    folders this suite would not write (their outputs would be mixed with its own and its table overwritten).
+
+    Each task's settings are its comparison's to check (:func:`~attnlab.labs.lengths.compare.check_compare`).
+    """
+    shown = str(root)
+    for name in (_IDENTITY, "suite.json"):
+        if (root / name).is_file():
+            doc = read_json(root / name, what=f"the suite's {name}")
+            held, held_tasks = (doc.get("preset"), doc.get("tasks")) if isinstance(doc, dict) else (None, None)
+            if held != preset.name:
+                raise ValueError(f"--resume: {shown!r} holds a suite of preset {held!r}, not {preset.name!r}; "
+                                 "give another --out")
+            if isinstance(held_tasks, list) and sorted(map(str, held_tasks)) != sorted(tasks):
+                raise ValueError(f"--resume: {shown!r} holds the tasks {', '.join(map(str, held_tasks))}, "
+                                 f"not {', '.join(tasks)}; give another --out")
+            break
+    begun = sorted(p.name for p in (root / "tasks").iterdir()) if (root / "tasks").is_dir() else []
+    if others := [name for name in begun if name not in tasks]:
+        raise ValueError(f"--resume: {shown!r} holds comparisons of {', '.join(others)}, which this suite "
+                         f"({preset.name}: {', '.join(tasks)}) does not run; give another --out")
