@@ -155,13 +155,18 @@ def check_memory(what: str, n_bytes: int) -> None:
     """
     if n_bytes <= ALWAYS_FITS and memory_budget() is None:
         return
-    budget = memory_budget()
-    if budget is not None:
-        available, where = budget, f"available ({BUDGET_VARIABLE}={os.environ[BUDGET_VARIABLE].strip()})"
-    else:
-        where, available = min(memory_limits().items(), key=lambda item: item[1])
+    available = available_memory()
     if n_bytes > available:
-        raise ValueError(f"{what} would need {format_bytes(n_bytes)}, more than the {format_bytes(available)} {where}")
+        raise ValueError(f"{what} would need {format_bytes(n_bytes)}, more than the {format_bytes(available)} "
+                         f"{_bound_by(available)}")
+
+
+def _bound_by(available: int) -> str:
+    """What sets ``available``: the budget, or the limit (:func:`memory_limits`) that binds."""
+    if memory_budget() == available:
+        return f"available ({BUDGET_VARIABLE}={os.environ[BUDGET_VARIABLE].strip()})"
+    limits = memory_limits()
+    return next((name for name, value in limits.items() if value == available), "this machine has available")
 
 
 def check_tensor(sizes: Mapping[str, int], what: str, *, itemsize: int = 4, copies: int = 1,

@@ -366,6 +366,8 @@ def test_shaw_one_draw_per_call_for_bias_and_value_term():
 class Spy(ShawRelative):
     """Shaw that records the positions each method was given."""
 
+    rotates = True  # it writes rotate_at (unchanged q and k) to see the positions it is given
+
     def __init__(self):
         super().__init__(DH, max_relative_position=3)
         big(self)

@@ -82,3 +82,34 @@ def test_every_scheme_speaks_the_protocol(scheme):
         out = out + term
     assert torch.isfinite(out).all()
     assert scheme.max_len is None
+
+
+# A scheme that wrote a primitive without its declaration ran as no position at all: attention calls a primitive
+# only when the class declares it. Now the class is refused as it is made, naming both.
+@pytest.mark.bad_input("silent wrong results")
+@pytest.mark.parametrize(("declared", "primitive", "missing"), [
+    ({"relative": True}, "bias_rel", "adds_score"),  # the catalogue's case: a distance bias, undeclared
+    ({}, "rotate_at", "rotates"),
+    ({"adds_score": True}, "bias_rel", "relative"),
+    ({}, "value_term_at", "adds_value"),
+    ({"adds_value": True}, "value_term_rel", "relative"),
+    ({"adds_score": True}, "score_mod", "has_score_mod"),
+    ({}, "bias_at", "adds_score"),
+])
+def test_a_primitive_without_its_declaration_is_refused_as_the_class_is_made(declared, primitive, missing):
+    def written(self, *args, **kwargs):
+        return None
+
+    with pytest.raises(TypeError, match=rf"^Mine writes {primitive} but does not declare {missing} = True: .*"
+                                        rf"add {missing} = True"):
+        type("Mine", (PositionScheme,), {**declared, primitive: written})
+
+
+def test_every_built_in_scheme_declares_what_it_writes():
+    import importlib
+
+    from attnlab import catalog
+
+    made = [getattr(importlib.import_module(module), cls)
+            for module, cls in (target.split(":") for target in catalog.SCHEMES.values())]  # made: none refused
+    assert sum(issubclass(c, PositionScheme) for c in made) >= 10  # the schemes inside attention among them

@@ -100,6 +100,8 @@ class ShawRelative(PositionScheme):
     """
 
     adds_score = True
+    adds_value = True  # the paper's model; on_values=False turns the value term off for the instance,
+    has_score_mod = True  # and FlexAttention's score_mod (the key term) on
     relative = True
     batched_positions = True
     randomize_by = "distances"  # Ruoss et al.'s randomized relative encoding draws distances

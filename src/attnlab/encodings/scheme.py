@@ -122,6 +122,12 @@ class ModelSizes:
     max_relative_position: int = 16
 
 
+#: each primitive a scheme may write, and the declaration without which attention never calls it
+_DECLARED_BY = (("rotate_at", "rotates"), ("bias_at", "adds_score"), ("bias_rel", "adds_score"),
+                ("bias_rel", "relative"), ("value_term_at", "adds_value"), ("value_term_rel", "adds_value"),
+                ("value_term_rel", "relative"), ("score_mod", "has_score_mod"))
+
+
 class PositionScheme(nn.Module):
     """Base class of every scheme inside attention: write the primitives you use, declare what you do.
 
@@ -179,6 +185,20 @@ class PositionScheme(nn.Module):
     randomize_by: str = "positions"
     max_len: int | None = None
     shared_across_layers: bool = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Check, as the class is made, that every primitive it writes is declared: attention calls a primitive
+        only when its declaration says so, and an undeclared one would silently run as no position.
+
+        Raises:
+            TypeError: naming the class, the primitive and the declaration it lacks.
+        """
+        super().__init_subclass__(**kwargs)
+        for primitive, declaration in _DECLARED_BY:
+            if getattr(cls, primitive) is not getattr(PositionScheme, primitive) and not getattr(cls, declaration):
+                raise TypeError(f"{cls.__name__} writes {primitive} but does not declare {declaration} = True: "
+                                f"attention calls {primitive} only for a scheme that declares it; add "
+                                f"{declaration} = True to the class")
 
     @classmethod
     def for_model(cls, sizes: ModelSizes) -> PositionScheme:
