@@ -13,13 +13,14 @@ import json
 
 import pytest
 import torch
+from torch import nn
 
 from attnlab.cli import main
 from attnlab.labs.lengths import train as lengths_train
 from attnlab.labs.lengths.config import CompareConfig
 from attnlab.labs.squares import train as squares_train
 from attnlab.labs.squares.config import SquaresConfig
-from attnlab.training import Trainer
+from attnlab.training import Callback, Trainer
 from attnlab.training.threads import TWO_THREADS_FROM, intra_op_threads, step_work, threads_for
 
 # benchmarks/bench_threads.py, the largest step where two threads were slower (a squares Transformer of width
@@ -173,3 +174,58 @@ def test_compare_runs_take_the_rule_or_the_setting(monkeypatch):
     assert CompareConfig.from_dict(old).threads is None
     with pytest.raises(ValueError, match="threads"):
         CompareConfig(**tiny, threads=0)
+
+
+# The Python API trained on torch's default threads while only the CLI applied the rule: the README's Trainer
+# example took 104 s on a loaded 2-core machine against 11 s on one thread, for the same numbers.
+class _SeenThreads(Callback):
+    def __init__(self):
+        self.seen = []
+
+    def on_epoch_end(self, loop, record):
+        self.seen.append(torch.get_num_threads())
+
+
+def _tiny():
+    from torch.utils.data import DataLoader, TensorDataset
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(64, 3, generator=g)
+    return nn.Linear(3, 1), DataLoader(TensorDataset(x, x.sum(1, keepdim=True)), batch_size=16)
+
+
+@pytest.mark.parametrize(("threads", "inside"), [(None, 1), (2, 2), (1, 1)])
+def test_fit_trains_on_the_rules_threads_and_puts_torchs_back(threads, inside):
+    from attnlab.training import fit, supervised
+
+    model, loader = _tiny()
+    seen = _SeenThreads()
+    before = torch.get_num_threads()
+    with intra_op_threads(3):
+        fit(model, torch.optim.SGD(model.parameters(), lr=0.1), loader, epochs=2, loss=supervised(nn.MSELoss()),
+            callbacks=[seen], threads=threads)
+        assert torch.get_num_threads() == 3
+    assert seen.seen == [inside, inside] and torch.get_num_threads() == before
+
+
+def test_the_trainer_trains_on_the_rules_threads():
+    model, loader = _tiny()
+    trainer = Trainer(model, nn.MSELoss(), torch.optim.SGD(model.parameters(), lr=0.1))
+    trainer.set_loaders(loader)
+    seen = _SeenThreads()
+    with intra_op_threads(2):
+        trainer.train(2, callbacks=[seen])
+        trainer.train(1, callbacks=[seen], threads=2)
+    assert seen.seen == [1, 1, 2]
+
+
+def test_the_rule_reads_a_batch_without_drawing_one():
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from attnlab.training.threads import loader_tokens
+
+    loader = DataLoader(TensorDataset(torch.zeros(40, 7, 2)), batch_size=8, shuffle=True)
+    state = torch.random.get_rng_state()
+    assert loader_tokens(loader) == 8 * 7
+    assert torch.equal(torch.random.get_rng_state(), state)  # the shuffle's draw is the training's, untouched
+    assert loader_tokens([torch.zeros(3)]) == 1  # a plain iterable: one token per step, nothing drawn

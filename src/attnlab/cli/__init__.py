@@ -179,7 +179,7 @@ def _one_line(err: BaseException, flags: dict[str, str]) -> str:
 #: a list of numbers or names as a message echoes it: ``[5, 5, 5]``, ``(8, 12)``, ``['a', 'b']``
 _LIST = re.compile(r"[\[(](?:[^][()]*?, ){8,}[^][()]*?[\])]")
 #: the longest line an error prints: a value the user gave is echoed, never a wall of it
-MAX_MESSAGE = 400
+MAX_MESSAGE = 2000
 
 
 def _shortened(message: str) -> str:

@@ -34,6 +34,7 @@ epoch's training loss is summed over the ranks; see :mod:`.distributed`.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Iterable, Sequence
@@ -50,6 +51,7 @@ from attnlab.training import schedulers as sched
 from attnlab.training.batches import BatchLoss, count_samples, supervised, to_device
 from attnlab.training.clipping import GradientClipping
 from attnlab.training.distributed import DistributedContext, set_sampler_epoch, unwrap
+from attnlab.training.threads import fit_threads, intra_op_threads
 
 # BatchLoss and supervised (the loss of a batch) live in .batches; they are named here too, as parts of the
 # loop's interface.
@@ -159,6 +161,7 @@ class Loop:
         callbacks: Sequence[Callback] = (),
         min_delta: float = 0.0,
         distributed: DistributedContext | None = None,
+        threads: int | None = None,
     ) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
@@ -197,6 +200,8 @@ class Loop:
         self.optimizer = optimizer
         self.loss = loss
         self.train_loader = train_loader
+        self.threads = fit_threads(model, train_loader, torch.device(device) if device is not None
+                                   else _model_device(model), threads)
         self.val_loader = val_loader
         self.scheduler = scheduler
         self.clipping = clipping if clipping is not None else GradientClipping()
@@ -322,7 +327,8 @@ class Loop:
         self.planned_epochs = check_int("epochs", epochs, minimum=1)
         self.should_stop = False
         self.history.stopped_early = False
-        with preserved_modes(self.model):
+        threads = intra_op_threads(self.threads) if self.threads is not None else contextlib.nullcontext()
+        with preserved_modes(self.model), threads:
             try:
                 for callback in self.callbacks:
                     callback.on_fit_start(self)
@@ -353,6 +359,7 @@ def fit(
     callbacks: Sequence[Callback] = (),
     min_delta: float = 0.0,
     distributed: DistributedContext | None = None,
+    threads: int | None = None,
 ) -> History:
     """Train ``model`` for ``epochs`` epochs: the one loop every attnlab experiment runs.
 
@@ -376,6 +383,10 @@ def fit(
         distributed: under torchrun, this process's
             :class:`~attnlab.training.distributed.DistributedContext` (``model`` then
             being ``distributed.wrap(model)``); None in a single process.
+        threads: the intra-op threads to train on (torch's count is put back after); None: the
+            thread rule of :mod:`attnlab.training.threads` for a step of this model on one batch
+            (one thread below 1e11 parameters x tokens, as the command line), on the CPU; on an
+            accelerator torch's count stays.
 
     Returns:
         The :class:`History`, with this call's epochs appended.
@@ -400,7 +411,7 @@ def fit(
     """
     loop = Loop(model, optimizer, train_loader, loss=loss, val_loader=val_loader, scheduler=scheduler,
                 scheduler_interval=scheduler_interval, clipping=clipping, device=device, history=history,
-                callbacks=callbacks, min_delta=min_delta, distributed=distributed)
+                callbacks=callbacks, min_delta=min_delta, distributed=distributed, threads=threads)
     return loop.run(epochs)
 
 

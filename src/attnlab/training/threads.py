@@ -39,13 +39,15 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import torch
 from torch import nn
 
 from attnlab._validate import check_int
 
-__all__ = ["TWO_THREADS_FROM", "cores", "intra_op_threads", "step_work", "threads_for"]
+__all__ = ["MAX_THREADS", "TWO_THREADS_FROM", "cores", "fit_threads", "intra_op_threads", "loader_tokens", "step_work",
+           "threads_for"]
 
 #: work per step (parameters x tokens) from which the cores are used: where a second thread first paid (1.0e11;
 #: at 5.2e10 two threads were still twice as slow as one; see the module docstring)
@@ -107,3 +109,36 @@ def intra_op_threads(threads: int) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
+
+
+def loader_tokens(loader: Any) -> int:
+    """Tokens (samples x positions) in one batch of ``loader``, read without drawing a batch: a ``DataLoader``'s
+    ``batch_size`` times the first dimension of its dataset's first example's first tensor (1 if it has none).
+
+    Nothing is iterated: a loader that shuffles from torch's global generator draws its order when a pass
+    starts, and the training's numbers must not depend on whether threads were chosen.
+    """
+    batch = getattr(loader, "batch_size", None)
+    dataset = getattr(loader, "dataset", None)
+    length = 1
+    try:
+        first = dataset[0] if dataset is not None else None
+        while isinstance(first, (tuple, list)) and first:
+            first = first[0]
+        if isinstance(first, torch.Tensor) and first.ndim >= 1:
+            length = int(first.shape[0])
+    except Exception:  # a dataset that cannot be indexed (iterable, or lazy): its length is unknown
+        length = 1
+    return max(1, int(batch) if isinstance(batch, int) else 1) * max(1, length)
+
+
+def fit_threads(model: nn.Module, loader: Any, device: torch.device, threads: int | None) -> int | None:
+    """The intra-op threads :func:`attnlab.training.fit` trains on: ``threads`` when given, else this module's
+    rule for a step of ``model`` on one batch of ``loader`` (:func:`loader_tokens`); None on an accelerator,
+    where torch's own count stays (its CPU threads only feed the device).
+    """
+    if threads is not None:
+        return check_int("threads", threads, minimum=1, maximum=MAX_THREADS)
+    if device.type != "cpu":
+        return None
+    return threads_for(work=step_work(model, tokens=loader_tokens(loader)))

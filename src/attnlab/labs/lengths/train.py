@@ -182,7 +182,8 @@ def train_one(config: CompareConfig, sets: TaskSets, encoding: str, seed: int, *
     with preserved_rng({}):  # torch's, CUDA's and Python's streams all come back as they were
         torch.manual_seed(seed)
         model = build_model(config, encoding).to(device)
-        with intra_op_threads(run_threads(config, model)):
+        threads = run_threads(config, model)
+        with intra_op_threads(threads):
             protocol = config.protocol_object
             loader, epochs = protocol.batches(config, sets, seed)
             optimizer = protocol.optimizer(model, config)
@@ -190,7 +191,7 @@ def train_one(config: CompareConfig, sets: TaskSets, encoding: str, seed: int, *
             clipping = GradientClipping()
             clipping.set_norm(1.0)
             fit(model, optimizer, loader, epochs=epochs, loss=protocol.loss(config), scheduler=scheduler,
-                scheduler_interval="batch", clipping=clipping, callbacks=callbacks)
+                scheduler_interval="batch", clipping=clipping, callbacks=callbacks, threads=threads)
             records = evaluate(model, config, sets, encoding, seed)
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     n_parameters = sum(p.numel() for p in model.parameters())

@@ -302,7 +302,8 @@ def _train(config: SquaresConfig, run: RunFolder, built: _Built, *, announce: Ca
         # loss could take back; flushing each one was most of a small model's checkpoint (17% of a run).
         writers = [MetricsFile(metrics), Checkpoint(run.file(CHECKPOINT), trainer.state_dict,
                                                     sync_every=CHECKPOINT_SYNC_SECONDS)] if main else []
-        trainer.train(remaining, seed=None if resumed else config.train_seed, callbacks=writers)
+        trainer.train(remaining, seed=None if resumed else config.train_seed, callbacks=writers,
+                      threads=torch.get_num_threads())  # the run's threads, chosen (and recorded) above
     elif main:
         trainer.save_checkpoint(run.file(CHECKPOINT))
     if not main:

@@ -376,7 +376,7 @@ class Trainer:
 
     # -- training -----------------------------------------------------------------
 
-    def _loop(self, callbacks: list[Callback], min_delta: float = 0.0) -> Loop:
+    def _loop(self, callbacks: list[Callback], min_delta: float = 0.0, threads: int | None = None) -> Loop:
         """The trainer's parts as a :class:`~attnlab.training.loop.Loop` (the one training loop)."""
         if self.train_loader is None:
             raise ValueError("no training data: call set_loaders(train_loader, val_loader) before train()")
@@ -384,7 +384,7 @@ class Trainer:
                     val_loader=self.val_loader, scheduler=self.scheduler,
                     scheduler_interval="batch" if self.is_batch_lr_scheduler else "epoch",
                     clipping=self._clipping, device=self.device, history=self.history, callbacks=callbacks,
-                    min_delta=min_delta, distributed=self.distributed)
+                    min_delta=min_delta, distributed=self.distributed, threads=threads)
 
     def _check_train_args(self, n_epochs: Any, seed: Any, early_stopping: Any, min_delta: Any,
                           keep_best: Any, on_epoch_end: Any) -> int:
@@ -409,7 +409,8 @@ class Trainer:
 
     def train(self, n_epochs: int, seed: int | None = None, *, early_stopping: int | None = None,
               min_delta: float = 0.0, keep_best: str | os.PathLike[str] | None = None,
-              on_epoch_end: EpochCallback | None = None, callbacks: Sequence[Callback] = ()) -> None:
+              on_epoch_end: EpochCallback | None = None, callbacks: Sequence[Callback] = (),
+              threads: int | None = None) -> None:
         """Train for ``n_epochs`` more epochs, validating after each one if there is a val_loader.
 
         The epochs run in :func:`attnlab.training.fit`, the loop every attnlab
@@ -448,6 +449,8 @@ class Trainer:
                 ``f.write(json.dumps(record) + "\\n")`` into a ``metrics.jsonl``.
             callbacks: more :class:`~attnlab.training.loop.Callback` objects (e.g.
                 :class:`~attnlab.training.callbacks.Checkpoint`), called after ``on_epoch_end``.
+            threads: the intra-op threads to train on; None: the command line's thread rule
+                (:func:`attnlab.training.fit`: one thread for the labs' models, on the CPU).
 
         Raises:
             TypeError, ValueError: for bad arguments (naming them), no loaders,
@@ -469,7 +472,7 @@ class Trainer:
         composed.extend(callbacks)
         if early_stopping is not None:
             composed.append(EarlyStopping(early_stopping))
-        loop = self._loop(composed, float(min_delta))  # checks every part before anything is seeded
+        loop = self._loop(composed, float(min_delta), threads)  # checks every part before anything is seeded
         if seed is not None:
             self.set_seed(seed)
         elif not self._seeded:
