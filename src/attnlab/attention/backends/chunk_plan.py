@@ -17,7 +17,7 @@ they build are the same numbers:
   ``j - i + T - 1``. Taken last row first (``c = stop - 1 - i``), that is
   ``T - stop + c + j``: both strides +1, so the chunk's ``[H, C, n]`` rows are a
   strided view of the table (:func:`~.chunk_kernels.hankel_rows`) copied straight
-  into the scores buffer, where a gather by a ``[C * n]`` index used to build a
+  into the scores buffer, with no gather by a ``[C * n]`` index building a
   tensor to add (torch has no negative strides, so rows in their own order could
   not be a view). Such a chunk's queries, mask rows, outputs and gradients are
   flipped (``[C, Dh]`` tensors, small) by :meth:`ChunkPlan.rows_of` and
