@@ -218,7 +218,7 @@ class ChunkPlan:
         if self.q_pos is not None and self.k_pos is not None:
             return self.position.bias(q_c, n, k=keys, position_ids=self.q_pos[..., start : start + C],
                                       key_position_ids=self.k_pos[..., :n], mask=mask)  # [B|1, H, C, n] or None
-        # Without position ids, the call a scheme written before them takes (a mask only if it reads one).
+        # Without position ids: the offsets call every scheme takes (a mask only if it reads one).
         extra = {"mask": mask} if self.position.reads_mask else {}
         return self.position.bias(q_c, n, q_offset=self.q_offset + start, k_offset=0, k=keys, **extra)
 
