@@ -466,7 +466,7 @@ def test_cli_compare_default_test_lengths_follow_the_training_length(tmp_path, m
     pytest.param(["--device", "cuda", "--out", "new"], "--device cuda: CUDA is not available",
                  marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")),
     (["--out", "a_file/x"], "'a_file/x'"),
-    ([], "'old' already holds a compare run"),  # another run's results are not overwritten
+    ([], "'old' holds files that are not an attnlab run"),  # a folder without the marker is not overwritten
 ])
 def test_cli_bad_input_is_one_line_and_exit_2(flags, words, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)

@@ -1,20 +1,17 @@
 """Scores that cannot overflow: queries and keys brought within range before ``q . k`` is formed.
 
-Attention with a positional term adds it to the scores ``q . k * scale``. With large
-inputs (entries of 1e30 in float32) the products overflow: ``+inf`` and ``-inf`` meet
-in one dot product and the score is NaN before any term is added, and so is every
-weight of its row. torch's fused kernel without a term happens to answer zeros for
-such rows on the CPU, so the same input gave NaN with ALiBi, T5, FIRE or KERPLE and a
-finite output without. Clamping the scores afterwards cannot help (a NaN stays NaN);
-the one place to act is before the product.
+With large inputs (entries of 1e30 in float32) ``q . k`` overflows: ``+inf`` and
+``-inf`` meet in one dot product, the score is NaN before any positional term is
+added, and so is every weight of its row (torch's fused kernel without a term
+answers zeros for such rows on the CPU, so ALiBi, T5, FIRE or KERPLE gave NaN
+where no term gave a finite output). A NaN cannot be clamped away afterwards; the
+one place to act is before the product.
 
-:func:`bounded_pair` scales ``q`` and ``k`` down, each by one factor for the whole
-tensor, just enough that ``|q . k| * |scale| <= finfo.max / 4`` is guaranteed for every
-pair (``|q . k| <= Dh * max|q| * max|k|``), leaving room for a term to be added. Where
-that already holds (every input short of ~1e18 in float32) the factor is exactly 1 and
-nothing changes. Where it does not, the scores were beyond what float resolves anyway:
-the softmax of scores that large is the one-hot of the largest (or a tie), and so is
-the softmax of the scaled scores.
+:func:`bounded_pair` scales ``q`` and ``k`` down, one factor per tensor, just enough
+that ``|q . k| * |scale| <= finfo.max / 4`` for every pair (``|q . k| <= Dh * max|q|
+* max|k|``), leaving room for a term. Short of ~1e18 in float32 the factor is
+exactly 1. Past it the scores were beyond what float resolves anyway: the softmax
+is the one-hot of the largest (or a tie) before and after.
 
 Standard library and torch only (a ground-floor module): attention and CoPE's gates use it.
 """

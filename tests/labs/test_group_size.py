@@ -119,8 +119,9 @@ def test_resume_of_a_partly_saved_group_trains_only_its_missing_seeds(tmp_path, 
 def test_group_size_is_a_checked_and_recorded_setting() -> None:
     assert CompareConfig().group_size == 1
     assert CompareConfig(group_size=4).to_dict()["group_size"] == 4
-    old = {k: v for k, v in CompareConfig().to_dict().items() if k != "group_size"}  # a config.json before it
-    assert CompareConfig.from_dict(old).group_size == 1
+    partial = {k: v for k, v in CompareConfig().to_dict().items() if k != "group_size"}
+    with pytest.raises(ValueError, match="group_size"):
+        CompareConfig.from_dict(partial)  # a missing setting is refused, never filled in
     with pytest.raises(ValueError, match="group_size"):
         CompareConfig(group_size=0)
     with pytest.raises(TypeError, match="group_size"):

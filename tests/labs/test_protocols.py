@@ -125,8 +125,9 @@ def test_fresh_strings_refuse_a_fixed_dataset_and_unknown_protocols():
         CompareConfig(protocol="vaswani")
 
 
-def test_a_config_written_before_protocols_reads_as_fixed():
+def test_a_config_without_its_protocol_is_refused():
     d = ruoss_config().to_dict()
     del d["protocol"]
-    assert CompareConfig.from_dict(d).protocol == "fixed"
+    with pytest.raises(ValueError, match="protocol"):
+        CompareConfig.from_dict(d)
     assert task_named("reverse-string").name == "reverse-string"

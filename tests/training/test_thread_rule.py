@@ -108,16 +108,11 @@ def test_threads_is_recorded_honoured_and_kept_by_a_resume(tmp_path, seen_thread
     assert json.loads((folder / "config.json").read_text())["threads"] == 2
 
 
-@pytest.mark.training
-def test_a_config_written_before_threads_existed_still_resumes(tmp_path, seen_threads):
-    folder = tmp_path / "r"
-    assert _train(folder) == 0
-    config = json.loads((folder / "config.json").read_text())
-    del config["threads"]
-    (folder / "config.json").write_text(json.dumps(config))
-    assert main(["train", "--resume", "--epochs", "2", "--no-progress", "--out", str(folder)]) == 0
-    assert seen_threads == [1, 1]
-    assert [json.loads(line)["epoch"] for line in (folder / "metrics.jsonl").read_text().splitlines()] == [1, 2]
+def test_a_squares_config_without_threads_is_refused():
+    saved = SquaresConfig(device="cpu").to_dict()
+    del saved["threads"]  # a config.json without it is refused, never filled in
+    with pytest.raises(ValueError, match="threads"):
+        SquaresConfig.from_dict(saved)
 
 
 @pytest.mark.parametrize("bad", ["0", "-1", "two"])
@@ -169,9 +164,10 @@ def test_compare_runs_take_the_rule_or_the_setting(monkeypatch):
         config = CompareConfig(**tiny, threads=threads)
         lengths_train.train_one(config, lengths_train.task_sets(config), "sinusoidal", 0)
     assert seen == [1, 2]
-    old = CompareConfig(**tiny).to_dict()
-    del old["threads"]  # a comparison saved before --threads
-    assert CompareConfig.from_dict(old).threads is None
+    partial = CompareConfig(**tiny).to_dict()
+    del partial["threads"]  # a config.json without it is refused, never filled in
+    with pytest.raises(ValueError, match="threads"):
+        CompareConfig.from_dict(partial)
     with pytest.raises(ValueError, match="threads"):
         CompareConfig(**tiny, threads=0)
 

@@ -85,8 +85,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         finally:
             # The program is about to end: its objects are never collected again, so hand them to the permanent
             # generation. Python's shutdown then skips them instead of walking every object torch and
-            # matplotlib made (0.5 s of a 7 s `attnlab train` on a loaded 2-core machine); atexit handlers and
-            # flushing run as before.
+            # matplotlib made (up to 0.5 s of a short `attnlab train`: BENCHMARKS.md, "Exit"); atexit handlers
+            # and flushing still run.
             gc.freeze()
     return _main(argv, program=False)
 

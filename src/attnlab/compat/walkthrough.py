@@ -1,9 +1,8 @@
 """The PE walkthrough's ``PositionalEncoding(encoding_size, dropout_prob, max_len=5000)``.
 
-The walkthrough builds the transformer's positional encoding step by step and ends
-with a module that adds the table to its input as is (no ``sqrt(D)`` scaling) and
-applies dropout after the addition, keeping the table in a buffer named
-``positional_encoding`` of shape ``[1, max_len, D]``::
+The walkthrough's module adds the table to its input as is (no ``sqrt(D)``
+scaling), applies dropout after the addition, and keeps the table in a buffer
+``positional_encoding`` ``[1, max_len, D]``::
 
     from attnlab.compat.walkthrough import PositionalEncoding
 
@@ -11,14 +10,11 @@ applies dropout after the addition, keeping the table in a buffer named
     out = layer(torch.arange(128.0).reshape(2, 4, 16))   # [B, L, D] -> [B, L, D]
 
 This is :class:`attnlab.encodings.PositionalEncoding` with ``scale_input=False``
-under the walkthrough's signature and buffer name, so its code runs unchanged and
-checkpoints go both ways: ``state_dict()`` holds ``positional_encoding`` (the
-walkthrough's own class loads it) and ``load_state_dict`` takes theirs.
-
-Where it differs, on purpose: the table is computed in float64 and cast once (the
-walkthrough's float32 formula drifts from the true sinusoid far out), an odd
-``encoding_size`` works, and a sequence longer than ``max_len`` gets its rows
-computed instead of a broadcast error.
+under the walkthrough's signature and buffer name: its code runs unchanged and
+state dicts load both ways. It differs on purpose: the table is computed in
+float64 and cast once (the float32 formula drifts far out), an odd
+``encoding_size`` works, and rows past ``max_len`` are computed instead of
+failing to broadcast.
 
 Shape notation: ``B`` batch, ``L`` sequence length, ``D`` = ``encoding_size``.
 """

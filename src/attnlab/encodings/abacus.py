@@ -1,37 +1,29 @@
 """Abacus embeddings: a learned vector per digit index within a number, shifted at random in training.
 
 McLeish et al. 2024, "Transformers Can Do Arithmetic with the Right Embeddings"
-(arXiv:2405.17399). A transformer adding long numbers must line up the digits of
-equal significance, and a position counted over the whole sequence does not tell it
-which those are. The Abacus embedding numbers each digit from the start of its own
-number: with numbers written least significant digit first, the ``i``-th digit of
-every number (operands and answer) gets the same learned vector. Those indices are
-the data's, not the sequence's: the task computes them
-(:func:`attnlab.data.arithmetic.numbering.digit_positions`: ``1, 2, ...`` along a number, 0 for
-every other token) and the model passes them as ``position_ids``.
+(arXiv:2405.17399). To add long numbers a model must line up digits of equal
+significance, which a position over the whole sequence does not give. Abacus
+numbers each digit from the start of its own number (least significant first), so
+the ``i``-th digit of every operand and of the answer shares a learned vector. The
+indices are the data's (:func:`attnlab.data.arithmetic.numbering.digit_positions`:
+``1, 2, ...`` along a number, 0 for other tokens), passed as ``position_ids``.
 
-Training shifts every digit's index by a random offset ``k``, so that the rows past
-the longest training number are trained too and a longer test number finds trained
-rows: ``k`` is uniform over ``0 .. max_offset`` and tokens at 0 (not digits) are not
-shifted. That is the authors' code (``Abacus.forward`` in
-``cramming/architectures/embeddings.py`` of github.com/mcleish7/arithmetic:
-``k = random.randint(0, self.max_k)``, both ends included, added to the indices that
-are > 0), with ``max_k`` = ``arch.embedding.max_abacus_len`` = 100 in their training
-configuration (``cramming/config/arch/*.yaml``, ``components.py``; the standalone
-``abacus.py`` defaults to 99): the first digit of a number sits at ``1 .. 101`` in
-training, at 1 in evaluation. Their code draws one ``k`` per batch: ``forward`` calls
-``random.randint`` once and adds the same ``k`` to every row (embeddings.py line 531;
-the standalone abacus.py line 62), and the model calls it once per forward pass, so one
-``k`` serves a whole (micro-)batch. That
-is the default here (``per_row=False``); ``per_row=True`` draws one offset per row
-instead (as position coupling draws its start per sample). Evaluation adds no offset.
+Training adds a random offset ``k``, uniform over ``0 .. max_offset``, to every
+index > 0, so rows past the longest training number are trained too. That is the
+authors' code (``Abacus.forward`` in ``cramming/architectures/embeddings.py`` of
+github.com/mcleish7/arithmetic: ``k = random.randint(0, self.max_k)``, both ends
+included), with ``max_k`` = ``arch.embedding.max_abacus_len`` = 100 in their
+training configuration (``cramming/config/arch/*.yaml``, ``components.py``; the
+standalone ``abacus.py`` defaults to 99). They draw one ``k`` per forward pass,
+shared by the whole (micro-)batch (embeddings.py line 531; abacus.py line 62): the
+default here (``per_row=False``); ``per_row=True`` draws one per row, as position
+coupling does. Evaluation adds no offset.
 
-The table is ``nn.Embedding``-like, ``max_position`` rows initialised N(0, 1) (the
-authors' ``torch.nn.Embedding(max_seq_length, embedding_dim)``, 1024 rows). It is
-added to the token embeddings, where a model adds an absolute table
-(``h = input_position(h, offset=offset, position_ids=position_ids)``); the authors'
-runs pair it with no scheme inside attention, or with FIRE or RoPE there
-(``shells/addition_ff.sh``).
+The table has ``max_position`` rows initialised N(0, 1) (theirs:
+``torch.nn.Embedding(max_seq_length, embedding_dim)``, 1024 rows) and is added to
+the token embeddings where a model adds an absolute table
+(``h = input_position(h, offset=offset, position_ids=position_ids)``); the authors
+pair it with no scheme in attention, or with FIRE or RoPE (``shells/addition_ff.sh``).
 
 Shape notation: ``B`` batch, ``L`` sequence length, ``D`` model dimension.
 """

@@ -2,34 +2,29 @@
 
 Press, Smith and Lewis 2022, "Train Short, Test Long: Attention with Linear
 Biases Enables Input Length Extrapolation" (ICLR, arXiv:2108.12409), §3. No
-encoding is added to the tokens; instead head ``h`` adds ``-m_h * distance`` to
-every score, so far-away keys are penalised linearly, each head with its own
-slope ``m_h``. The slopes are a geometric sequence: for ``n`` heads, ``n`` a
-power of two, ``m_h = 2 ** (-8 h / n)``, ``h = 1 .. n`` (8 heads: 1/2, 1/4, ...,
-1/256). For other ``n`` the authors' ``get_slopes`` (ofirpress/
-attention_with_linear_biases) takes the ``p`` slopes of the closest power of two
-``p < n``, then every other slope of the ``2p``-head sequence (the odd powers of
-``2 ** (-8 / 2p)``, which fall between the first ones) until there are ``n``.
-BLOOM and MPT give the same slopes (anchors §4.4, §9).
+encoding is added to the tokens; head ``h`` adds ``-m_h * distance`` to every
+score. For ``n`` heads, ``n`` a power of two, ``m_h = 2 ** (-8 h / n)``,
+``h = 1 .. n`` (8 heads: 1/2, 1/4, ..., 1/256). For other ``n`` the authors'
+``get_slopes`` (ofirpress/attention_with_linear_biases) takes the ``p`` slopes of
+the closest power of two ``p < n``, then the odd-numbered slopes of the
+``2p``-head sequence until there are ``n``. BLOOM and MPT give the same slopes
+(anchors §4.4, §9).
 
 Causal or not. The paper adds ``-m * (i - j)`` to a causal decoder's visible
-scores (``j <= i``). This module adds the symmetric ``-m * |j - i|`` everywhere
-(x-transformers' form): on the visible half of a causal mask the two are equal,
-and the masked half is the mask's job, not the bias's. Without a causal mask the
-symmetric bias is a usable bidirectional variant, but it is not what the paper
-validated (it trained causal LMs only), and it cannot tell a key ``k`` steps to
-the left from one ``k`` steps to the right. ``left_offset`` breaks that tie: keys
-before the query get ``-m * (|j - i| - left_offset)``. Ruoss et al. 2023
+scores; this module adds the symmetric ``-m * |j - i|`` everywhere
+(x-transformers' form), equal on the visible half, the masked half being the
+mask's job. Without a causal mask that is a bidirectional variant the paper did
+not validate, and it cannot tell left from right: ``left_offset`` breaks the tie,
+keys before the query getting ``-m * (|j - i| - left_offset)``. Ruoss et al. 2023
 ("Randomized Positional Encodings Boost Length Generalization of Transformers",
-ACL, arXiv:2305.16843) use ``left_offset = 0.5`` in their bidirectional encoder
+ACL, arXiv:2305.16843) use 0.5 in their encoder
 (google-deepmind/randomized_positional_encodings, ``models/positional_encodings.py``,
 ``compute_alibi_encodings_biases``: "add a constant factor of 0.5 to the lower
 triangle, to (arbitrarily) break the symmetry").
 
-Positions. :class:`ALiBi` is a :class:`PositionScheme`: the same formula serves
-the offsets of ordinary and cached attention (:meth:`ALiBi.bias`), any
-positions (:meth:`ALiBi.bias_at`) and any matrix of signed distances
-(:meth:`ALiBi.bias_rel`, which Ruoss et al.'s randomized ALiBi draws).
+:class:`ALiBi` is a :class:`PositionScheme`: one formula for offsets
+(:meth:`ALiBi.bias`), any positions (:meth:`ALiBi.bias_at`) and any signed
+distances (:meth:`ALiBi.bias_rel`, which randomized ALiBi draws).
 
 Shape notation: ``B`` batch, ``H`` heads, ``T`` queries, ``S`` keys, ``Dh`` head dim.
 """

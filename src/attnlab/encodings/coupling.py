@@ -1,25 +1,23 @@
 """Position coupling: a learned absolute table read at the task's coupled position ids, from a random start.
 
 Cho et al. 2024, "Position Coupling: Improving Length Generalization of Arithmetic
-Transformers Using Task Structure" (NeurIPS, arXiv:2405.20671). Instead of one
-position per token, the tokens that the task relates share a position id: in
-addition, the digits of equal significance in both operands and in the answer. The
-ids are the data's (:func:`attnlab.data.arithmetic.numbering.coupled_positions`: an operator
-1, the digit of significance ``i`` ``i + 2``, BOS/EOS/padding 0) and the model passes
-them as ``position_ids``; this module is the learned absolute table they index.
+Transformers Using Task Structure" (NeurIPS, arXiv:2405.20671). Tokens the task
+relates share a position id: in addition, the digits of equal significance in both
+operands and in the answer. The ids are the data's
+(:func:`attnlab.data.arithmetic.numbering.coupled_positions`: an operator 1, the
+digit of significance ``i`` ``i + 2``, BOS/EOS/padding 0), passed as
+``position_ids``; this module is the learned table they index.
 
-Training starts the ids at a random place, so that every row of the table is trained
-and a test answer longer than any seen still reads trained rows. The authors' rule
-(``AdditionDatasetWithCoupledPositions.__getitem__``, ``src/data/addition.py`` of
-github.com/HanseulJo/position-coupling): ``start`` uniform over
-``1 .. max_position - len(answer)``, per sample, the operators at ``start``, the
-digits from ``start + 1``; their model's table has ``max_position + 1`` rows
-(``n_positions``) and the tokens the tokenizer adds stay at 0. Here: every id > 0 of
-row ``b`` moves by ``k_b``, uniform over ``0 .. max_position - 1 - m_b`` where
-``m_b`` is the row's largest id, i.e. every shift that keeps the row inside the
-table, as theirs. Evaluation adds nothing (their ``start = 1``).
+Training shifts every id > 0 of row ``b`` by ``k_b``, uniform over
+``0 .. max_position - 1 - m_b`` (``m_b`` the row's largest id): every shift that
+keeps the row in the table, so every row is trained and a longer test answer reads
+trained rows. The authors' rule (``AdditionDatasetWithCoupledPositions.__getitem__``,
+``src/data/addition.py`` of github.com/HanseulJo/position-coupling) is the same:
+``start`` uniform over ``1 .. max_position - len(answer)`` per sample, operators at
+``start``, digits from ``start + 1``, a table of ``max_position + 1`` rows
+(``n_positions``), added tokens at 0. Evaluation shifts nothing (their ``start = 1``).
 
-The table starts N(0, 1) (their ``wpe`` is ``nn.Embedding`` filled with
+The table starts N(0, 1) (their ``wpe``: ``nn.Embedding`` filled with
 ``normal_(0, initializer_factor * 1.0)``, factor 1) and is added to the token
 embeddings where a model adds an absolute table
 (``h = input_position(h, offset=offset, position_ids=position_ids)``).

@@ -52,8 +52,6 @@ __all__ = ["KINDS", "LOCK", "MARKER", "FolderBusy", "FolderState", "RunFolder", 
 KINDS = ("train", "compare", "suite")
 MARKER = "attnlab-run.json"
 LOCK = ".lock"
-# Files a run of each kind writes: how a folder written before the marker existed is recognised.
-_LEGACY = {"train": ("config.json", "metrics.jsonl"), "compare": ("results.json",), "suite": ("suite.json",)}
 # What a run of each kind leaves once it has made progress worth keeping: a checkpoint,
 # finished models. A run without any (killed while it started) is reused by a fresh run.
 _PROGRESS = {"train": ("checkpoint.pt",), "compare": ("results.json", "models"), "suite": ("suite.json", "tasks")}
@@ -86,16 +84,13 @@ def is_temporary(name: str) -> bool:
 
 
 def run_kind(path: Path) -> str | None:
-    """The kind of run ``path`` holds (its marker, or the files an older attnlab wrote), or None."""
+    """The kind of run ``path`` holds (its marker), or None."""
     marker = path / MARKER
     if os.path.lexists(marker):
         # A FIFO, a device, bytes that are not UTF-8 or JSON, or JSON nested too deeply are named (ValueError).
         doc = read_json(marker, what=MARKER, max_bytes=2**16)
         kind = doc.get("kind") if isinstance(doc, dict) else None
         return kind if kind in KINDS else None
-    for kind, names in _LEGACY.items():
-        if all((path / name).is_file() for name in names):
-            return kind
     return None
 
 

@@ -2,17 +2,16 @@
 
 The model of "Randomized Positional Encodings Boost Length Generalization of
 Transformers" (Ruoss et al. 2023, ACL, arXiv:2305.16843; after Delétang et al.
-2023): a non-causal stack reads the input followed by one empty token per output
-position and predicts every output at once (see
-:func:`attnlab.data.tasks.layouts.encoder_only_batch`)::
+2023): a non-causal stack reads the input, then one empty token per output
+position, and predicts every output at once
+(:func:`attnlab.data.tasks.layouts.encoder_only_batch`)::
 
     tokens -> embed (+ absolute PE) -> [norm -> self-attn -> + -> norm -> FFN -> +] x N -> norm -> head
 
-There is no decoding loop, so no cache, and a scheme that draws new positions at
-every call (the randomized ones) is used exactly as in training. Attention is
-bidirectional: the schemes are built with ``causal=False`` (ALiBi then breaks
-left/right symmetry as Ruoss et al. do, T5 buckets both directions). Padding
-(``pad_id``) is masked out of every attention.
+No decoding loop, so no cache, and randomized schemes are used exactly as in
+training. The schemes are built with ``causal=False`` (ALiBi breaks the left/right
+symmetry as Ruoss et al. do, T5 buckets both directions); padding (``pad_id``) is
+masked out of every attention.
 
 Shape notation: ``B`` batch, ``L`` sequence length (input and slots), ``D``
 model dim, ``V`` vocabulary, ``F`` features.

@@ -3,35 +3,21 @@
 torch's default is one thread per core, whatever the model. For the labs'
 models a step is a few hundred small kernels of a few microseconds each, and a
 second thread only adds the cost of waking it and waiting for it; on a shared
-machine (other work on every core) each kernel also waits for a core, and a
-step slows down a hundredfold: issue 28 measured an epoch of the default
-``attnlab train`` at 18.5 ms on one thread and 5.5 s on two, with the machine at
-load 10 on 2 cores.
+machine each kernel also waits for a core, and a step can slow down a hundredfold.
 
 The rule (:func:`threads_for`): one thread while a step's work, ``parameters x
 tokens`` (tokens = batch x sequence length: about a sixth of the step's
-floating-point operations), is below :data:`TWO_THREADS_FROM`; from there on,
+floating-point operations), is below :data:`TWO_THREADS_FROM` (1e11); from there on,
 every core this process may run on. It is applied by ``attnlab train``,
 ``predict``, ``plot`` (the run figures) and ``compare``'s runs, wherever they run
 (:func:`intra_op_threads`); ``--threads N`` overrides it.
 
-The measurement behind it (``benchmarks/bench_threads.py``, a training step on 1
-and 2 threads interleaved, on the 2-core machine attnlab is developed on, shared
-with other work: load 5.7 to 7.4): a second thread slowed every step down from
-the labs' models (selfattn-pe: 1.9 ms a step on one thread, 78 ms on two; work
-2e4) up to a squares Transformer of width 1024 on batches of 1024 squares (1.7 s
-against 3.5 s; work 5.2e10) and the length lab's model at width 256 on 128 x 64
-tokens (2.4 s against 3.8 s; work 2.6e10). It first paid at width 512 on 128 x
-64 tokens (13.7 s against 9.7 s; work 1.0e11), where a step is long enough for
-the threads' wake-ups and waits to be lost in it. On the same machine when it is
-quiet (load 2), a second thread starts to pay near 5e7 (1.2x) and gives 1.6 to
-1.9x from 1e9 (``benchmarks/results/latest/threads.json``; the loaded run is
-``investigations/threads_loaded.json``). The boundary is the loaded crossover, 1e11: on 2 cores a
-second thread can win at most 2x on a quiet machine, and it lost up to 50x on a
-loaded one, so everything the labs train, at any size a 2-core machine trains in
-reasonable time, computes on one thread. Being a function of the work and the core count
-only, the choice never depends on the machine's load or on how many runs share
-it, so ``compare --jobs N`` keeps giving ``--jobs 1``'s records.
+Why 1e11: it is where a second thread first paid on a loaded 2-core machine; on a
+quiet one it pays from about 5e7, but wins at most 2x there, while below 1e11 it
+lost up to 50x on a loaded one (``benchmarks/bench_threads.py``; BENCHMARKS.md,
+"Threads"). Being a function of the work and the core count only, the choice never
+depends on the machine's load or on how many runs share it, so ``compare --jobs N``
+keeps giving ``--jobs 1``'s records.
 """
 
 from __future__ import annotations
@@ -49,8 +35,8 @@ from attnlab._validate import check_int
 __all__ = ["MAX_THREADS", "TWO_THREADS_FROM", "cores", "fit_threads", "intra_op_threads", "loader_tokens", "step_work",
            "threads_for"]
 
-#: work per step (parameters x tokens) from which the cores are used: where a second thread first paid (1.0e11;
-#: at 5.2e10 two threads were still twice as slow as one; see the module docstring)
+#: work per step (parameters x tokens) from which the cores are used: where a second thread first pays on a
+#: loaded machine (see the module docstring)
 TWO_THREADS_FROM = 10**11
 
 #: the most intra-op threads attnlab asks torch for: far past any machine's cores, and refused above, since

@@ -1,7 +1,7 @@
 """The CPU rule of ``backend="auto"``: the dense path while its scores fit a byte budget and it is the faster.
 
-The rule, and the measurements behind it, are stated in
-:mod:`attnlab.attention.backends.choose` (rule 3); here are its constants and its
+The rule is stated in :mod:`attnlab.attention.backends.choose` (rule 3), the
+timings behind it in BENCHMARKS.md ("Dense or chunked attention on the CPU"); here are its constants and its
 two functions, pure arithmetic on the call's sizes (no timing, no free memory),
 so the path a call takes is the same on every machine with the same thread count.
 """
@@ -17,12 +17,12 @@ __all__ = ["CUDA_DENSE_SCORES", "DENSE_MEMORY_BUDGET", "DENSE_SCORES", "DENSE_SC
            "dense_fits"]
 
 # Scores per head past which the chunked path is faster than the dense one on the CPU, on one thread
-# and on more (module docstring: measured).
+# and on more (BENCHMARKS.md, "Dense or chunked attention on the CPU").
 DENSE_SCORES = 2**16
 DENSE_SCORES_THREADED = 2**22
 # Bytes of the dense path's [B, H, T, S] scores that backend="auto" allows on the CPU: a fixed budget.
 DENSE_MEMORY_BUDGET = 2**30
-# On CUDA, the count FlexAttention takes over from (not measured on this project's machines).
+# On CUDA, the count FlexAttention takes over from (not timed on a GPU).
 CUDA_DENSE_SCORES = 2**20
 
 

@@ -19,29 +19,21 @@ The rule of ``backend="auto"`` (:func:`choose_backend`), in order:
 2. the weights are wanted (``need_weights``, ``record_attention``), or the scheme
    draws positions per call (``draws_positions``, the randomized ones): dense;
 3. on the CPU (:func:`dense_fits`): dense while ``T * S`` is at most the
-   measured crossover in time, :data:`DENSE_SCORES` (``2**16``, 256 x 256) on
-   one thread and :data:`DENSE_SCORES_THREADED` (``2**22``, 2048 x 2048) on
-   more, **and** the ``[B, H, T, S]`` scores the dense path holds,
-   :func:`dense_bytes` (``B * H * T * S`` times the compute dtype's size), fit
-   ``memory_budget`` (:data:`DENSE_MEMORY_BUDGET`, 1 GiB by default: a constant,
-   never the machine's free memory, so the path, and the numbers, do not depend
-   on what else runs); otherwise chunked. Both paths' costs scale with
-   ``B * H``, so the crossover is a count of scores per head. Measured with
-   ``python benchmarks/bench_long_context.py --crossover``
-   (``benchmarks/results/investigations/long_context_crossover.json``: ``MultiHeadAttention``,
-   ALiBi and T5, H = 8, D = 512, causal, B = 1 and 4, forward and forward +
-   backward, medians of 3 interleaved rounds on a 2-core machine shared with
-   other work). One thread (load 2-4): at 128 x 128 the dense path is up to
-   1.25x faster, at 256 x 256 the two are within about 20% either way, from
-   512 x 512 on the chunked path is faster in every case (0.61-0.87x of the
-   dense time), at 2048 x 2048 0.18-0.63x. Two threads (load 6-9): every
-   operation is a barrier of both threads, and the chunked path, with more and
-   smaller operations, loses more to a descheduled thread: at B = 1 it took
-   1.15-2.4x the dense time at 1024 x 1024 and 2048 x 2048; at 4096 x 4096 the
-   dense path (a 512 MiB term per batch row, 4.1x the time of no position in
-   issue 29) no longer pays. The issue's case, B = 4, H = 8, L = 2048 on two
-   threads (512 MiB of scores), is dense;
-4. on CUDA: dense up to ``T * S <= 2**20`` (not measured here: no GPU); past it a
+   crossover in time, :data:`DENSE_SCORES` (``2**16``, 256 x 256) on one thread
+   and :data:`DENSE_SCORES_THREADED` (``2**22``, 2048 x 2048) on more, **and**
+   the ``[B, H, T, S]`` scores the dense path holds, :func:`dense_bytes`
+   (``B * H * T * S`` times the compute dtype's size), fit ``memory_budget``
+   (:data:`DENSE_MEMORY_BUDGET`, 1 GiB by default: a constant, never the
+   machine's free memory, so the path, and the numbers, do not depend on what
+   else runs); otherwise chunked. Both paths' costs scale with ``B * H``, so the
+   crossover is a count of scores per head. On one thread the chunked path is
+   faster from 512 x 512 on; on two, every operation is a barrier of both
+   threads, and the chunked path, with more and smaller operations, loses more
+   to a descheduled thread, so dense stays faster up to 2048 x 2048 and B = 4,
+   H = 8, L = 2048 (512 MiB of scores) is dense (``python
+   benchmarks/bench_long_context.py --crossover``; BENCHMARKS.md, "Dense or
+   chunked attention on the CPU");
+4. on CUDA: dense up to ``T * S <= 2**20`` (a guess: not timed on a GPU); past it a
    scheme with a ``score_mod``, no dropout, no mask beyond causal and key padding,
    and positions that are the indices: flex;
 5. otherwise chunked. On the CPU that is the rule at every length: torch 2.13

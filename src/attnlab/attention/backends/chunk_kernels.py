@@ -3,7 +3,7 @@
 On the CPU a chunk's cost is its passes over the ``[B, H, C, n]`` scores, and on a
 shared machine also the number of operations: each parallel operation is a barrier
 of the intra-op threads, and a thread the system has descheduled holds up every
-barrier (with two threads on a loaded machine that, not arithmetic, was most of the
+barrier (with two threads on a loaded machine that, not arithmetic, is most of the
 time). So the operations here fold what they can:
 
 * :func:`grouped_addmm_`: the scores as one ``baddbmm`` into a buffer that already
@@ -21,8 +21,8 @@ time). So the operations here fold what they can:
 Why the floor. ALiBi's scores far from the diagonal are thousands below the row's
 maximum; their weights, ``exp`` of that over the row's sum, are subnormal or zero,
 and the CPU takes a microcode assist for every subnormal operand: the chunk's
-``weights @ V`` took 10-60x the time of the rest of the call (the profile behind
-issue 29). So ``s - max`` is raised to :func:`weight_floor` first: each such
+``weights @ V`` takes 10-60x the time of the rest of the call (BENCHMARKS.md,
+"The floor on attention weights"). So ``s - max`` is raised to :func:`weight_floor` first: each such
 weight becomes ``>= e^20 * tiny`` instead of ``~0``, below ``1e-25`` of its row's
 largest in float32 (``1e-300`` in float64), far below the dtype's rounding of the
 row's sum; a masked key stays exactly 0.

@@ -17,7 +17,7 @@ they build are the same numbers:
   ``j - i + T - 1``. Taken last row first (``c = stop - 1 - i``), that is
   ``T - stop + c + j``: both strides +1, so the chunk's ``[H, C, n]`` rows are a
   strided view of the table (:func:`~.chunk_kernels.hankel_rows`) copied straight
-  into the scores buffer, where a gather by a ``[C * n]`` index used to build a
+  into the scores buffer, with no gather by a ``[C * n]`` index building a
   tensor to add (torch has no negative strides, so rows in their own order could
   not be a view). Such a chunk's queries, mask rows, outputs and gradients are
   flipped (``[C, Dh]`` tensors, small) by :meth:`ChunkPlan.rows_of` and
@@ -218,7 +218,7 @@ class ChunkPlan:
         if self.q_pos is not None and self.k_pos is not None:
             return self.position.bias(q_c, n, k=keys, position_ids=self.q_pos[..., start : start + C],
                                       key_position_ids=self.k_pos[..., :n], mask=mask)  # [B|1, H, C, n] or None
-        # Without position ids, the call a scheme written before them takes (a mask only if it reads one).
+        # Without position ids: the offsets call every scheme takes (a mask only if it reads one).
         extra = {"mask": mask} if self.position.reads_mask else {}
         return self.position.bias(q_c, n, q_offset=self.q_offset + start, k_offset=0, k=keys, **extra)
 

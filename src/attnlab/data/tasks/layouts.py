@@ -1,19 +1,15 @@
 """How a token task becomes the input of each architecture: one causal sequence, or the input and empty slots.
 
-A :class:`~attnlab.data.tasks.TaskBatch` holds a source and a target. The
-length-generalisation lab feeds it to three kinds of model:
+The length lab feeds a :class:`~attnlab.data.tasks.TaskBatch` (a source and a target) to:
 
-* the encoder-decoder reads ``source`` and is teacher-forced with ``target_in``
-  (no layout needed);
-* a decoder-only model reads one sequence, ``source + [BOS] + target``, and learns
-  to continue it (:func:`decoder_only_batch`; Kazemnejad et al. 2023);
-* an encoder-only model (Ruoss et al. 2023, arXiv:2305.16843, §4: "we append one
-  empty token per output position to the input") reads the source followed by one
-  empty slot per target token and, non-causally and in a single pass, writes the
-  target into the slots (:func:`encoder_only_batch`). The output length is known
-  from the input, so there is no ``EOS``; the slots are marked with ``BOS`` (in
-  the other layouts the token that says "the answer starts here": one vocabulary
-  serves every architecture).
+* the encoder-decoder: ``source``, teacher-forced with ``target_in`` (no layout);
+* a decoder-only model: one sequence ``source + [BOS] + target`` to continue
+  (:func:`decoder_only_batch`; Kazemnejad et al. 2023);
+* an encoder-only model: the source and one empty slot per target token, written
+  non-causally in one pass (:func:`encoder_only_batch`; Ruoss et al. 2023,
+  arXiv:2305.16843, §4: "we append one empty token per output position to the
+  input"). The output length is known, so no ``EOS``; the slots are ``BOS``, the
+  token that says "the answer starts here" elsewhere, so one vocabulary serves all.
 
 Shape notation: ``N`` sequences, ``S`` source length, ``T`` target width
 (``S + 1`` or ``2S + 1``: the target and its EOS, as in ``TaskBatch``).

@@ -295,15 +295,6 @@ class CompareConfig:
             ValueError: naming them, for missing keys and keys that are not settings; and
                 what the class raises.
         """
-        if isinstance(d, dict) and "backend" not in d:
-            # Written before backend= existed, when every comparison ran "auto": that is what it was.
-            d = {**d, "backend": "auto"}
-        if isinstance(d, dict) and "protocol" not in d:
-            d = {**d, "protocol": "fixed"}  # written before protocols were named: every run trained on a fixed set
-        if isinstance(d, dict) and "threads" not in d:
-            d = {**d, "threads": None}  # written before --threads: every run computed on one thread, as the rule does
-        if isinstance(d, dict) and "group_size" not in d:
-            d = {**d, "group_size": 1}  # written before --group-size: every model trained alone
         return cls(**check_keys("config", d, [f.name for f in dataclasses.fields(cls)], complete=True))
 
 

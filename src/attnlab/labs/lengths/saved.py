@@ -128,7 +128,7 @@ def check_model_record(doc: Any, *, config: CompareConfig, encoding: str, seed: 
 
 
 def read_config(folder: Path) -> CompareConfig | None:
-    """The settings saved in ``folder``: ``config.json`` (or, in a folder an older attnlab wrote, ``results.json``'s).
+    """The settings saved in ``folder``: its ``config.json``.
 
     Returns:
         The settings, or None if the folder holds none yet (killed before writing them).
@@ -138,15 +138,10 @@ def read_config(folder: Path) -> CompareConfig | None:
             nested too deeply, or settings :class:`CompareConfig` refuses.
     """
     path = folder / "config.json"
-    legacy = not os.path.lexists(path)
-    if legacy:
-        path = folder / "results.json"
-        if not os.path.lexists(path):
-            return None
+    if not os.path.lexists(path):
+        return None
     doc = read_json(_not_a_link(folder, path), what=path.name)
     try:
-        if legacy:  # an older attnlab called n_seeds "seeds"
-            doc = {("n_seeds" if k == "seeds" else k): v for k, v in doc["config"].items()}
         _check_imports(folder, doc)
         return CompareConfig.from_dict(doc)
     except (ValueError, TypeError, KeyError, AttributeError) as err:

@@ -173,14 +173,6 @@ class SquaresConfig:
             ValueError: naming them, for missing keys, keys that are not settings, and
                 a size left null that the model has; and what the class raises for a bad value.
         """
-        if isinstance(d, dict) and "encoding" not in d and "backend" not in d:
-            # Written before these existed: the transformer then was sinusoidal on the "auto" path, the others
-            # had no choice. That is what the run was, not today's default.
-            transformer = d.get("model") == "transformer"
-            d = {**d, "encoding": "sinusoidal" if transformer else None, "backend": "auto" if transformer else None}
-        if isinstance(d, dict) and "threads" not in d:
-            # Written before --threads existed: the run took torch's default; a resume takes today's rule.
-            d = {**d, "threads": None}
         config = cls(**check_keys("config", d, [f.name for f in dataclasses.fields(cls)], complete=True))
         if d["seed"] is None:
             raise ValueError("config has 'seed' null (a run's config holds its seed resolved)")

@@ -1,20 +1,16 @@
 """Running a squares model for a prediction, from any number of threads at once.
 
 Two things a prediction needs are not in the call: the train/eval flag lives on
-every module, and the attention lab's GRU models draw their teacher-forcing coin
-from torch's global stream in ``forward``, eval mode included. So:
+every module, and the GRU models draw their teacher-forcing coin from torch's
+global stream in ``forward``, eval mode included. So:
 
-* :func:`attnlab._eval_mode.evaluating` holds a model in eval mode for as long as
-  any call needs it.
-* :func:`run_eval` is ``model(inputs)`` in eval mode, without grad; for the GRU
-  models (:class:`attnlab.models.EncoderDecoder`) through their ``predict``, the
-  same outputs without the coin, so that no random stream is touched.
-  Saving and restoring the global generator around a call instead is a race
-  between threads: the state restored last is not the caller's.
+* :func:`attnlab._eval_mode.evaluating` holds a model in eval mode while any call needs it;
+* :func:`run_eval` is ``model(inputs)`` in eval mode without grad; for the GRU
+  models (:class:`attnlab.models.EncoderDecoder`) through their ``predict``, which
+  gives the same outputs without the coin. (Saving and restoring the global
+  generator around a call instead races between threads.)
 
-The predict paths of attnlab's models keep their per-call state (hidden states,
-keys, caches, recorded weights) in the call; these two helpers take care of what
-remains. The labs, the trainer's ``predict`` and the plots run models through them.
+The labs, the trainer's ``predict`` and the plots run models through these two.
 """
 
 from __future__ import annotations
