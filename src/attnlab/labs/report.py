@@ -65,6 +65,7 @@ class Report:
         figures: PNG files to embed, each captioned with its file name.
         sections: trusted :class:`Html` fragments (e.g. an interactive viewer), shown before the figures.
         settings: the run's settings, ``{name: value}``.
+        environment: what ran it, ``{name: value}`` (:func:`attnlab.labs.run_folder.environment`).
         table_title, table_header, table_rows: a collapsible table (e.g. the losses per epoch).
     """
 
@@ -75,6 +76,7 @@ class Report:
     figures: Sequence[Path] = ()
     sections: Sequence[Html] = ()
     settings: dict[str, Any] = field(default_factory=dict)
+    environment: dict[str, Any] = field(default_factory=dict)
     table_title: str = ""
     table_header: Sequence[str] = ()
     table_rows: Sequence[Sequence[Any]] = ()
@@ -121,6 +123,9 @@ def render(report: Report) -> str:
     if report.settings:
         rows = "".join(f"<tr><th>{esc(str(k))}</th><td>{esc(str(v))}</td></tr>" for k, v in report.settings.items())
         parts.append(f"<h2>Settings</h2><table>{rows}</table>")
+    if report.environment:
+        rows = "".join(f"<tr><th>{esc(str(k))}</th><td>{esc(str(v))}</td></tr>" for k, v in report.environment.items())
+        parts.append(f"<h2>What ran it</h2><table>{rows}</table>")
     if report.table_rows:
         header = "".join(f"<th>{esc(h)}</th>" for h in report.table_header)
         rows = "".join("<tr>" + "".join(f"<td>{_cell(v)}</td>" for v in row) + "</tr>" for row in report.table_rows)

@@ -44,8 +44,8 @@ try:  # POSIX; elsewhere the lock is an exclusively created file (see _Lock)
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["KINDS", "LOCK", "MARKER", "FolderBusy", "FolderState", "RunFolder", "check_claim", "check_files", "claim",
-           "inspect_folder", "is_temporary", "run_kind"]
+__all__ = ["ENVIRONMENT", "KINDS", "LOCK", "MARKER", "FolderBusy", "FolderState", "RunFolder", "check_claim",
+           "check_files", "claim", "environment", "inspect_folder", "is_temporary", "run_kind"]
 
 #: the kinds of run folder: ``train`` (the squares lab), ``compare`` (the length-generalisation lab) and
 #: ``suite`` (a preset over several tasks: a ``compare`` folder per task, :mod:`attnlab.labs.lengths.suite`).
@@ -321,3 +321,59 @@ def claim(path: str | os.PathLike[str], *, kind: str, resume: bool, name: str = 
         except OSError:
             pass  # never hide the error that ended the run
         lock.release()
+
+
+#: what a run folder records of the machine and software a run ran on
+ENVIRONMENT = "environment.json"
+
+
+def environment(*, device: Any, threads: int | str | None) -> dict[str, Any]:
+    """What ran: Python's, torch's and attnlab's versions (and attnlab's commit, run from a checkout), the device
+    and its name, and the intra-op threads (a number, or the rule that chose them per model).
+
+    ``device``: a torch device or its name. Read when a run starts (or resumes): a resumed run records the
+    machine it resumed on.
+    """
+    import platform
+
+    import torch
+
+    device = torch.device(device)
+    if device.type == "cuda" and torch.cuda.is_available():
+        name = torch.cuda.get_device_name(device)
+    else:
+        name = f"{platform.machine()}, {os.cpu_count()} cores"  # platform.processor() would run `uname -p`
+    return {"python": platform.python_version(), "torch": torch.__version__, "attnlab": __version__,
+            "attnlab_commit": _commit(), "device": str(device), "device_name": name, "threads": threads,
+            "platform": platform.platform()}
+
+
+def _commit() -> str | None:
+    """The commit checked out where attnlab runs from a git checkout, else None.
+
+    Read from the repository's files, not by running git: a run starts no process for it. Changes not yet
+    committed are not seen.
+    """
+    here = Path(__file__).resolve()
+    root = next((folder for folder in here.parents if (folder / ".git").exists()), None)
+    if root is None:
+        return None
+    try:
+        git = root / ".git"
+        if git.is_file():  # a worktree: "gitdir: <path>"
+            git = (root / git.read_text().strip().removeprefix("gitdir:").strip()).resolve()
+        head = (git / "HEAD").read_text().strip()
+        if not head.startswith("ref:"):
+            return head  # a detached HEAD is the commit itself
+        ref = head.removeprefix("ref:").strip()
+        common = (git / (git / "commondir").read_text().strip()).resolve() if (git / "commondir").is_file() else git
+        for base in (git, common):
+            if (base / ref).is_file():
+                return (base / ref).read_text().strip()
+        for line in (common / "packed-refs").read_text().splitlines() if (common / "packed-refs").is_file() else ():
+            sha, _, name = line.partition(" ")
+            if name == ref:
+                return sha
+    except (OSError, UnicodeDecodeError):  # an unreadable repository: the commit is not known
+        return None
+    return None

@@ -45,7 +45,7 @@ from attnlab.labs.lengths.config import CompareConfig, CompareResult
 from attnlab.labs.lengths.report import output_names, write_outputs
 from attnlab.labs.lengths.saved import MODELS, check_model_record, model_name, read_config, saved_models
 from attnlab.labs.lengths.train import ModelResult, check_models
-from attnlab.labs.run_folder import RunFolder, check_claim, check_files, claim
+from attnlab.labs.run_folder import ENVIRONMENT, RunFolder, check_claim, check_files, claim, environment
 from attnlab.training.checkpoint import write_checkpoint
 
 __all__ = ["CompareResult", "check_compare", "check_compare_folder", "groups", "resume_config", "run_compare"]
@@ -173,6 +173,8 @@ def run_compare(
         done = _checked(config, run.path, resume=resume, shown=folder)  # again, under the lock: another
         # writer may have been there in between
         run.write_json("config.json", config.to_dict())
+        run.write_json(ENVIRONMENT, environment(device=where, threads=config.threads if config.threads is not None
+                                                else "per model, by the thread rule (attnlab.training.threads)"))
         return _compare(config, run, progress, announce, done, place, where)
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from attnlab._io import atomic_write
+from attnlab._io import atomic_write, read_json
 from attnlab.labs.lengths.config import CompareConfig, CompareResult
 from attnlab.labs.lengths.presets import Verdict, preset
 from attnlab.labs.lengths.table import (
@@ -26,7 +26,7 @@ from attnlab.labs.lengths.table import (
     summarise,
 )
 from attnlab.labs.report import Html, Report, write_report
-from attnlab.labs.run_folder import RunFolder
+from attnlab.labs.run_folder import ENVIRONMENT, RunFolder
 
 if TYPE_CHECKING:  # matplotlib is imported only when the figures are drawn
     from matplotlib.figure import Figure
@@ -144,5 +144,6 @@ def write_outputs(run: RunFolder, result: CompareResult) -> list[Path]:
     write_report(run.file("report.html"), Report(
         title=f"Which positional encoding generalises to longer sequences? ({config.task})",
         paragraphs=paragraphs, preformatted=preformatted, sections=sections, figures=figures,
-        settings=config.to_dict()))
+        settings=config.to_dict(),
+        environment=read_json(run.path / ENVIRONMENT, what=ENVIRONMENT) if (run.path / ENVIRONMENT).is_file() else {}))
     return figures

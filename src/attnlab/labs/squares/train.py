@@ -38,13 +38,13 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor, nn
 
-from attnlab._io import atomic_write, read_text
+from attnlab._io import atomic_write, read_json, read_text
 from attnlab._limits import check_memory, count_parameters
 from attnlab._validate import check_int
 from attnlab.data.squares.square_prefixes import SquarePrefixes
 from attnlab.labs.memory_bound import transformer_parameters
 from attnlab.labs.report import Report, write_report
-from attnlab.labs.run_folder import RunFolder, claim, run_kind
+from attnlab.labs.run_folder import ENVIRONMENT, RunFolder, claim, environment, run_kind
 from attnlab.labs.squares.config import DEFAULT_WEIGHT_SEED, LAB_WEIGHT_SEEDS, UNSEEDED_LOADER_SEED, SquaresConfig
 from attnlab.labs.squares.figures import SquaresTestSet, write_run_figures
 from attnlab.labs.squares.folder import CHECKPOINT, check_outputs, check_train_folder, read_config, resume_config
@@ -236,6 +236,8 @@ def train_run(
         built = _build(config, progress=progress, distributed=distributed)
         threads = run_threads(config, built.model, threads=config.threads)
         with intra_op_threads(threads), claim(folder, kind="train", resume=resume) as run:
+            if distributed.is_main:
+                run.write_json(ENVIRONMENT, environment(device=distributed.device, threads=threads))
             return _train(config, run, built, announce=announce, note=note, distributed=distributed)
 
 
@@ -342,6 +344,7 @@ def _write_report(run: RunFolder, config: SquaresConfig, summary: dict[str, Any]
         title=f"attnlab run: {config.model}",
         headline={"train MSE": summary["train_mse"], "test MSE": summary["test_mse"], "epochs": summary["epochs"]},
         paragraphs=paragraphs, figures=figures, sections=sections, settings=config.to_dict(),
+        environment=read_json(run.path / ENVIRONMENT, what=ENVIRONMENT) if (run.path / ENVIRONMENT).is_file() else {},
         table_title="Losses per epoch", table_header=["epoch", "train", "validation"],
         table_rows=[[r["epoch"], r.get("loss"), r.get("val_loss")] for r in rows]))
 
