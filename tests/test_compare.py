@@ -88,7 +88,8 @@ def test_results_json_has_a_record_per_encoding_seed_and_length(tiny_run):
 def test_figures_and_report_are_written(tiny_run):
     result, folder, _, _ = tiny_run
     assert sorted(p.name for p in folder.iterdir()) == [".lock", "accuracy.png", "attnlab-run.json", "config.json",
-                                                        "models", "report.html", "results.json", "tokens.png"]
+                                                        "environment.json", "models", "report.html", "results.json",
+                                                        "tokens.png"]
     # every finished model, saved as it finished: its records and its weights
     assert sorted(p.name for p in (folder / "models").iterdir()) == ["alibi-seed0", "rotary-seed0"]
     assert sorted(p.name for p in (folder / "models" / "rotary-seed0").iterdir()) == ["record.json", "weights.pt"]
@@ -126,7 +127,8 @@ def test_squares_are_scored_by_mse_and_drawn_in_mse_png(tmp_path):
         assert set(r) == {"encoding", "seed", "length", "mean_squared_error"}
         assert np.isfinite(r["mean_squared_error"]) and r["mean_squared_error"] > 0
     files = sorted(p.name for p in (tmp_path / "sq").iterdir())
-    assert files == [".lock", "attnlab-run.json", "config.json", "models", "mse.png", "report.html", "results.json"]
+    assert files == [".lock", "attnlab-run.json", "config.json", "environment.json", "models", "mse.png", "report.html",
+                     "results.json"]
     assert (tmp_path / "sq" / "mse.png").read_bytes()[:8] == PNG
     doc = json.loads((tmp_path / "sq" / "results.json").read_text())
     assert doc["metric"] == "mean_squared_error" and doc["records"] == result.records

@@ -156,7 +156,7 @@ def test_existing_run_is_never_overwritten_and_bad_checkpoints_are_refused(defau
     assert code == 2 and "already holds" in err
     broken = tmp_path / "broken"
     broken.mkdir()
-    for name in ("config.json", "metrics.jsonl"):
+    for name in ("attnlab-run.json", "config.json", "metrics.jsonl"):
         (broken / name).write_bytes((default_run.folder / name).read_bytes())
     (broken / "checkpoint.pt").write_bytes((default_run.folder / "checkpoint.pt").read_bytes()[:200])
     code, _, err = cli(capsys, "predict", "--run", str(broken), "--points", "1,1 2,2")

@@ -29,17 +29,18 @@ TRAIN_MODELS = {
     "selfattn-pe": [],  # the positional-encoding lab's model, `make run`'s
     "transformer-alibi": ["--model", "transformer", "--encoding", "alibi"],  # a bias scheme (dense at this length)
 }
-TRAIN_FILES = [".lock", "attnlab-run.json", "checkpoint.pt", "config.json", "figures", "metrics.jsonl",
-               "report.html", "summary.json"]
+TRAIN_FILES = [".lock", "attnlab-run.json", "checkpoint.pt", "config.json", "environment.json", "figures",
+               "metrics.jsonl", "report.html", "summary.json"]
 
 COMPARE = ["--encodings", "rotary,alibi,t5", "--seeds", "1", "--epochs", "1", "--n-train", "64", "--d-model", "16",
            "--n-heads", "2", "--n-layers", "1", "--no-progress"]
 COMPARE_TASKS = {  # task flags, the files written
     "squares": (["--task", "squares", "--train-len", "3", "--test-lens", "3,5"],
-                [".lock", "attnlab-run.json", "config.json", "models", "mse.png", "report.html", "results.json"]),
+                [".lock", "attnlab-run.json", "config.json", "environment.json", "models", "mse.png", "report.html",
+                 "results.json"]),
     "reverse": (["--task", "reverse", "--train-len", "4", "--test-lens", "4,6"],
-                [".lock", "accuracy.png", "attnlab-run.json", "config.json", "models", "report.html", "results.json",
-                 "tokens.png"]),
+                [".lock", "accuracy.png", "attnlab-run.json", "config.json", "environment.json", "models",
+                 "report.html", "results.json", "tokens.png"]),
 }
 
 

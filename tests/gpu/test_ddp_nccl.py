@@ -43,8 +43,8 @@ from attnlab.labs.squares.train import SquaresConfig, build_model, load_run, mak
 REL = 1e-4
 N_TRAIN, BATCH, TRAIN_SEED = 64, 16, 42
 ARGS = ["--model", "selfattn-pe", "--n-train", str(N_TRAIN), "--batch-size", str(BATCH), "--no-progress"]
-RUN_FILES = [".lock", "attnlab-run.json", "checkpoint.pt", "config.json", "figures", "metrics.jsonl", "report.html",
-             "summary.json"]
+RUN_FILES = [".lock", "attnlab-run.json", "checkpoint.pt", "config.json", "environment.json", "figures",
+             "metrics.jsonl", "report.html", "summary.json"]
 GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 

@@ -129,7 +129,8 @@ def _only_rank_zero_wrote_anything(ddp_run):
     folder, work = ddp_run["folder"], ddp_run["work"]
     assert sorted(p.name for p in work.iterdir()) == ["run"]  # nothing else created where the ranks ran
     assert sorted(p.name for p in folder.iterdir()) == [".lock", "attnlab-run.json", "checkpoint.pt", "config.json",
-                                                        "figures", "metrics.jsonl", "report.html", "summary.json"]
+                                                        "environment.json", "figures", "metrics.jsonl", "report.html",
+                                                        "summary.json"]
     assert not [p for p in folder.rglob("*") if ".tmp" in p.name]
     summary = json.loads((folder / "summary.json").read_text())
     assert summary["epochs"] == 4

@@ -345,7 +345,7 @@ def environment(*, device: Any, threads: int | str | None) -> dict[str, Any]:
         name = f"{platform.machine()}, {os.cpu_count()} cores"  # platform.processor() would run `uname -p`
     return {"python": platform.python_version(), "torch": torch.__version__, "attnlab": __version__,
             "attnlab_commit": _commit(), "device": str(device), "device_name": name, "threads": threads,
-            "platform": platform.platform()}
+            "platform": f"{platform.system()} {platform.release()}"}
 
 
 def _commit() -> str | None:
