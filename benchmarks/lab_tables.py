@@ -117,9 +117,13 @@ def verdicts(suite: dict[str, Any], tasks: dict[str, dict[str, Any]]) -> str:
     seconds = [s for t in tasks.values() for s in t["seconds_per_model"].values()]
     lines = [f"- **{c['outcome']}**: {c['claim']}. {c['detail'][:1].upper()}{c['detail'][1:]}."
              for c in suite["claims"]]
-    lines.append(f"- {len(seconds)} models of {min(seconds) / 60:.1f}-{max(seconds) / 60:.1f} minutes each on one "
-                 f"core, {sum(seconds) / 60:.0f} core-minutes in all: about {sum(seconds) / 120:.0f} minutes on 2 "
-                 "cores, two at a time.")
+    walls = (f"{len(seconds)} models of {min(seconds) / 60:.1f}-{max(seconds) / 60:.1f} minutes each of wall "
+             f"time on one core ({sum(seconds) / 60:.0f} in all), as the run recorded them")
+    if suite.get("cpu_seconds") is not None:  # the run's own CPU count: its cost, whatever else shared the machine
+        lines.append(f"- {walls}; {suite['cpu_seconds'] / 60:.0f} core-minutes of CPU in all: about "
+                     f"{suite['cpu_seconds'] / 120:.0f} minutes on 2 cores, two at a time.")
+    else:
+        lines.append(f"- {walls} (a wall time grows with whatever else shared the machine).")
     return "\n".join(lines)
 
 

@@ -147,8 +147,8 @@ RUOSS2023 = Preset(
     published_metric=_RUOSS_TABLE.metric,
     tasks=("reverse-string", "duplicate-string"),
     aggregate="best",
-    cost="about 55 minutes on 2 CPU cores (16 models of 250,000 parameters, 6,400 steps each: 112 core-minutes, "
-         "measured partly beside other work); --quick about 5 (4 models, 10 core-minutes)",
+    cost="about 35 minutes on 2 CPU cores (12 models of 250,000 parameters, 6,400 steps each: 66 core-minutes of "
+         "CPU, measured); --quick about 5 (4 models, 10 core-minutes)",
     protocol_table=RUOSS2023_TABLE,
 )
 

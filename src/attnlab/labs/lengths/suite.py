@@ -229,6 +229,7 @@ def run_suite(configs: list[CompareConfig], folder: str | os.PathLike[str], pres
     """
     results = []
     began = time.perf_counter()
+    cpu_before = _cpu_seconds()
     _check_suite(configs, check_claim(folder, kind="suite", resume=resume), preset, resume=resume)
     if announce is not None:
         announce()
@@ -241,9 +242,13 @@ def run_suite(configs: list[CompareConfig], folder: str | os.PathLike[str], pres
         rows = suite_rows(results, preset)
         verdicts = suite_verdicts(results, preset)
         seconds = time.perf_counter() - began
+        cpu_after = _cpu_seconds()
+        # This invocation's CPU, its local workers' included (a resumed suite counts what it ran itself).
+        cpu = None if cpu_before is None or cpu_after is None else cpu_after - cpu_before
         run.write_json("suite.json", {
             "preset": preset.name, "paper": preset.paper, "aggregate": preset.aggregate,
             "published_source": preset.published_source, "published_metric": preset.published_metric,
+            "cpu_seconds": cpu,
             "seconds": seconds, "tasks": [c.task for c in configs], "rows": rows, "competence": COMPETENCE,
             "claims": [{"claim": v.claim, "outcome": v.outcome, "detail": v.detail} for v in verdicts],
             "settings_table": [dataclasses.asdict(row) for row in preset.protocol_table]})
@@ -268,6 +273,16 @@ def run_suite(configs: list[CompareConfig], folder: str | os.PathLike[str], pres
 _OUTPUTS = ("suite.json", "suite.txt", "report.html")
 #: the preset and tasks a suite folder holds, written when the folder is claimed
 _IDENTITY = "suite-settings.json"
+
+
+def _cpu_seconds() -> float | None:
+    """CPU seconds this process and the children it has reaped (local workers) have used; None off Unix."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    return sum(u.ru_utime + u.ru_stime for u in (resource.getrusage(resource.RUSAGE_SELF),
+                                                   resource.getrusage(resource.RUSAGE_CHILDREN)))
 
 
 def _task_folder(root: Path, config: CompareConfig) -> Path:
