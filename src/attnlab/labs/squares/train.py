@@ -236,8 +236,6 @@ def train_run(
         built = _build(config, progress=progress, distributed=distributed)
         threads = run_threads(config, built.model, threads=config.threads)
         with intra_op_threads(threads), claim(folder, kind="train", resume=resume) as run:
-            if distributed.is_main:
-                run.write_json(ENVIRONMENT, environment(device=distributed.device, threads=threads))
             return _train(config, run, built, announce=announce, note=note, distributed=distributed)
 
 
@@ -293,6 +291,7 @@ def _train(config: SquaresConfig, run: RunFolder, built: _Built, *, announce: Ca
             announce()
         metrics = atomic_write(run.file("metrics.jsonl"), lambda tmp: tmp.write_text("".join(f"{x}\n" for x in kept)))
         run.write_json("config.json", config.to_dict())
+        run.write_json(ENVIRONMENT, environment(device=trainer.device, threads=torch.get_num_threads()))
         figures_folder = run.folder("figures")
 
     remaining = config.epochs - trainer.total_epochs
