@@ -628,3 +628,26 @@ def test_an_echoed_value_is_cut_to_a_line(capsys, tmp_path, argv, shown):
     assert code == 2 and out == "" and err.count("\n") == 1
     assert shown in err and len(err) <= 2040, err[:600]
     assert not (tmp_path / "run").exists()
+
+
+# `--encoding ''` trained sinusoidal and recorded it: an empty name was taken for "the default".
+SILENT = pytest.mark.bad_input("silent wrong results")
+
+
+@SILENT
+@pytest.mark.parametrize("argv", [["--encoding", ""], ["--encoding", "   "], ["--encoding", "\t"]])
+def test_an_empty_encoding_is_refused_not_taken_for_the_default(capsys, tmp_path, argv):
+    code, out, err = cli(capsys, "train", "--model", "transformer", *argv, "--epochs", "1",
+                         "--out", str(tmp_path / "run"), "--no-progress")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "--encoding must name one (or be left out for the default)" in err
+    assert not (tmp_path / "run").exists()
+
+
+@SILENT
+@pytest.mark.parametrize("field", ["encoding", "backend"])
+def test_the_library_refuses_an_empty_name_too(field):
+    from attnlab.labs.squares.config import SquaresConfig
+
+    with pytest.raises(ValueError, match=rf"^{field} must name one .*got ''"):
+        SquaresConfig(model="transformer", **{field: ""})

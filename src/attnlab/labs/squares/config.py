@@ -155,8 +155,14 @@ class SquaresConfig:
         from attnlab.attention.backends.choose import BACKENDS  # here: the config module stays light to import
         from attnlab.encodings.registry import spec_name
 
-        object.__setattr__(self, "encoding", spec_name(self.encoding or "sinusoidal"))
-        object.__setattr__(self, "backend", check_choice("backend", self.backend or "auto", BACKENDS))
+        # None means the default; an empty or blank name is a mistake (it used to train sinusoidal, recorded as such).
+        for name in ("encoding", "backend"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise ValueError(f"{name} must name one (or be left out for the default), got {value!r}")
+        object.__setattr__(self, "encoding", spec_name(self.encoding if self.encoding is not None else "sinusoidal"))
+        backend = self.backend if self.backend is not None else "auto"
+        object.__setattr__(self, "backend", check_choice("backend", backend, BACKENDS))
 
     def to_dict(self) -> dict[str, Any]:
         """The settings as a JSON-ready dict, as ``config.json`` holds them."""
