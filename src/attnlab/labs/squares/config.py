@@ -158,7 +158,7 @@ class SquaresConfig:
         # None means the default; an empty or blank name is a mistake (it used to train sinusoidal, recorded as such).
         for name in ("encoding", "backend"):
             value = getattr(self, name)
-            if value is not None and (not isinstance(value, str) or not value.strip()):
+            if isinstance(value, str) and not value.strip():
                 raise ValueError(f"{name} must name one (or be left out for the default), got {value!r}")
         object.__setattr__(self, "encoding", spec_name(self.encoding if self.encoding is not None else "sinusoidal"))
         backend = self.backend if self.backend is not None else "auto"
