@@ -176,3 +176,18 @@ def test_the_labs_module_is_attnlabs_multihead_attention_with_heads_d_model_wide
     mine = LabMultiHeadAttention(3, 4)  # 3 does not divide 4: every head is 4 wide anyway
     assert isinstance(mine, MultiHeadAttention) and mine.head_dim == mine.d_model == 4
     assert mine.in_proj.weight.shape == (3 * 3 * 4, 4) and mine.linear_out.weight.shape == (4, 3 * 4)
+
+
+# The previous API's keywords stopped at a bare TypeError; each now names what replaced it.
+@pytest.mark.bad_input("tracebacks and messages")
+@pytest.mark.parametrize(("given", "named"), [
+    ({"head_dim": 2}, r"takes no head_dim= any more: .*MultiHeadAttention\(n_heads, d_model, head_dim=\.\.\.\)"),
+    ({"dropout": 0.1}, r"takes no dropout= any more: .*MultiHeadAttention\(\.\.\., dropout=\.\.\.\)"),
+    ({"head_dim": 2, "dropout": 0.1}, r"takes no head_dim= any more"),
+    ({"bogus": 1}, r"got an unexpected keyword argument 'bogus'"),
+])
+def test_a_removed_argument_names_its_replacement(given, named):
+    from attnlab.attention import LabMultiHeadAttention
+
+    with pytest.raises(TypeError, match=named):
+        LabMultiHeadAttention(2, 4, **given)

@@ -36,6 +36,7 @@ import contextvars
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -106,6 +107,22 @@ class _Kept:
         return self.weights
 
 
+#: keywords the labs' module took before it became the labs' alone, and where each is now
+_REMOVED = {
+    "head_dim": "every head of the labs' module is d_model wide, as in the labs; for heads of another width use "
+                "attnlab.attention.MultiHeadAttention(n_heads, d_model, head_dim=...)",
+    "dropout": "the labs' module has no attention dropout; use attnlab.attention.MultiHeadAttention(..., dropout=...)",
+}
+
+
+def _removed_arguments(given: dict[str, Any]) -> str:
+    """The message for keywords :class:`LabMultiHeadAttention` does not take, naming what replaced each."""
+    name = next(iter(given))
+    if name in _REMOVED:
+        return f"LabMultiHeadAttention() takes no {name}= any more: {_REMOVED[name]}"
+    return f"LabMultiHeadAttention() got an unexpected keyword argument {name!r}"
+
+
 class LabMultiHeadAttention(MultiHeadAttention):
     """The labs' ``MultiHeadAttention``: every head ``d_model`` wide, ``init_keys``, ``mha(query, mask)``, ``alphas``.
 
@@ -151,7 +168,10 @@ class LabMultiHeadAttention(MultiHeadAttention):
         d_model: int,
         input_dim: int | None = None,
         proj_values: bool = True,
+        **removed: Any,
     ) -> None:
+        if removed:
+            raise TypeError(_removed_arguments(removed))
         super().__init__(n_heads, d_model, input_dim, proj_values, head_dim=check_int("d_model", d_model, minimum=1))
         # The labs' checkpoints keep each head's linear_query/key/value: fused on load.
         self.register_load_state_dict_pre_hook(fuse_lab_heads)
