@@ -11,6 +11,7 @@ import builtins
 import io
 import math
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -651,3 +652,26 @@ def test_the_library_refuses_an_empty_name_too(field):
 
     with pytest.raises(ValueError, match=rf"^{field} must name one .*got ''"):
         SquaresConfig(model="transformer", **{field: ""})
+
+
+# A user's `module:Class` that is not where Python looks, or that fails as it is imported: only ImportError was
+# caught, so a module raising, with a syntax error, or calling sys.exit(3) gave a traceback or ended attnlab
+# silently; and the console script does not look in the current folder, which nothing said.
+@MESSAGES
+@pytest.mark.parametrize(("source", "said"), [
+    (None, r"no module 'usermod_\w+' where Python looks .*PYTHONPATH=\. attnlab"),
+    ("raise RuntimeError('boom')\n", r"importing module 'usermod_\w+' failed: RuntimeError: boom \(.*usermod_\w+\.py, "
+                                     r"line 1\)"),
+    ("def f(:\n", r"importing module 'usermod_\w+' failed: SyntaxError: .*line 1"),
+    ("import sys\nsys.exit(3)\n", r"module 'usermod_\w+' called sys.exit\(3\) while it was imported"),
+    ("import no_such_package_of_theirs\n", r"failed: ModuleNotFoundError: No module named 'no_such_package_of_theirs'"),
+])
+def test_a_user_module_that_cannot_be_imported_is_one_line_saying_why(capsys, tmp_path, monkeypatch, source, said):
+    name = f"usermod_{abs(hash((str(tmp_path), source))) % 10**8}"
+    if source is not None:
+        (tmp_path / f"{name}.py").write_text(source)
+        monkeypatch.syspath_prepend(str(tmp_path))
+    code, out, err = cli(capsys, "compare", "--encodings", f"{name}:Scheme", "--out", str(tmp_path / "run"))
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert re.search(said, err), err
+    assert not (tmp_path / "run").exists()
