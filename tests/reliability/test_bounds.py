@@ -675,3 +675,43 @@ def test_a_user_module_that_cannot_be_imported_is_one_line_saying_why(capsys, tm
     assert code == 2 and out == "" and err.count("\n") == 1, err
     assert re.search(said, err), err
     assert not (tmp_path / "run").exists()
+
+
+_USER_SCHEME = """
+from attnlab.encodings import ALiBi
+
+
+class Mine(ALiBi):
+    @classmethod
+    def for_model(cls, sizes):
+        return cls(sizes.n_heads)
+"""
+
+
+@MESSAGES
+@pytest.mark.training
+@pytest.mark.parametrize("verb", ["compare", "train"])
+def test_a_run_whose_scheme_module_is_gone_names_the_module_not_an_unreadable_config(capsys, tmp_path, monkeypatch,
+                                                                                    verb):
+    name = f"gone_{verb}_{abs(hash(str(tmp_path))) % 10**8}"
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / f"{name}.py").write_text(_USER_SCHEME)
+    run = tmp_path / "run"
+    if verb == "compare":
+        first = ["compare", "--encodings", f"{name}:Mine", "--seeds", "1", "--train-len", "3", "--test-lens", "3,4",
+                 "--n-train", "32", "--n-test", "4", "--epochs", "1", "--d-model", "8", "--n-heads", "2",
+                 "--n-layers", "1", "--jobs", "1", "--no-progress", "--out", str(run)]
+        again = ["compare", "--resume", "--out", str(run)]
+    else:
+        first = ["train", "--model", "transformer", "--encoding", f"{name}:Mine", "--epochs", "1", "--no-progress",
+                 "--out", str(run)]
+        again = ["predict", "--run", str(run), "--points", "1,1 2,2"]
+    with monkeypatch.context() as made:
+        made.syspath_prepend(str(tmp_path / "lib"))
+        code, _, err = cli(capsys, *first)
+        assert code == 0, err
+    monkeypatch.delitem(sys.modules, name)  # gone from the path, and from Python's memory of it
+    code, out, err = cli(capsys, *again)
+    assert code == 2 and err.count("\n") == 1, err
+    assert "the run's settings name a scheme that cannot be loaded here" in err and f"no module '{name}'" in err
+    assert "unreadable" not in err

@@ -367,6 +367,13 @@ def _named(name: str) -> type[nn.Module]:
     return cls
 
 
+class SchemeImportError(ValueError):
+    """A ``module:Class`` whose module cannot be loaded here (not on Python's path, or failing as it is imported).
+
+    A run folder whose settings name such a scheme is not unreadable: it needs the module back on the path.
+    """
+
+
 def _load(path: str, name: str) -> Any:
     module_name, _, attr = path.partition(":")
     try:
@@ -375,24 +382,24 @@ def _load(path: str, name: str) -> Any:
         found = False
     if not found:
         # The `attnlab` console script's path holds its environment, not the folder it is run from.
-        raise ValueError(f"encoding {name!r}: no module {module_name!r} where Python looks (sys.path: the "
+        raise SchemeImportError(f"encoding {name!r}: no module {module_name!r} where Python looks (sys.path: the "
                          "environment's packages and PYTHONPATH; the attnlab command does not look in the current "
                          f"folder): install it, or run with PYTHONPATH=<its folder>, e.g. PYTHONPATH=. attnlab ...")
     try:
         target: Any = importlib.import_module(module_name)
     except SystemExit as err:  # a module that exits as it is imported would end attnlab with nothing said
-        raise ValueError(f"encoding {name!r}: module {module_name!r} called sys.exit({err.code!r}) while it was "
+        raise SchemeImportError(f"encoding {name!r}: module {module_name!r} called sys.exit({err.code!r}) while it was "
                          "imported") from None
     except Exception as err:  # its own error, a syntax error or a missing import of its own: named, with where
         where = ""  # a SyntaxError's own message names its file and line
         if not isinstance(err, SyntaxError) and err.__traceback__ is not None:
             last = traceback.extract_tb(err.__traceback__)[-1]
             where = f" ({last.filename}, line {last.lineno})"
-        raise ValueError(f"encoding {name!r}: importing module {module_name!r} failed: "
+        raise SchemeImportError(f"encoding {name!r}: importing module {module_name!r} failed: "
                          f"{type(err).__name__}: {err}{where}") from None
     for part in attr.split("."):
         if not hasattr(target, part):
-            raise ValueError(f"encoding {name!r}: module {module_name!r} has no {attr!r}")
+            raise SchemeImportError(f"encoding {name!r}: module {module_name!r} has no {attr!r}")
         target = getattr(target, part)
     return target
 

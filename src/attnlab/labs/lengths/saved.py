@@ -20,7 +20,7 @@ from typing import Any
 
 from attnlab._io import check_below, read_json
 from attnlab._validate import check_finite_float, check_int, check_keys
-from attnlab.encodings.registry import import_location
+from attnlab.encodings.registry import SchemeImportError, import_location
 from attnlab.labs.lengths.config import CompareConfig
 from attnlab.labs.run_folder import is_temporary
 
@@ -144,6 +144,9 @@ def read_config(folder: Path) -> CompareConfig | None:
     try:
         _check_imports(folder, doc)
         return CompareConfig.from_dict(doc)
+    except SchemeImportError as err:  # the settings are fine: their scheme's module is not on the path here
+        raise ValueError(f"--resume {str(folder)!r}: the run's settings name a scheme that cannot be loaded here: "
+                         f"{err}") from None
     except (ValueError, TypeError, KeyError, AttributeError) as err:
         raise ValueError(f"--resume {str(folder)!r}: {path.name} is unreadable: {err}") from None
 

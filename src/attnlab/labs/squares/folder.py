@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from attnlab._io import check_below, read_json
+from attnlab.encodings.registry import SchemeImportError
 from attnlab.labs.run_folder import check_claim
 from attnlab.labs.squares.config import SquaresConfig
 
@@ -35,6 +36,9 @@ def read_config(folder: Path, flag: str) -> SquaresConfig | None:
     data = read_json(path, what="config.json")  # a FIFO or a device is refused unopened, bad UTF-8 named
     try:
         return SquaresConfig.from_dict(data)
+    except SchemeImportError as err:  # the settings are fine: their scheme's module is not on the path here
+        raise ValueError(f"{flag} {str(folder)!r}: the run's settings name a scheme that cannot be loaded here: "
+                         f"{err}") from None
     except (ValueError, TypeError, AttributeError) as err:
         raise ValueError(f"{flag} {str(folder)!r}: config.json is unreadable: {err}") from None
 
