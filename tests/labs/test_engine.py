@@ -179,7 +179,8 @@ def test_compare_size_flags_give_the_model_of_those_sizes(tmp_path, capsys):
     # what a scheme refuses at these sizes, and a scheme that does not import: refused before the folder is made
     (["compare", "--encodings", "rotary", "--d-model", "6", "--n-heads", "2"],
      "head_dim must be even to rotate every feature, got head_dim=3"),
-    (["compare", "--encodings", "alibi,nosuchpkg.schemes:Sandwich"], "no module 'nosuchpkg.schemes' where Python looks"),
+    (["compare", "--encodings", "alibi,nosuchpkg.schemes:Sandwich"],
+     "no module 'nosuchpkg.schemes' where Python looks"),
 ])
 def test_bad_sizes_are_one_line_and_exit_2(argv, words, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
