@@ -20,11 +20,13 @@ import json
 import os
 import pickle
 import random
+import re
 import shlex
 import shutil
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 import zipfile
 from pathlib import Path
@@ -474,3 +476,54 @@ def test_the_cli_names_the_mismatched_keys(run_copy, capsys, name):
     for word in words:
         assert word in str(info.value)
     assert_refused_by_the_cli(capsys, run_copy, str(checkpoint), "does not fit", *words)
+
+
+# The squares lab's fused Adam trusts each state's size: a crafted state loaded through torch's own
+# load_state_dict (not attnlab's checkpoint reader) wrote past the end of a one-element exp_avg (SIGSEGV).
+# The optimizer make_optimizer builds checks any state it loads. In a subprocess: without the check it crashes.
+_CRAFTED = textwrap.dedent("""
+    import sys, torch
+    from attnlab.labs.squares.config import SquaresConfig
+    from attnlab.labs.squares.train import build_model, make_optimizer
+    config = SquaresConfig()
+    model = build_model(config)
+    opt = make_optimizer(model, config)
+    state = opt.state_dict()
+    params = state["param_groups"][0]["params"]
+    case = sys.argv[1]
+    if case == "short":
+        state["state"] = {i: {"step": torch.tensor(1.0), "exp_avg": torch.zeros(1), "exp_avg_sq": torch.zeros(1)}
+                          for i in params}
+    elif case == "long":
+        big = torch.zeros(10**4)
+        state["state"] = {i: {"step": torch.tensor(1.0), "exp_avg": big, "exp_avg_sq": big} for i in params}
+    elif case == "dtype":
+        shapes = [p.shape for p in model.parameters()]
+        state["state"] = {i: {"step": torch.tensor(1.0), "exp_avg": torch.zeros(s, dtype=torch.float64),
+                              "exp_avg_sq": torch.zeros(s, dtype=torch.float64)} for i, s in zip(params, shapes)}
+    elif case == "groups":
+        state["param_groups"][0]["params"] = params[:1]
+    try:
+        opt.load_state_dict(state)
+    except ValueError as err:
+        print("refused:", err)
+    else:
+        for p in model.parameters():
+            p.grad = torch.ones_like(p)
+        opt.step()
+        print("loaded and stepped")
+""")
+
+
+@pytest.mark.process
+@pytest.mark.bad_input("memory safety")
+@pytest.mark.parametrize(("case", "named"), [
+    ("short", r"\['exp_avg'\]: shape \(1,\) does not fit parameter 0's"),
+    ("long", r"\['exp_avg'\]: shape \(10000,\) does not fit parameter 0's"),
+    ("dtype", r"exp_avg"),
+    ("groups", r"parameter groups of sizes \[1\] do not fit"),
+])
+def test_a_crafted_optimizer_state_is_refused_wherever_it_is_loaded(case, named):
+    proc = subprocess.run([sys.executable, "-c", _CRAFTED, case], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])  # no crash
+    assert proc.stdout.startswith("refused:") and re.search(named, proc.stdout), proc.stdout

@@ -86,8 +86,8 @@ from attnlab._validate import check_finite_float
 from attnlab.training.rng import check_rng_state
 
 __all__ = ["FORMAT", "MAX_ENTRIES", "OPTIMIZER_STATE", "REQUIRED_KEYS", "SCHEDULER_GROUP_KEYS", "SLACK_BYTES",
-           "VERSION", "check_fits", "check_format", "check_state_dict", "max_checkpoint_bytes", "read_checkpoint",
-           "sync_checkpoint", "to_plain", "write_checkpoint"]
+           "VERSION", "check_fits", "check_format", "check_state_dict", "guard_optimizer", "max_checkpoint_bytes",
+           "read_checkpoint", "sync_checkpoint", "to_plain", "write_checkpoint"]
 
 FORMAT = "attnlab.trainer.checkpoint"
 VERSION = 1
@@ -823,3 +823,18 @@ def check_fits(state: Mapping[str, Any], *, model: torch.nn.Module, optimizer: t
                          f"state; this trainer's scheduler is a {type(scheduler).__name__}")
     if scheduler is not None and state["scheduler_state_dict"] is not None:
         _check_scheduler(state["scheduler_state_dict"], scheduler, where)
+
+
+def guard_optimizer(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
+    """``optimizer``, whose ``load_state_dict`` now checks a state against its parameters first; returned.
+
+    torch's own load checks little, and the fused Adam kernel trusts that each ``exp_avg`` has its parameter's
+    size: a crafted state corrupts memory. With this guard any load (through attnlab or straight from torch)
+    is refused with a ValueError naming the entry (:func:`check_fits`'s check of the optimizer).
+    """
+
+    def check(loading: torch.optim.Optimizer, state: dict[str, Any]) -> None:
+        _check_optimizer(state, loading, "the optimizer state")
+
+    optimizer.register_load_state_dict_pre_hook(check)
+    return optimizer

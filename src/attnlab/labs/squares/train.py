@@ -52,6 +52,7 @@ from attnlab.labs.squares.history import resumed_lines
 from attnlab.labs.squares.models import SIZE_NAMES, squares_model
 from attnlab.labs.squares.viewer import ViewerData
 from attnlab.training import Checkpoint, MetricsFile, Trainer
+from attnlab.training.checkpoint import guard_optimizer
 from attnlab.training.distributed import DistributedContext
 from attnlab.training.rng import preserved_rng
 from attnlab.training.threads import intra_op_threads, step_work, threads_for
@@ -119,8 +120,10 @@ def build_model(config: SquaresConfig) -> nn.Module:
 def make_optimizer(model: nn.Module, config: SquaresConfig) -> torch.optim.Optimizer:
     """Adam at ``config.lr``, fused: one kernel for every parameter instead of a Python loop over
     them, which at these models' sizes costs more than the forward pass. Same algorithm as the
-    labs' ``optim.Adam``; results differ only in the last bits."""
-    return torch.optim.Adam(model.parameters(), lr=config.lr, fused=True)
+    labs' ``optim.Adam``; results differ only in the last bits. Its ``load_state_dict`` checks a state
+    against the parameters first (:func:`attnlab.training.checkpoint.guard_optimizer`): the fused kernel
+    trusts each state's size."""
+    return guard_optimizer(torch.optim.Adam(model.parameters(), lr=config.lr, fused=True))
 
 
 def run_threads(config: SquaresConfig, model: nn.Module, *, squares: int | None = None,
