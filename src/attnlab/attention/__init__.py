@@ -26,8 +26,9 @@ importing one module of the package (a model's) loads only what that module need
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from attnlab._lazy import lazy_names
 
 if TYPE_CHECKING:
     from attnlab.attention.backends.choose import BACKENDS
@@ -92,15 +93,4 @@ __all__ = ["AdditiveScore", "Attention", "BACKENDS", "DecodingCache", "GeneralSc
            "uniform_scores"]
 
 
-def __getattr__(name: str) -> Any:
-    """One of :data:`__all__`, imported from its module the first time it is asked for."""
-    if name not in _HOMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    """The module's names, the lazily imported ones included."""
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy_names(__name__, _HOMES, __all__)

@@ -29,8 +29,9 @@ importing one module of the package (a scheme's, the registry) loads only what i
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from attnlab._lazy import lazy_names
 
 # Imported now, not on first use: these functions have their module's name, and importing the module
 # (anyone's `from attnlab.encodings.sinusoidal import ...`) would set the package's attribute to the module.
@@ -105,15 +106,4 @@ _HOMES = {name: module for module, names in _NAMES.items() for name in names}
 _RENAMED = {"ROTARY_CONVENTIONS": "CONVENTIONS"}
 
 
-def __getattr__(name: str) -> Any:
-    """One of :data:`__all__`, imported from its module the first time it is asked for."""
-    if name not in _HOMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), _RENAMED.get(name, name))
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    """The module's names, the lazily imported ones included."""
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy_names(__name__, _HOMES, __all__, renamed=_RENAMED)
