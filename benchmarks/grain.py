@@ -7,7 +7,8 @@ Five counts, each from running the code rather than reading it:
 - **imports**: the attnlab modules loaded by ``import attnlab.models.decoder_only``, in a fresh interpreter;
 - **forward**: the files, and the distinct cross-file calls (caller function -> callee function, in different
   files), crossed by the model's first forward pass inside ``attnlab compare --encodings alibi``;
-- **resolutions**: calls to the scheme registry's ``resolve`` per model trained by that comparison;
+- **resolutions**: look-ups of a scheme's name in the registry (``registry._named``, what ``resolve`` does with
+  a string; given a class or a resolved spec it looks nothing up) per model trained by that comparison;
 - **sizes**: the package's files over 500 lines, and those under 60 that are not a package's ``__init__``
   (a reader decides whether each holds a concept of its own; the list is printed).
 
@@ -155,7 +156,7 @@ def forward_and_resolutions() -> tuple[dict[str, Any], dict[str, Any]]:
     with tempfile.TemporaryDirectory() as tmp:
         forward, whole = _compare(Path(tmp) / "run")
     resolve = sum(n for name, n in whole.calls.items()
-                  if name.startswith("encodings/") and name.endswith(":resolve"))
+                  if name.startswith("encodings/") and name.endswith(":_named"))
     files = sorted(forward.files)
     return ({"files": len(files), "cross_file_calls": len(forward.edges), "which": files,
              "edges": sorted(f"{a} -> {b}" for a, b in forward.edges)},

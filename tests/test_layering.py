@@ -25,6 +25,8 @@ A new violation fails; so does an exception that no longer happens (shrink the l
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -261,3 +263,18 @@ def test_no_new_import_cycle_and_no_stale_exception():
     assert new == [], "a new import cycle"
     stale = [why for known, why in KNOWN_CYCLES.items() if not any(c <= known for c in cycles)]
     assert stale == [], "these cycles are gone: delete them from KNOWN_CYCLES"
+
+
+@pytest.mark.process
+def test_a_model_loads_the_core_and_not_the_long_context_paths():
+    # Importing a model loads what every forward pass needs. The chunked and FlexAttention paths, the randomized
+    # wrapper and the decoding cache load where a call first takes them; 25 modules is the goal the grain
+    # count (benchmarks/grain.py) holds the package to.
+    code = ("import sys, attnlab.models.decoder_only\n"
+            "print(' '.join(sorted(m for m in sys.modules if m == 'attnlab' or m.startswith('attnlab.'))))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert "attnlab.models.decoder_only" in loaded
+    lazy = {"attnlab.attention.backends.chunked", "attnlab.attention.backends.flex",
+            "attnlab.encodings.randomized", "attnlab.attention.decoding_cache"}
+    assert lazy.isdisjoint(loaded), sorted(lazy & set(loaded))
+    assert len(loaded) <= 25, loaded

@@ -349,7 +349,7 @@ def test_multihead_flex_backend_routes_the_scheme_to_flex_attention(monkeypatch)
     """The forced flex path binds the scheme's score_mod at the call's offsets (kernel run eagerly here)."""
     import functools
 
-    from attnlab.attention.backends import choose as long_context
+    from attnlab.attention.backends import flex
 
     calls = []
 
@@ -357,7 +357,7 @@ def test_multihead_flex_backend_routes_the_scheme_to_flex_attention(monkeypatch)
         calls.append(kwargs["is_causal"])
         return flex_attend(*args, **kwargs, compiled=False)
 
-    monkeypatch.setattr(long_context, "flex_attend", functools.partial(eager))
+    monkeypatch.setattr(flex, "flex_attend", functools.partial(eager))
     dense_mha, flex = twin_modules("alibi", "flex")
     x = torch.randn(2, 150, H * DH, dtype=torch.float64)
     with torch.no_grad():

@@ -82,10 +82,10 @@ def test_dense_and_chunked_paths_agree_on_outputs_and_gradients(is_causal):
 def test_flex_path_agrees_where_the_device_allows(monkeypatch):
     # torch 2.13 has no FlexAttention backward on the CPU: the forward pass is compared there, run eagerly
     # (the compiled kernel costs seconds per shape family); on CUDA the tests marked cuda compile it.
-    from attnlab.attention.backends import choose
-    from attnlab.attention.backends.flex import flex_attend
+    from attnlab.attention.backends import flex
 
-    monkeypatch.setattr(choose, "flex_attend", lambda *a, **kw: flex_attend(*a, **kw, compiled=False))
+    eager = flex.flex_attend
+    monkeypatch.setattr(flex, "flex_attend", lambda *a, **kw: eager(*a, **kw, compiled=False))
     dense, flex = _mha("dense"), _mha("flex")
     x = torch.randn(2, 19, 32, dtype=torch.float64)
     with torch.no_grad():

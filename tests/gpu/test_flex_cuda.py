@@ -131,26 +131,25 @@ def check_auto_route(monkeypatch, *, device: str, expected: str, length: int = 1
     ALiBi, forward and backward: the path a long sequence takes on ``device`` unless told otherwise.
     A shorter ``length`` lowers the limit to match (for the CPU's twin: 1100 steps cost 5 s there).
     """
-    from attnlab.attention.backends import auto_rule, choose
+    from attnlab.attention.backends import choose, chunked, flex
 
-    if length != 1100:  # every limit the rule reads (auto_rule's for the CPU, choose's on CUDA) lowered to match
-        for module, limit in ((choose, "CUDA_DENSE_SCORES"), (auto_rule, "DENSE_SCORES"),
-                              (auto_rule, "DENSE_SCORES_THREADED")):
-            monkeypatch.setattr(module, limit, length * length - 1)
+    if length != 1100:  # every limit the rule reads (the CPU's and CUDA's) lowered to match
+        for limit in ("CUDA_DENSE_SCORES", "DENSE_SCORES", "DENSE_SCORES_THREADED"):
+            monkeypatch.setattr(choose, limit, length * length - 1)
     if torch.device(device).type == "cuda":
         limit = choose.CUDA_DENSE_SCORES
     else:
-        limit = auto_rule.DENSE_SCORES if torch.get_num_threads() == 1 else auto_rule.DENSE_SCORES_THREADED
+        limit = choose.DENSE_SCORES if torch.get_num_threads() == 1 else choose.DENSE_SCORES_THREADED
     assert length * length > limit
     taken = []
-    for path in ("flex", "chunked"):
-        real = getattr(choose, f"{path}_attend")
+    for path, module in (("flex", flex), ("chunked", chunked)):
+        real = getattr(module, f"{path}_attend")
 
         def spy(*args, _real=real, _path=path, **kwargs):
             taken.append(_path)
             return _real(*args, **kwargs)
 
-        monkeypatch.setattr(choose, f"{path}_attend", spy)
+        monkeypatch.setattr(module, f"{path}_attend", spy)
     check_against_dense("alibi", device=device, backend="auto", length=length)
     assert taken == [expected], taken
 

@@ -189,3 +189,20 @@ def test_bad_sizes_are_one_line_and_exit_2(argv, words, tmp_path, monkeypatch, c
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
     assert words in err
     assert list(tmp_path.iterdir()) == []  # nothing written, not even runs/
+
+
+def test_a_lab_model_looks_its_scheme_name_up_once_per_run(monkeypatch):
+    # The settings resolve each encoding once; the models are built from what they resolved, never from the
+    # name again (one look-up per run, not one per model or per layer).
+    from attnlab.encodings import registry
+    from attnlab.labs.lengths.config import CompareConfig
+    from attnlab.labs.lengths.train import build_model
+
+    looked_up = []
+    real = registry._named
+    monkeypatch.setattr(registry, "_named", lambda name: looked_up.append(name) or real(name))
+    config = CompareConfig(encodings=("alibi", "random-alibi"), train_len=4, test_lens=(4, 6), d_model=16,
+                           n_heads=2, n_layers=2, n_seeds=2)
+    models = [build_model(config, encoding) for encoding in config.encodings for _ in range(2)]
+    assert sorted(looked_up) == ["alibi", "alibi"], looked_up  # alibi, and random-alibi's inner scheme
+    assert [m.position_name for m in models] == ["alibi", "alibi", "random-alibi", "random-alibi"]

@@ -36,13 +36,15 @@ from dataclasses import dataclass
 from importlib.machinery import PathFinder
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from torch import nn
 
 from attnlab import catalog
-from attnlab.encodings.randomized import RandomizedPositions
 from attnlab.encodings.scheme import ModelSizes, PositionScheme
+
+if TYPE_CHECKING:  # built only for a randomized name: imported there
+    from attnlab.encodings.randomized import RandomizedPositions
 
 __all__ = ["ADDED_TO_INPUT", "CAUSAL_ONLY", "DEFAULT_ENCODINGS", "ENCODINGS", "INSIDE_ATTENTION", "RANDOMIZED",
            "Position", "Randomized", "attention_position", "build_scheme", "build_table",
@@ -88,6 +90,8 @@ class Randomized:
         """
         if sizes.max_len is None:
             raise ValueError(f"a randomized {self.scheme.__name__} draws positions from [0, max_len): give max_len")
+        from attnlab.encodings.randomized import RandomizedPositions
+
         return RandomizedPositions(self.scheme.for_model(sizes), max_len=sizes.max_len,
                                    sample=self.scheme.randomize_by)
 

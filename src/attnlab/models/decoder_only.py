@@ -31,14 +31,18 @@ Shape notation: ``B`` batch, ``L`` sequence length, ``P`` prompt length,
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import Tensor, nn
 
 from attnlab._validate import check_int
-from attnlab.attention import DecodingCache
 from attnlab.encodings.positions import check_position_ids, continue_positions, positions_from_mask
 from attnlab.models.sequence_model import SequenceModel
 from attnlab.models.transformer_layers import TransformerEncoderLayer
+
+if TYPE_CHECKING:  # annotations only: the cache's module is imported where decoding makes one
+    from attnlab.attention import DecodingCache
 
 __all__ = ["DecoderOnlyTransformer"]
 

@@ -21,18 +21,20 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import torch
 from torch import Tensor, nn
 
 from attnlab._limits import check_memory, check_tensor
 from attnlab._validate import check_choice, check_input_dtype, check_int, check_probability
-from attnlab.attention import DecodingCache
 from attnlab.attention.backends.choose import BACKENDS
 from attnlab.encodings.positions import check_position_ids
 from attnlab.encodings.registry import Position, build_scheme, build_table, resolve, spec_name
 from attnlab.encodings.scheme import ModelSizes, PositionScheme
+
+if TYPE_CHECKING:  # annotations only: the cache's module is imported where decoding makes one
+    from attnlab.attention import DecodingCache
 
 __all__ = ["ARCHITECTURE_MODELS", "SequenceModel", "sequence_model_class"]
 
@@ -268,6 +270,8 @@ class SequenceModel(nn.Module):
         # than the new step's, so such a model re-runs the whole sequence at each step.
         use_cache = self._caches(use_cache)
         if use_cache:
+            from attnlab.attention import DecodingCache
+
             cache = DecodingCache(capacity=first.shape[1] + steps)
             step = first
             for _ in range(steps):
@@ -288,7 +292,10 @@ class SequenceModel(nn.Module):
 
     def extra_repr(self) -> str:
         kind = f"vocab_size={self.vocab_size}" if self.vocab_size is not None else f"n_features={self.n_features}"
-        position = self.position if isinstance(self.position, str) else getattr(self.position, "__name__", "factory")
+        try:
+            position = self.position if isinstance(self.position, str) else spec_name(self.position)
+        except TypeError:  # a factory, or a class another process could not import: its own name
+            position = getattr(self.position, "__name__", "factory")
         return (f"{kind}, position={position!r}, d_model={self.d_model}, n_heads={self.n_heads}, "
                 f"n_layers={self.n_layers}")
 

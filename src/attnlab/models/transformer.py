@@ -40,13 +40,17 @@ model dim, ``H`` heads, ``V`` vocabulary, ``F`` features.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import Tensor, nn
 
 from attnlab._validate import check_int
-from attnlab.attention import DecodingCache
 from attnlab.models.sequence_model import SequenceModel
 from attnlab.models.transformer_layers import TransformerDecoderLayer, TransformerEncoderLayer
+
+if TYPE_CHECKING:  # annotations only: the cache's module is imported where decoding makes one
+    from attnlab.attention import DecodingCache
 
 __all__ = ["Transformer", "TransformerDecoderLayer", "TransformerEncoderLayer"]
 

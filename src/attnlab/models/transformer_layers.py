@@ -9,10 +9,15 @@ Shape notation: ``B`` batch, ``S`` source length, ``T`` target length, ``D`` mod
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from torch import Tensor, nn
 
-from attnlab.attention import DecodingCache, KVCache, MultiHeadAttention
+from attnlab.attention import MultiHeadAttention
 from attnlab.encodings.scheme import PositionScheme
+
+if TYPE_CHECKING:  # annotations only: the cache's module is imported where decoding makes one
+    from attnlab.attention import DecodingCache, KVCache
 
 __all__ = ["TransformerDecoderLayer", "TransformerEncoderLayer"]
 

@@ -56,32 +56,79 @@ dim, ``Dv`` value width.
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from attnlab import catalog
 from attnlab._finite import bounded_pair
-from attnlab._validate import check_choice
-from attnlab.attention.backends.auto_rule import (
-    CUDA_DENSE_SCORES,
-    DENSE_MEMORY_BUDGET,
-    DENSE_SCORES,
-    DENSE_SCORES_THREADED,
-    dense_bytes,
-    dense_fits,
-)
-from attnlab.attention.backends.chunk_plan import default_scale
-from attnlab.attention.backends.chunked import chunked_attend
-from attnlab.attention.backends.flex import flex_attend, flex_supported
+from attnlab._validate import check_choice, check_int
 from attnlab.attention.functional import attend_unchecked, drop_unseen_keys, repeat_kv_heads
-from attnlab.encodings.scheme import PositionScheme
+from attnlab.encodings.scheme import PositionScheme, bias_dtype
+
+# The chunked and FlexAttention paths (four modules and torch's flex_attention) are imported where a call takes
+# them: most models never reach a length where they would, and importing a model should not load them.
 
 __all__ = ["BACKENDS", "CUDA_DENSE_SCORES", "DENSE_MEMORY_BUDGET", "DENSE_SCORES", "DENSE_SCORES_THREADED",
            "adds_terms", "attend_with_position", "choose_backend", "dense_bytes", "dense_fits", "key_valid_of",
            "may_attend", "position_attend"]
 
 BACKENDS = catalog.BACKENDS
+
+# Scores per head past which the chunked path is faster than the dense one on the CPU, on one thread
+# and on more (BENCHMARKS.md, "Dense or chunked attention on the CPU").
+DENSE_SCORES = 2**16
+DENSE_SCORES_THREADED = 2**22
+# Bytes of the dense path's [B, H, T, S] scores that backend="auto" allows on the CPU: a fixed budget.
+DENSE_MEMORY_BUDGET = 2**30
+# On CUDA, the count FlexAttention takes over from (not timed on a GPU).
+CUDA_DENSE_SCORES = 2**20
+
+
+def dense_bytes(*, batch: int, heads: int, T: int, S: int, dtype: torch.dtype) -> int:
+    """Bytes of the ``[B, H, T, S]`` scores the dense path holds at least once, in the compute dtype.
+
+    The term broadcast to the batch once a mask is added, or the weights: ``B * H * T * S``
+    times the size of the dtype scores are computed in (float32 for half-precision inputs).
+
+    Example:
+        >>> dense_bytes(batch=4, heads=8, T=2048, S=2048, dtype=torch.float32) // 2**20  # MiB
+        512
+    """
+    return batch * heads * T * S * bias_dtype(dtype).itemsize
+
+
+def dense_fits(*, batch: int, heads: int, T: int, S: int, dtype: torch.dtype, threads: int = 1,
+               memory_budget: int = DENSE_MEMORY_BUDGET) -> bool:
+    """The CPU rule of ``backend="auto"`` (module docstring, rule 3): True for the dense path, False for chunked.
+
+    Args:
+        batch, heads: ``B`` and ``H`` (query heads).
+        T: queries; S: keys.
+        dtype: the queries' dtype.
+        threads: torch's intra-op threads (:func:`torch.get_num_threads`): the crossover differs.
+        memory_budget: the most bytes of :func:`dense_bytes` allowed (:data:`DENSE_MEMORY_BUDGET`).
+
+    Example:
+        >>> dense_fits(batch=4, heads=8, T=256, S=256, dtype=torch.float32)  # one thread, at the crossover
+        True
+        >>> dense_fits(batch=1, heads=8, T=512, S=512, dtype=torch.float32)  # one thread, past it
+        False
+        >>> dense_fits(batch=4, heads=8, T=2048, S=2048, dtype=torch.float32, threads=2)  # 512 MiB
+        True
+        >>> dense_fits(batch=16, heads=8, T=1024, S=1024, dtype=torch.float32, threads=2)  # 512 MiB: fits
+        True
+        >>> dense_fits(batch=64, heads=8, T=1024, S=1024, dtype=torch.float32, threads=2)  # 2 GiB: over budget
+        False
+    """
+    memory_budget = check_int("memory_budget", memory_budget, minimum=0)
+    threads = check_int("threads", threads, minimum=1)
+    crossover = DENSE_SCORES if threads == 1 else DENSE_SCORES_THREADED
+    return T * S <= crossover and dense_bytes(batch=batch, heads=heads, T=T, S=S, dtype=dtype) <= memory_budget
+
+
 def adds_terms(position: PositionScheme | None) -> bool:
     """Whether ``position`` declares a term added to the scores or the outputs (rather than only rotating).
 
@@ -177,7 +224,7 @@ def choose_backend(
         why = None
         if not position.has_score_mod:
             why = f"{name} has no score_mod"
-        elif not flex_supported(device, backward=backward):
+        elif not _flex_supported(device, backward=backward):
             why = f"torch {torch.__version__} has no FlexAttention backward on {device.type}"
         elif dropout_p:
             why = "FlexAttention has no attention dropout"
@@ -226,6 +273,8 @@ def position_attend(
         ValueError: for ``"flex"`` with a ``bias`` or position ids, or a path other than the two.
     """
     if backend == "chunked":
+        from attnlab.attention.backends.chunked import chunked_attend
+
         return chunked_attend(query, key, value, position=position, q_offset=q_offset, mask=mask, bias=bias,
                               is_causal=is_causal, scale=scale, dropout_p=dropout_p, position_ids=position_ids,
                               key_position_ids=key_position_ids)
@@ -245,6 +294,8 @@ def position_attend(
     def score_mod(Tp: int, Sp: int):  # type: ignore[no-untyped-def]
         padded = F.pad(query, (0, 0, 0, Tp - T))  # [B, H, Tp, Dh]: the padded rows are masked out
         return position.score_mod(padded, Sp, q_offset=q_offset, k_offset=0)
+
+    from attnlab.attention.backends.flex import flex_attend
 
     return flex_attend(query, key, value, score_mod=score_mod, is_causal=is_causal, key_valid=valid, scale=scale)
 
@@ -334,7 +385,7 @@ def attend_with_position(
         # scores cannot overflow before the term is added (attnlab._finite); attend_unchecked is told (guarded).
         if mask is not None:
             keys, values = drop_unseen_keys(keys, values, mask)
-        q, keys = bounded_pair(q, keys, default_scale(q.shape[-1], scale))
+        q, keys = bounded_pair(q, keys, 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale)
     value_term = False
     ids = {"position_ids": position_ids, "key_position_ids": key_position_ids} if per_row else {}
     if position is not None:
@@ -353,3 +404,10 @@ def attend_with_position(
         if values_term is not None:
             out = out + values_term.to(out.dtype)
     return out, weights
+
+
+def _flex_supported(device: torch.device, *, backward: bool) -> bool:
+    """:func:`attnlab.attention.backends.flex.flex_supported`, importing FlexAttention's module only when asked."""
+    from attnlab.attention.backends.flex import flex_supported
+
+    return flex_supported(device, backward=backward)

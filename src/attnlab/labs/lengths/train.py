@@ -94,7 +94,8 @@ def build_model(config: CompareConfig, encoding: str) -> DecoderOnlyTransformer 
     model_class = sequence_model_class(config.architecture)
     io = config.task_object.model_io(config.n_symbols)
     model = model_class(vocab_size=io["vocab_size"], n_features=io["n_features"], d_model=config.d_model,
-                        n_heads=config.n_heads, n_layers=config.n_layers, ff_units=config.ff_units, position=encoding,
+                        n_heads=config.n_heads, n_layers=config.n_layers, ff_units=config.ff_units,
+                        position=config.scheme(encoding),  # as the settings resolved it: no name looked up again
                         max_len=longest, dropout=config.dropout,
                         max_relative_position=config.max_relative_position, pad_id=PAD, backend=config.backend)
     return cast(DecoderOnlyTransformer | Transformer, model)
