@@ -78,6 +78,13 @@ test-gpu: $(TEST_STAMP)
 bench: $(TEST_STAMP)
 	$(BIN)/python benchmarks/run.py
 
+# attnlab against its peers on a CUDA GPU (benchmarks/gpu.py: attention, the bias schemes to 64k, rotary,
+# decoding, the length lab's throughput), into benchmarks/results/gpu/ (gpu.json, gpu.md), in at most 8
+# minutes on one H200; BENCHMARKS.md, "On a GPU". Without a GPU: .venv/bin/python benchmarks/gpu.py --device cpu --tiny
+.PHONY: bench-gpu
+bench-gpu: $(TEST_STAMP)
+	$(BIN)/python benchmarks/gpu.py --device cuda
+
 # The documentation site, into site/ (docs/build.py): the notebooks executed at full length by
 # papermill, then MkDocs. ATTNLAB_DOCS_PARAMETERS='{"EPOCHS": 2}' make docs builds a quick one.
 $(DOCS_STAMP): $(STAMP)

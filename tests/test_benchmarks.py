@@ -84,3 +84,43 @@ def test_write_result_names_the_script_and_the_commit_and_goes_where_it_is_sent(
         pytest.skip("not a git checkout")
     assert doc["machine"]["commit"] == head.stdout.strip()
     assert isinstance(doc["machine"]["uncommitted_changes"], bool)
+
+
+GPU_CASES = ["attention", "bias", "rotary", "decoding", "lab"]
+
+
+def test_gpu_script_runs_every_case_at_tiny_sizes_on_the_cpu(tmp_path):
+    """``benchmarks/gpu.py`` (``make bench-gpu``) at toy sizes on the CPU: every case checks and times without error.
+
+    The GPU's numbers come from a GPU; this keeps the script from rotting where there is none. Written to
+    ``tmp_path``, never to the tracked ``benchmarks/results/gpu/``.
+    """
+    done = python(str(BENCHMARKS / "gpu.py"), "--device", "cpu", "--tiny", "--repeats", "2", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    doc = json.loads((tmp_path / "gpu.json").read_text())
+    assert list(doc["cases"]) == GPU_CASES
+    for name, case in doc["cases"].items():
+        assert case["status"] == "ok", (name, case.get("error"), case.get("traceback"))
+        assert case["checks"] and all(check["ok"] is not False for check in case["checks"]), (name, case["checks"])
+        timed = [row for row in case["rows"] if row["timing"] is not None]
+        assert timed and all(row["timing"]["repeats"] == 2 and row["timing"]["median_s"] > 0 for row in timed), name
+        assert all(row["peak_mib"] is None for row in timed)  # no memory figure on the CPU
+        assert [t for t in case["targets"] if t["value"] is not None] or name == "rotary", name
+    ours = {row["impl"] for case in doc["cases"].values() for row in case["rows"] if row.get("ours")}
+    assert {"attnlab MultiHeadAttention", "attnlab ALiBi", "attnlab Sandwich (README's user scheme)",
+            "attnlab Rotary (half)", "attnlab generate (KV cache)", "one model", "group of 4"} <= ours
+    machine = doc["machine"]
+    assert machine["torch"] and machine["date"] and machine["gpu"] is None and "commit" in machine
+    md = (tmp_path / "gpu.md").read_text()
+    assert md.startswith("# attnlab on the GPU") and "## Targets" in md and "tiny sizes" in md
+    assert all(case["title"] in md for case in doc["cases"].values())
+
+
+def test_gpu_script_past_its_budget_records_what_it_skipped(tmp_path):
+    done = python(str(BENCHMARKS / "gpu.py"), "--device", "cpu", "--tiny", "--cases", "attention,lab",
+                  "--budget-s", "0", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    doc = json.loads((tmp_path / "gpu.json").read_text())
+    assert {name: case["status"] for name, case in doc["cases"].items()} == {"attention": "skipped", "lab": "skipped"}
+    assert all("time budget" in case["reason"] for case in doc["cases"].values())
+    assert "time budget" in (tmp_path / "gpu.md").read_text()
