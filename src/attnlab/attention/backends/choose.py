@@ -73,6 +73,7 @@ from attnlab.attention.backends.auto_rule import (
 )
 from attnlab.attention.backends.chunk_plan import default_scale
 from attnlab.attention.backends.chunked import chunked_attend
+from attnlab.attention.backends.dense_bound import check_dense_scores
 from attnlab.attention.backends.flex import flex_attend, flex_supported
 from attnlab.attention.functional import attend_unchecked, drop_unseen_keys, repeat_kv_heads
 from attnlab.encodings.scheme import PositionScheme
@@ -313,7 +314,8 @@ def attend_with_position(
         ``(out [B, H, T, Dv], weights [B, H, T, S] or None)``.
 
     Raises:
-        ValueError: for a forced ``backend`` that cannot serve the call (see :func:`choose_backend`).
+        ValueError: for a forced ``backend`` that cannot serve the call (see :func:`choose_backend`), or
+            dense scores ``[B, H, T, S]`` that cannot fit in memory (:func:`check_dense_scores`).
     """
     B, H, T, S = q.shape[0], q.shape[1], q.shape[2], keys.shape[2]
     backward = torch.is_grad_enabled() and any(t.requires_grad for t in (q, keys, values))
@@ -329,6 +331,11 @@ def attend_with_position(
                               bias=bias, is_causal=is_causal, scale=scale, dropout_p=dropout_p,
                               position_ids=position_ids, key_position_ids=key_position_ids)
         return out, None
+    if adds_terms(position) or bias is not None or need_weights:
+        # The scores are formed as a [B, H, T, S] tensor here: refused by name if they cannot fit.
+        draws = position is not None and position.draws_positions
+        check_dense_scores(backend=backend, batch=B, heads=H, T=T, S=S, dtype=q.dtype, device=q.device,
+                           chunked_serves=not (need_weights or draws))
     if adds_terms(position):
         # Before the scheme reads them (CoPE's gates, Shaw's q . a): hidden keys have no effect, and the
         # scores cannot overflow before the term is added (attnlab._finite); attend_unchecked is told (guarded).
@@ -349,7 +356,8 @@ def attend_with_position(
                                     need_weights=need_weights or value_term, is_causal=is_causal,
                                     guarded=adds_terms(position))
     if value_term and weights is not None and position is not None:
-        values_term = position.value_term(weights, q_offset=q_offset, k_offset=0, **ids)  # [B, H, T, Dv] (Shaw's)
+        values_term = position.value_term(weights, q_offset=q_offset, k_offset=0, value_width=values.shape[-1],
+                                          **ids)  # [B, H, T, Dv] (Shaw's)
         if values_term is not None:
             out = out + values_term.to(out.dtype)
     return out, weights
