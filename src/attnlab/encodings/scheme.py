@@ -423,6 +423,9 @@ def call_primitive(scheme: PositionScheme, primitive: Callable[..., Any], *tenso
                    **given: Tensor | None) -> Any:
     """:func:`call_by_row` of ``primitive``, where what it raises beyond a clear refusal names the scheme.
 
+    ``tensors`` are its batch-first arguments (``q [B, H, T, Dh]``, ``k [B, H, S, Dh]`` or
+    ``weights [B, H, T, S]``), ``given`` its positions and keyword tensors, as :func:`call_by_row` takes them.
+
     The one place attention calls a scheme's primitives (:meth:`PositionScheme.rotate`, ``bias``,
     ``value_term`` and :func:`distance_table`): a scheme is any user's code, and an error deep in it
     (a RuntimeError of a tensor op, an assertion, an index) would otherwise reach the user as if
@@ -453,6 +456,8 @@ def _got(value: object) -> str:
 
 def check_rotated(scheme: PositionScheme, turned: object, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
     """``turned``, the ``(q, k)`` :meth:`PositionScheme.rotate_at` returned, if they keep ``q``'s and ``k``'s shapes.
+
+    ``q [B, H, T, Dh]`` and ``k [B, H, S, Dh]`` are what the primitive was given.
 
     Raises:
         TypeError: naming the scheme, for anything but a pair of tensors.
@@ -544,6 +549,11 @@ def distance_table(scheme: PositionScheme, q: Tensor, n_keys: int, *, q_offset: 
     (positions ``q_offset + i`` and ``k_offset + j``): every head's ``[T, S]`` term is a
     sliding window over it. Computed by the scheme's own :meth:`~PositionScheme.bias_at`,
     so with gradients to its parameters when autograd records.
+
+    Raises:
+        TypeError / ValueError: naming the scheme, for a term that is None (it declares ``by_distance``)
+            or not broadcastable to ``[B, H, 1, T + S - 1]``, or for what its ``bias_at`` raises
+            (:func:`call_primitive`).
     """
     T = q.shape[-2]
     first = k_offset - q_offset - (T - 1)  # the smallest key-minus-query distance of the call
