@@ -629,6 +629,7 @@ class ModelGroup(nn.Module):
             flat = h.reshape(G * B, L, D)
             out = self._input_part.run("forward", (flat,), table_kwargs, {}, B=B, lengths=lengths,
                                        cut=_cut_table, mend=_mend_table)
+            assert first.input_position is not None  # the part is the members' tables
             h = check_table_output(first.input_position, flat, out).view(G, B, L, D)
         h = self._dropout(h, lengths)
         # A layer's draws in the order of TransformerEncoderLayer's: its scheme's and the attention

@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, cast
 
 import torch
@@ -112,8 +113,9 @@ def check_first_steps(config: CompareConfig, *, device: torch.device | str = "cp
         for encoding in config.encodings:
             torch.manual_seed(0)  # the first seed's weights
             model = build_model(config, encoding).to(device)
+            first_loss = partial(loss, model, batch)
             try:
-                check_initial_loss(model, lambda m=model: loss(m, batch), what=f"encoding {encoding!r}")
+                check_initial_loss(model, first_loss, what=f"encoding {encoding!r}")
             except ValueError as err:
                 if str(err).startswith(f"encoding {encoding!r}"):
                     raise
