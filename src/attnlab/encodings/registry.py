@@ -291,13 +291,15 @@ def check_table_output(table: nn.Module, h: Tensor, out: object) -> Tensor:
         TypeError: naming the table's class, for anything but a floating tensor.
         ValueError: naming the table's class, the expected shape and the one it returned.
     """
-    name = type(table).__name__
-    expected = f"h with its positions added, a tensor [B, L, D] = {list(h.shape)} (the shape of h)"
+    def expected() -> str:  # the message is built only when it is raised (a string of sizes is no graph op)
+        return (f"input table {type(table).__name__}: forward(h) must return h with its positions added, a tensor "
+                f"[B, L, D] = {list(h.shape)} (the shape of h)")
+
     if not isinstance(out, Tensor) or not out.is_floating_point():
         got = f"dtype {out.dtype}" if isinstance(out, Tensor) else type(out).__name__
-        raise TypeError(f"input table {name}: forward(h) must return {expected}, got {got}")
+        raise TypeError(f"{expected()}, got {got}")
     if out.shape != h.shape:
-        raise ValueError(f"input table {name}: forward(h) must return {expected}, got shape {list(out.shape)}")
+        raise ValueError(f"{expected()}, got shape {list(out.shape)}")
     return out
 
 

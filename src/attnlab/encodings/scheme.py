@@ -404,9 +404,12 @@ def call_by_row(scheme: PositionScheme, primitive: Callable[..., Any], *tensors:
         What the primitive returns: ``(q, k)`` concatenated over the rows, or a term
         ``[B|1, H|1, T, X]`` (None when every row's is None).
     """
-    rows = 0 if scheme.batched_positions else max(
-        (t.shape[0] for name, t in given.items() if name in _POSITION_DIMS and t is not None
-         and t.ndim > _POSITION_DIMS[name]), default=0)
+    # The per-row positions' batch, for a scheme written for one sequence's (a plain loop: torch.compile traces it).
+    rows = 0
+    if not scheme.batched_positions:
+        for name, t in given.items():
+            if name in _POSITION_DIMS and t is not None and t.ndim > _POSITION_DIMS[name]:
+                rows = max(rows, t.shape[0])
     if not rows:
         return primitive(*tensors, **given)
     out = []
@@ -464,16 +467,17 @@ def check_rotated(scheme: PositionScheme, turned: object, q: Tensor, k: Tensor) 
         ValueError: naming the scheme and both shapes, for a pair of other shapes (broadcasting
             would hide a query dropped or a head added).
     """
-    name = type(scheme).__name__
-    expected = f"(q, k) of the shapes it was given, {list(q.shape)} and {list(k.shape)} ([B, H, T, Dh], [B, H, S, Dh])"
+    def expected() -> str:  # the message is built only when it is raised (a string of sizes is no graph op)
+        return (f"position scheme {type(scheme).__name__}: rotate_at must return (q, k) of the shapes it was "
+                f"given, {list(q.shape)} and {list(k.shape)} ([B, H, T, Dh], [B, H, S, Dh])")
+
     if not isinstance(turned, (tuple, list)) or len(turned) != 2 or not all(isinstance(t, Tensor) for t in turned):
         got = type(turned).__name__ if not isinstance(turned, (tuple, list)) else \
             f"({', '.join(_got(t) for t in turned)})"
-        raise TypeError(f"position scheme {name}: rotate_at must return {expected}, got {got}")
+        raise TypeError(f"{expected()}, got {got}")
     rq, rk = turned
     if rq.shape != q.shape or rk.shape != k.shape:
-        raise ValueError(f"position scheme {name}: rotate_at must return {expected}, got shapes {list(rq.shape)} "
-                         f"and {list(rk.shape)}")
+        raise ValueError(f"{expected()}, got shapes {list(rq.shape)} and {list(rk.shape)}")
     return rq, rk
 
 
@@ -491,18 +495,20 @@ def check_term(scheme: PositionScheme, primitive: str, term: object, target: tup
     """
     if term is None:
         return None
-    name = type(scheme).__name__
-    shown = "[" + ", ".join("?" if n is None else str(n) for n in target) + "]"
-    expected = f"None or a floating tensor broadcastable to {layout} = {shown}"
+
+    def expected() -> str:  # the message is built only when it is raised (a string of sizes is no graph op)
+        shown = "[" + ", ".join("?" if n is None else str(n) for n in target) + "]"
+        return (f"position scheme {type(scheme).__name__}: {primitive} must return None or a floating tensor "
+                f"broadcastable to {layout} = {shown}")
+
     if not isinstance(term, Tensor) or not term.is_floating_point():
         got = f"dtype {term.dtype}" if isinstance(term, Tensor) else type(term).__name__
-        raise TypeError(f"position scheme {name}: {primitive} must return {expected}, got {got}")
+        raise TypeError(f"{expected()}, got {got}")
     shape = tuple(term.shape)
     fits = len(shape) <= len(target) and all(
         s == 1 or n is None or s == n for s, n in zip(reversed(shape), reversed(target), strict=False))
     if not fits:
-        raise ValueError(f"position scheme {name}: {primitive} must return {expected} (each dim that size or 1), "
-                         f"got shape {list(shape)}")
+        raise ValueError(f"{expected()} (each dim that size or 1), got shape {list(shape)}")
     return term
 
 
