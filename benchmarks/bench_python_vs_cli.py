@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 from bench_train_costs import busy_loops
+
 from harness import write_result
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""``benchmarks/bench_python_vs_cli.py`` times the README's Python block: it must find that block, and set its epochs."""
+"""``benchmarks/bench_python_vs_cli.py`` times the README's Python block: it finds that block and sets its epochs."""
 
 from __future__ import annotations
 

@@ -17,6 +17,7 @@ import torch
 __all__ = [
     "check_bool",
     "check_choice",
+    "check_device",
     "check_dtype",
     "check_finite_float",
     "check_float32",
@@ -225,3 +226,21 @@ def check_input_dtype(name: str, x: torch.Tensor, expected: torch.dtype, *, owne
     if x.is_floating_point():
         hint += f" or {owner}.{_conversion(x.dtype)}"
     raise TypeError(f"{name} has dtype {x.dtype} but the {owner}'s parameters are {expected}; convert with {hint}")
+
+
+def check_device(name: str, t: Any, device: torch.device, *, of: str = "the inputs") -> None:
+    """Raise unless the tensor ``t`` (or None) is on ``device``, where the values it goes with are.
+
+    One attribute compare, no data read (static under ``torch.compile``): called once per value,
+    where it first meets the inputs. A tensor on the meta device holds no data at all (every read
+    of it failed deep in torch: "Tensor.item() cannot be called on meta tensors").
+
+    Raises:
+        ValueError: naming ``name``, its device and ``device``, e.g. "position_ids are on meta but
+            the inputs are on cpu; move them with position_ids.to('cpu')".
+    """
+    if not isinstance(t, torch.Tensor) or t.device == device:
+        return
+    why = " (a meta tensor holds no values)" if t.device.type == "meta" else ""
+    raise ValueError(f"{name} is on {t.device}{why} but {of} are on {device}; move it with "
+                     f"{name}.to({str(device)!r})")

@@ -7,6 +7,7 @@ adds nothing and scaled per head. Written with the protocol's primitives only, i
 """
 
 import inspect
+import re
 import subprocess
 import sys
 import textwrap
@@ -250,3 +251,295 @@ def test_resume_never_imports_a_scheme_from_inside_the_run_folder(tmp_path, monk
 def test_the_readme_section_defines_a_scheme_outside_attnlab():
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     assert "## Bring your own position scheme" in readme
+
+
+# -- a user's scheme or table that is wrong: named, never a deep error or a silent broadcast ----------
+
+MESSAGES = pytest.mark.bad_input("tracebacks and messages")
+SILENT = pytest.mark.bad_input("silent wrong results")
+
+
+class _Faulty(PositionScheme):
+    """A score term that says nothing about positions (what a faulty scheme returns is set per class)."""
+
+    adds_score = True
+
+    def bias_at(self, q, *, q_pos, k_pos, k=None):
+        return torch.zeros(1, q.shape[1], q.shape[2], k_pos.shape[-1])
+
+
+class WrongShapeBias(_Faulty):
+    def bias_at(self, q, *, q_pos, k_pos, k=None):
+        return torch.zeros(3, 5, 7, 2)  # no [B, H, T, S] at all
+
+
+class TransposedBias(_Faulty):
+    def bias_at(self, q, *, q_pos, k_pos, k=None):
+        return torch.zeros(1, q.shape[1], k_pos.shape[-1] + 1, q.shape[2])  # [1, H, S + 1, T]
+
+
+class IntegerBias(_Faulty):
+    def bias_at(self, q, *, q_pos, k_pos, k=None):
+        return torch.zeros(1, 1, q.shape[2], k_pos.shape[-1], dtype=torch.long)
+
+
+class RaisingBias(_Faulty):
+    def bias_at(self, q, *, q_pos, k_pos, k=None):
+        raise RuntimeError("the scheme's own bug")
+
+
+class IndexingBias(_Faulty):
+    def bias_at(self, q, *, q_pos, k_pos, k=None):
+        return torch.zeros(2)[q_pos]  # an IndexError deep in the user's code
+
+
+class NoneRotation(PositionScheme):
+    rotates = True
+
+    def rotate_at(self, q, k, *, q_pos, k_pos):
+        return None
+
+
+class OneTensorRotation(PositionScheme):
+    rotates = True
+
+    def rotate_at(self, q, k, *, q_pos, k_pos):
+        return q
+
+
+class WrongValue(PositionScheme):
+    adds_value = True
+
+    def value_term_at(self, weights, *, q_pos, k_pos):
+        return torch.zeros(1, 1, 3, 3)
+
+
+class RaisingValue(PositionScheme):
+    adds_value = True
+
+    def value_term_at(self, weights, *, q_pos, k_pos):
+        raise AssertionError
+
+
+class NoScheme(_Faulty):
+    @classmethod
+    def for_model(cls, sizes):
+        return None
+
+
+class NotAScheme(_Faulty):
+    @classmethod
+    def for_model(cls, sizes):
+        return torch.nn.Linear(2, 2)
+
+
+class DistanceWithoutTerm(_Faulty):
+    by_distance = True  # a term per distance, it says, for the chunked path's table
+
+    def bias_at(self, q, *, q_pos, k_pos, k=None):
+        return None
+
+
+@MESSAGES
+@pytest.mark.parametrize("backend", ["dense", "chunked"])
+@pytest.mark.parametrize(("scheme", "error", "said"), [
+    (WrongShapeBias, ValueError, r"bias_at must return None or a floating tensor broadcastable to \[B, H, T, S\] = "
+                                 r"\[2, 2, 6, 6\].*got shape \[3, 5, 7, 2\]"),
+    (TransposedBias, ValueError, r"bias_at must return .*\[B, H, T, S\].*got shape \[1, 2, 7, 6\]"),
+    (IntegerBias, TypeError, r"bias_at must return None or a floating tensor.*got dtype torch.int64"),
+    (RaisingBias, ValueError, r"its bias_at raised RuntimeError: the scheme's own bug"),
+    (IndexingBias, ValueError, r"its bias_at raised IndexError"),
+    (NoneRotation, TypeError, r"rotate_at must return \(q, k\) of the shapes it was given, \[2, 2, 6, 8\] and "
+                              r"\[2, 2, 6, 8\].*got NoneType"),
+    (OneTensorRotation, TypeError, r"rotate_at must return \(q, k\).*got Tensor"),
+    (WrongValue, ValueError, r"value_term_at must return None or a floating tensor broadcastable to "
+                             r"\[B, H, T, Dv\] = \[2, 2, 6, 8\].*got shape \[1, 1, 3, 3\]"),
+    (RaisingValue, ValueError, r"its value_term_at raised AssertionError"),
+    (NoScheme, TypeError, r"for_model\(sizes\) must return an attnlab.encodings.PositionScheme.*got NoneType"),
+    (NotAScheme, TypeError, r"for_model\(sizes\) must return an attnlab.encodings.PositionScheme.*got Linear"),
+    (DistanceWithoutTerm, TypeError, r"declares by_distance = True but its bias_at returned None"),
+])
+def test_a_faulty_scheme_is_named_with_what_was_expected(scheme, error, said, backend):
+    if scheme is DistanceWithoutTerm and backend == "dense":
+        pytest.skip("the dense path reads the term itself (None: no term); the per-distance table is chunked's")
+    with pytest.raises(error, match=f"position scheme {scheme.__name__}: .*{said}"):
+        model = DecoderOnlyTransformer(vocab_size=13, d_model=16, n_heads=2, n_layers=1, position=scheme,
+                                       backend=backend)  # for_model is called here
+        model(torch.randint(0, 13, (2, 6)))
+
+
+@SILENT
+@pytest.mark.parametrize("turned", [
+    lambda q, k: (q[..., :1, :], k),  # one query left: attention broadcast it to every row
+    lambda q, k: (q, k[:, :1]),  # one key head: broadcast to every head
+    lambda q, k: (q[..., :4], k[..., :4]),  # half the head width: scores from half the features
+    lambda q, k: (k, q[:, :, :3]),  # fewer keys than given
+])
+def test_a_rotation_of_another_shape_is_refused_not_broadcast(turned):
+    class Reshaping(PositionScheme):
+        rotates = True
+
+        def rotate_at(self, q, k, *, q_pos, k_pos):
+            return turned(q, k)
+
+    mha = MultiHeadAttention(2, 16, position=Reshaping())
+    with pytest.raises(ValueError, match=r"position scheme Reshaping: rotate_at must return \(q, k\) of the shapes "
+                                         r"it was given, \[1, 2, 5, 8\] and \[1, 2, 5, 8\]"):
+        mha(torch.randn(1, 5, 16))
+
+
+@MESSAGES
+@pytest.mark.parametrize("per_row", [False, True])
+def test_a_randomized_faulty_scheme_names_the_scheme_it_wraps(per_row):
+    from attnlab.encodings import RandomizedPositions
+
+    mha = MultiHeadAttention(2, 16, position=RandomizedPositions(WrongShapeBias(), max_len=32))
+    ids = {"position_ids": torch.tensor([[0, 1, 2, 3, 4]])} if per_row else {}
+    with pytest.raises(ValueError, match=r"position scheme WrongShapeBias: bias_at must return .*\[3, 5, 7, 2\]"):
+        mha(torch.randn(1, 5, 16), **ids)
+
+
+class ShortTable(torch.nn.Module):
+    """An input table whose forward drops every position but the first (the issue's example)."""
+
+    def __init__(self, d_model):
+        super().__init__()
+        self.d_model = d_model
+
+    @classmethod
+    def for_model(cls, sizes):
+        return cls(sizes.d_model)
+
+    def forward(self, h, *, offset=0, position_ids=None):
+        return h[:, :1] + 0
+
+
+class RowsOnlyTable(ShortTable):
+    def forward(self, h, *, offset=0, position_ids=None):
+        return torch.zeros(1, h.shape[1], h.shape[2])  # its rows, not added to h
+
+
+class WiderTable(ShortTable):
+    def forward(self, h, *, offset=0, position_ids=None):
+        return torch.cat([h, h[..., :1]], dim=-1)
+
+
+class NothingTable(ShortTable):
+    def forward(self, h, *, offset=0, position_ids=None):
+        return None
+
+
+class IntegerTable(ShortTable):
+    def forward(self, h, *, offset=0, position_ids=None):
+        return h.long()
+
+
+@SILENT
+@pytest.mark.parametrize("model_class", [DecoderOnlyTransformer, EncoderOnlyTransformer, Transformer])
+@pytest.mark.parametrize(("table", "error", "got"), [
+    (ShortTable, ValueError, r"got shape \[2, 1, 16\]"),
+    (RowsOnlyTable, ValueError, r"got shape \[1, 6, 16\]"),
+    (WiderTable, ValueError, r"got shape \[2, 6, 17\]"),
+    (NothingTable, TypeError, r"got NoneType"),
+    (IntegerTable, TypeError, r"got dtype torch.int64"),
+])
+def test_an_input_table_of_another_shape_is_named_not_broadcast(model_class, table, error, got):
+    model = model_class(vocab_size=13, d_model=16, n_heads=2, n_layers=1, position=table)
+    x = torch.randint(1, 13, (2, 6))
+    with pytest.raises(error, match=rf"input table {table.__name__}: forward\(h\) must return h with its positions "
+                                    rf"added, a tensor \[B, L, D\] = \[2, 6, 16\] \(the shape of h\), {got}"):
+        model(x, x) if model_class is Transformer else model(x)
+
+
+def _faulty_module(tmp_path, monkeypatch):
+    """A module of faulty schemes and tables, importable as ``faulty_schemes`` (this file's classes)."""
+    source = textwrap.dedent(f"""
+        import torch
+        from attnlab.encodings import PositionScheme
+        {textwrap.indent(inspect.getsource(_Faulty), ' ' * 8).strip()}
+        {textwrap.indent(inspect.getsource(WrongShapeBias), ' ' * 8).strip()}
+        {textwrap.indent(inspect.getsource(RaisingBias), ' ' * 8).strip()}
+        {textwrap.indent(inspect.getsource(ShortTable), ' ' * 8).strip()}
+
+        class NaNBias(_Faulty):
+            def bias_at(self, q, *, q_pos, k_pos, k=None):
+                return torch.full((1, 1, q.shape[2], k_pos.shape[-1]), float("nan"))
+
+        class InfTable(ShortTable):
+            def forward(self, h, *, offset=0, position_ids=None):
+                return h + float("inf")
+
+        class RaisesInEvaluation(_Faulty):
+            def bias_at(self, q, *, q_pos, k_pos, k=None):
+                if not torch.is_grad_enabled():
+                    raise RuntimeError("only when evaluated")
+                return None
+    """)
+    (tmp_path / "faulty_schemes.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path
+
+
+_COMPARE = ["--seeds", "1", "--epochs", "1", "--n-train", "64", "--n-test", "16", "--train-len", "4",
+            "--test-lens", "4,6", "--d-model", "16", "--n-heads", "2", "--n-layers", "1", "--no-progress"]
+
+
+@MESSAGES
+@pytest.mark.parametrize(("encoding", "said"), [
+    ("faulty_schemes:ShortTable", r"input table ShortTable: forward\(h\) must return h with its positions added"),
+    ("faulty_schemes:WrongShapeBias", r"position scheme WrongShapeBias: bias_at must return"),
+    ("faulty_schemes:RaisingBias", r"position scheme RaisingBias: its bias_at raised RuntimeError"),
+    ("faulty_schemes:NaNBias", r"encoding 'faulty_schemes:NaNBias': the loss is nan on the first batch with the "
+                               r"model's initial weights, before any step, so the learning rate is not the cause: "
+                               r"layers\.0\.self_attn's position scheme NaNBias gives non-finite values"),
+    ("faulty_schemes:InfTable", r"the learning rate is not the cause: its input table InfTable gives non-finite"),
+])
+def test_the_command_line_names_the_faulty_scheme_or_table_not_a_flag(capsys, tmp_path, monkeypatch, encoding, said):
+    from cli_helpers import cli
+
+    _faulty_module(tmp_path, monkeypatch)
+    out = tmp_path / "cmp"
+    code, stdout, err = cli(capsys, "compare", "--encodings", encoding, *_COMPARE, "--out", str(out))
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and re.search(said, lines[0]), err
+    assert "--batch-size" not in err and "Traceback" not in err and stdout == ""
+    assert not out.exists()  # refused by the first step's check, before the folder is claimed
+
+
+@MESSAGES
+@pytest.mark.process
+def test_a_worker_reports_a_faulty_scheme_as_one_line_naming_it(tmp_path, monkeypatch):
+    """``compare --jobs 2``: a scheme that fails only when evaluated, in a worker, is one line naming it."""
+    import os
+
+    folder = _faulty_module(tmp_path, monkeypatch)
+    env = {**os.environ, "PYTHONPATH": f"{folder}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    proc = subprocess.run([sys.executable, "-m", "attnlab", "compare", "--encodings",
+                           "alibi,faulty_schemes:RaisesInEvaluation", "--jobs", "2", *_COMPARE,
+                           "--out", str(tmp_path / "cmp")], capture_output=True, text=True, env=env, timeout=600,
+                          cwd=tmp_path)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2, proc.stderr
+    assert lines[-1] == ("attnlab compare: error: position scheme RaisesInEvaluation: its bias_at raised "
+                         "RuntimeError: only when evaluated"), proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@MESSAGES
+@pytest.mark.parametrize(("encoding", "said"), [
+    ("faulty_schemes:NaNBias", r"encoder_layers\.0\.self_attn's position scheme NaNBias gives non-finite values"),
+    ("faulty_schemes:InfTable", r"its input table InfTable gives non-finite values"),
+    ("faulty_schemes:WrongShapeBias", r"position scheme WrongShapeBias: bias_at must return"),
+])
+def test_train_refuses_a_first_step_that_is_not_finite_before_the_folder(capsys, tmp_path, monkeypatch, encoding,
+                                                                         said):
+    from cli_helpers import cli
+
+    _faulty_module(tmp_path, monkeypatch)
+    out = tmp_path / "run"
+    code, stdout, err = cli(capsys, "train", "--model", "transformer", "--encoding", encoding, "--epochs", "1",
+                            "--no-progress", "--out", str(out))
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and re.search(said, lines[0]), err
+    assert "lower the learning rate" not in err and stdout == ""
+    assert not out.exists()

@@ -328,3 +328,26 @@ def test_an_internal_bug_keeps_its_traceback(monkeypatch):
     monkeypatch.setattr(tables, "build_table", build_table)
     with pytest.raises(RuntimeError, match="an attnlab bug"):
         main(["encode"])
+
+
+# -- a backend the device cannot train on: refused before the folder is claimed -----------------------------
+
+@pytest.mark.bad_input("bounded before work")
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU's refusal: CUDA has FlexAttention's backward")
+@pytest.mark.parametrize(("argv", "existing"), [
+    (["train", "--model", "transformer", "--encoding", "alibi", "--backend", "flex", "--epochs", "1"], False),
+    (["train", "--model", "transformer", "--encoding", "t5", "--backend", "flex", "--epochs", "1"], True),
+    (["compare", "--quick", "--encodings", "alibi", "--backend", "flex", "--epochs", "1"], False),
+    (["compare", "--quick", "--encodings", "rotary,t5", "--backend", "flex", "--epochs", "1"], True),
+])
+def test_flex_on_the_cpu_is_refused_before_the_folder(capsys, tmp_path, argv, existing):
+    from cli_helpers import cli
+
+    out = tmp_path / "run"
+    if existing:
+        out.mkdir()  # an empty folder given: a run may be made in it, and it must stay as it was
+    code, stdout, err = cli(capsys, *argv, "--no-progress", "--out", str(out))
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "backend='flex' cannot serve this call" in lines[0], err
+    assert "no FlexAttention backward on cpu" in lines[0] and stdout == ""
+    assert (list(out.iterdir()) == []) if existing else not out.exists()

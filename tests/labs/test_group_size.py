@@ -128,3 +128,19 @@ def test_group_size_is_a_checked_and_recorded_setting() -> None:
         CompareConfig(group_size=2.0)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="encoder-decoder"):
         CompareConfig(group_size=2, architecture="encoder-decoder")
+
+
+@pytest.mark.bad_input("tracebacks and messages")
+@pytest.mark.parametrize(("step", "said"), [
+    (0, r"the training loss of seed 4 is nan at step 1, with the model's initial weights, before any update, so "
+        r"the learning rate is not the cause: .*check encoding 'mine:Scheme'"),
+    (1, r"the training loss of seed 4 is nan at step 2 \(epoch 1\): training diverged; lower the learning rate"),
+    (7, r"the training loss of seed 4 is nan at step 8 \(epoch 2\): training diverged"),
+])
+def test_a_groups_loss_bad_at_its_first_step_names_the_encoding_not_the_rate(step, said):
+    from attnlab.labs.lengths.train import _check_finite
+
+    losses = torch.ones(8, 2)  # [steps, G]
+    losses[step, 1] = float("nan")
+    with pytest.raises(FloatingPointError, match=said):
+        _check_finite(losses, [3, 4], epochs=2, encoding="mine:Scheme")

@@ -270,3 +270,54 @@ def test_bad_positions_of_the_other_models_are_refused_naming_them():
     cross = MultiHeadAttention(HEADS, D)
     with pytest.raises(ValueError, match="position_ids place self-attention"):
         cross(torch.zeros(1, 2, D), torch.zeros(1, 3, D), position_ids=torch.zeros(1, 2, dtype=torch.long))
+
+
+# -- a mask or positions on another device: named with both devices, before any value is read ------------
+
+MESSAGES = pytest.mark.bad_input("tracebacks and messages")
+
+
+def _meta(shape, dtype):
+    return torch.zeros(shape, dtype=dtype, device="meta")
+
+
+def _decoder(position="alibi"):
+    return DecoderOnlyTransformer(vocab_size=V, d_model=D, n_heads=HEADS, n_layers=1, position=position)
+
+
+@MESSAGES
+@pytest.mark.parametrize(("name", "call"), [
+    ("mask", lambda x: _decoder()(x, mask=_meta((2, 6), torch.bool))),
+    ("position_ids", lambda x: _decoder()(x, position_ids=_meta((2, 6), torch.long))),
+    ("position_ids", lambda x: _decoder("sinusoidal")(x, position_ids=_meta((2, 6), torch.long))),
+    ("prompt_mask", lambda x: _decoder().generate(x, 2, prompt_mask=_meta((2, 6), torch.bool))),
+    ("position_ids", lambda x: _decoder().generate(x, 2, position_ids=_meta((2, 8), torch.long))),
+    ("position_ids", lambda x: EncoderOnlyTransformer(vocab_size=V, d_model=D, n_heads=HEADS, n_layers=1,
+                                                      position="t5")(x, position_ids=_meta((2, 6), torch.long))),
+    ("source_mask", lambda x: Transformer(vocab_size=V, d_model=D, n_heads=HEADS, n_layers=1).encode(
+        x, _meta((2, 1, 6), torch.bool))),
+    ("source_position_ids", lambda x: Transformer(vocab_size=V, d_model=D, n_heads=HEADS, n_layers=1).encode(
+        x, position_ids=_meta((2, 6), torch.long))),
+    ("mask", lambda x: MultiHeadAttention(HEADS, D)(torch.randn(2, 6, D), mask=_meta((6, 6), torch.bool))),
+    ("bias", lambda x: MultiHeadAttention(HEADS, D)(torch.randn(2, 6, D), bias=_meta((HEADS, 6, 6), torch.float))),
+    ("position_ids", lambda x: MultiHeadAttention(HEADS, D, position=attention_position(
+        "alibi", n_heads=HEADS, head_dim=D // HEADS, causal=True))(torch.randn(2, 6, D),
+                                                                    position_ids=_meta((2, 6), torch.long))),
+])
+def test_a_meta_tensor_beside_cpu_inputs_is_named_with_both_devices(name, call):
+    x = torch.randint(1, V, (2, 6))
+    with pytest.raises(ValueError, match=rf"^{name} is on meta \(a meta tensor holds no values\) but the inputs are "
+                                         rf"on cpu; move it with {name}.to\('cpu'\)$"):
+        call(x)
+
+
+@MESSAGES
+@pytest.mark.parametrize("name", ["mask", "bias"])
+def test_attend_names_a_mask_or_bias_on_another_device(name):
+    from attnlab.attention import attend
+
+    q = torch.randn(1, HEADS, 4, 8)
+    given = {name: _meta((4, 4), torch.bool if name == "mask" else torch.float)}
+    with pytest.raises(ValueError, match=rf"{name} is on meta .* but query, key and value are on cpu"):
+        attend(q, q, q, **given)
+

@@ -715,3 +715,82 @@ def test_a_run_whose_scheme_module_is_gone_names_the_module_not_an_unreadable_co
     assert code == 2 and err.count("\n") == 1, err
     assert "the run's settings name a scheme that cannot be loaded here" in err and f"no module '{name}'" in err
     assert "unreadable" not in err
+
+
+# -- position ids far past a table, dense scores past the memory: bounded before the work -------------
+
+
+@BOUNDED
+@pytest.mark.parametrize("far", [10**7, 10**9, 2**40])
+def test_sinusoidal_rows_at_far_position_ids_cost_the_rows_asked(far):
+    from attnlab.models import DecoderOnlyTransformer
+
+    model = DecoderOnlyTransformer(vocab_size=13, d_model=16, n_heads=2, n_layers=1, position="sinusoidal").eval()
+    start = time.process_time()
+    with torch.no_grad():
+        out = model(torch.tensor([[3, 4]] * 2), position_ids=torch.tensor([[0, far]] * 2))
+    assert time.process_time() - start < 5  # before: every row up to `far`, 63 s and 2.5 GB at 10**7
+    assert out.shape == (2, 2, 13) and bool(torch.isfinite(out).all())
+
+
+@BOUNDED
+def test_sinusoidal_rows_far_past_the_table_are_the_float64_formula():
+    from attnlab.encodings import PositionalEncoding
+
+    pe = PositionalEncoding(16, 8, scale_input=False)
+    ids = torch.tensor([[2, 10**7, 10**7 + 1, 2]])
+    out = pe(torch.zeros(1, 4, 8), position_ids=ids)[0]  # [4, 8]
+    p = ids[0].double()[:, None]  # [4, 1]
+    w = 10000.0 ** (-torch.arange(0, 8, 2, dtype=torch.float64) / 8)  # [4]
+    expected = torch.stack([torch.sin(p * w), torch.cos(p * w)], dim=-1).flatten(1).float()  # s0 c0 s1 c1 ...
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)
+
+
+@BOUNDED
+@pytest.mark.parametrize(("encoding", "said"), [
+    ("learned", r"position_ids reach position 10000000 but LearnedPositionalEncoding has max_len=64"),
+    ("random-sinusoidal", r"position_ids reach position 10000000, so RandomizedSinusoidal\(max_len=64\) would "
+                          r"draw 10000001 distinct positions"),
+    ("random-learned", r"position_ids reach position 10000000, so RandomizedLearned\(max_len=64\)"),
+])
+def test_other_tables_refuse_far_position_ids_by_name_at_once(encoding, said):
+    from attnlab.models import DecoderOnlyTransformer
+
+    model = DecoderOnlyTransformer(vocab_size=13, d_model=16, n_heads=2, n_layers=1, position=encoding, max_len=64)
+    start = time.process_time()
+    with pytest.raises(ValueError, match=said):
+        model(torch.tensor([[3, 4]]), position_ids=torch.tensor([[0, 10**7]]))
+    assert time.process_time() - start < 1
+
+
+@BOUNDED
+@pytest.mark.parametrize(("backend", "length", "batch", "need_weights", "way_out"), [
+    ("dense", 60_000, 1, False, "use backend='chunked'"),  # the example: 28.8 GB
+    ("dense", 20_000, 8, False, "use backend='chunked'"),
+    ("auto", 60_000, 1, True, "only the dense path serves this call"),
+    ("dense", 30_000, 2, True, "only the dense path serves this call"),
+])
+def test_dense_scores_that_cannot_fit_are_refused_naming_backend_and_length(monkeypatch, backend, length, batch,
+                                                                            need_weights, way_out):
+    monkeypatch.setenv("ATTNLAB_MEMORY_BUDGET", "4G")
+    from attnlab.attention import MultiHeadAttention
+    from attnlab.encodings import ALiBi
+
+    mha = MultiHeadAttention(2, 16, position=ALiBi(2), backend=backend)
+    x = torch.randn(batch, length, 16)
+    start = time.process_time()
+    with torch.no_grad(), pytest.raises(ValueError) as refused:
+        mha(x, need_weights=need_weights)
+    assert time.process_time() - start < 5
+    message = str(refused.value)
+    assert message.startswith(f"backend={backend!r} at length L = {length} queries x {length} keys: ")
+    assert f"B {batch} x H 2 x T {length} x S {length}" in message and way_out in message
+
+
+@BOUNDED
+def test_dense_scores_within_the_budget_run():
+    from attnlab.attention import MultiHeadAttention
+    from attnlab.encodings import ALiBi
+
+    mha = MultiHeadAttention(2, 16, position=ALiBi(2), backend="dense")
+    assert mha(torch.randn(1, 64, 16)).shape == (1, 64, 16)

@@ -38,7 +38,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from attnlab._validate import check_int
+from attnlab._validate import check_device, check_int
 from attnlab.encodings.positions import check_position_ids, continue_positions
 
 __all__ = ["KVCache", "step_positions"]
@@ -272,9 +272,11 @@ def step_positions(position_ids: Tensor | None, cache: KVCache | None, *, batch:
     batch), else each row after its own last when the ``cache`` keeps positions.
 
     Raises:
-        TypeError / ValueError: for ``position_ids`` that are not integers ``[B, T]`` / ``[1, T]``.
+        TypeError / ValueError: for ``position_ids`` that are not integers ``[B, T]`` / ``[1, T]``, or not on
+            ``device`` (the queries').
     """
     if position_ids is not None:
+        check_device("position_ids", position_ids, device)
         ids = check_position_ids(position_ids, batch=batch, length=length, values=False)
-        return ids.to(device).expand(batch, length)  # [B, T]
+        return ids.expand(batch, length)  # [B, T]
     return None if cache is None else cache.next_positions(length)

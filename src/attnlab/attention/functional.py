@@ -46,7 +46,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from attnlab._finite import bounded_pair
-from attnlab._validate import check_bool, check_finite_float, check_probability
+from attnlab._validate import check_bool, check_device, check_finite_float, check_probability
 
 __all__ = ["attend", "attend_unchecked", "check_bias", "check_mask", "check_scale_range", "drop_unseen_keys",
            "repeat_kv_heads"]
@@ -284,8 +284,10 @@ def attend(
     )  # [B, H, T, S]
     if mask is not None:
         check_mask(mask, target)
+        check_device("mask", mask, query.device, of="query, key and value")
     if bias is not None:
         check_bias(bias, target)
+        check_device("bias", bias, query.device, of="query, key and value")
     return attend_unchecked(
         query, key, value, mask=mask, bias=bias, dropout_p=dropout_p, scale=scale,
         need_weights=check_bool("need_weights", need_weights), is_causal=check_bool("is_causal", is_causal),

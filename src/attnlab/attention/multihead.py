@@ -38,6 +38,7 @@ from torch import Tensor, nn
 from attnlab._validate import (
     check_bool,
     check_choice,
+    check_device,
     check_finite_float,
     check_input_dtype,
     check_int,
@@ -332,6 +333,8 @@ class MultiHeadAttention(nn.Module):
         if keys.shape[0] != B:
             raise ValueError(f"query has batch {B} but the keys (given, cached, or of init_keys()) "
                              f"have batch {keys.shape[0]}")
+        check_device("mask", mask, q.device)
+        check_device("bias", bias, q.device)
         mask = attention_mask(mask, target=(B, H, T, S))
         if bias is not None:
             check_bias(bias, (B, H, T, S))

@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from attnlab.encodings.rotary import CONVENTIONS as ROTARY_CONVENTIONS
     from attnlab.encodings.rotary import QuarterRotary, Rotary, apply_rotary, interleaved_to_half_permutation
     from attnlab.encodings.scheme import ModelSizes, NoPosition, PositionScheme, relative_positions
-    from attnlab.encodings.sinusoidal import LAYOUTS, RATES, angle_rates, shift_matrix
+    from attnlab.encodings.sinusoidal import LAYOUTS, RATES, angle_rates, shift_matrix, sinusoidal_at
     from attnlab.encodings.sinusoidal_nd import (
         PositionalEncoding2D,
         PositionalEncoding3D,
@@ -75,7 +75,8 @@ __all__ = ["ALiBi", "AxialRotary", "CoPE", "ENCODINGS", "FIRE", "KERPLE", "LAYOU
            "T5RelativeBias", "XPos", "alibi_slopes", "angle_rates", "apply_rotary", "attention_position",
            "axial_rotary_angles", "axis_pairs", "check_position_ids", "fixed_base", "interleaved_to_half_permutation",
            "positions_from_mask", "register", "relative_positions", "resolve", "rope_frequencies", "sample_positions",
-           "shift_matrix", "sinusoidal", "sinusoidal_2d", "sinusoidal_3d", "spec_name", "t5_bucket", "xpos_zeta"]
+           "shift_matrix", "sinusoidal", "sinusoidal_2d", "sinusoidal_3d", "sinusoidal_at", "spec_name", "t5_bucket",
+           "xpos_zeta"]
 
 #: each module of the package and the names it gives this one
 _NAMES = {
@@ -95,7 +96,7 @@ _NAMES = {
     "rope_scaling": ("ROPE_TYPES", "rope_frequencies"),
     "rotary": ("QuarterRotary", "ROTARY_CONVENTIONS", "Rotary", "apply_rotary", "interleaved_to_half_permutation"),
     "scheme": ("ModelSizes", "NoPosition", "PositionScheme", "relative_positions"),
-    "sinusoidal": ("LAYOUTS", "RATES", "angle_rates", "shift_matrix"),
+    "sinusoidal": ("LAYOUTS", "RATES", "angle_rates", "shift_matrix", "sinusoidal_at"),
     "sinusoidal_nd": ("PositionalEncoding2D", "PositionalEncoding3D", "axis_pairs", "sinusoidal_2d", "sinusoidal_3d"),
     "t5": ("T5RelativeBias", "t5_bucket"),
     "xpos": ("XPos", "xpos_zeta"),

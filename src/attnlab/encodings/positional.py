@@ -27,12 +27,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import torch
 from torch import Tensor, nn
 
 from attnlab._validate import check_bool, check_finite_float, check_int, check_probability
 from attnlab.encodings.positions import check_position_ids
 from attnlab.encodings.scheme import ModelSizes
-from attnlab.encodings.sinusoidal import sinusoidal
+from attnlab.encodings.sinusoidal import sinusoidal, sinusoidal_at
 
 __all__ = ["PositionalEncoding", "check_sequence_input"]
 
@@ -188,8 +189,18 @@ class PositionalEncoding(nn.Module):
         return self._extended[:, offset:end].to(self.pe.device)
 
     def rows(self, position_ids: Tensor) -> Tensor:
-        """The table's rows at ``position_ids [B, L]`` (non-negative integers, checked by the caller): ``[B, L, D]``."""
+        """The table's rows at ``position_ids [B, L]`` (non-negative integers, checked by the caller): ``[B, L, D]``.
+
+        Ids within reach of the table (:meth:`table`'s rule) read it, grown as needed; an id far
+        past it has only the rows asked computed (:func:`attnlab.encodings.sinusoidal_at`), so that
+        two tokens at position 10**7 cost two rows, not a table of ten million.
+        """
         n = int(position_ids.max()) + 1 if position_ids.numel() else 0
+        if n > 2 * self.max_len + _FAR_ROWS:
+            asked, where = torch.unique(position_ids, return_inverse=True)  # [U], [B, L]
+            rows = sinusoidal_at(asked.to(self.pe.device), self.d_model, base=self.base, layout=self.layout,
+                                 rates=self.rates, dtype=self.pe.dtype)  # [U, D]
+            return rows[where.to(rows.device)]  # [B, L, D]
         table = self.table(n)[0]  # [n, D]
         return table[position_ids.to(table.device)]  # [B, L, D]
 

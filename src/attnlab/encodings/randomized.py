@@ -90,7 +90,7 @@ from torch import Tensor
 from attnlab._validate import check_choice, check_int
 from attnlab.encodings.draws import MAX_RANGE, check_fits, sample_positions
 from attnlab.encodings.positions import call_positions, pair_distances
-from attnlab.encodings.scheme import PositionScheme, call_by_row, check_heads
+from attnlab.encodings.scheme import PositionScheme, call_primitive, check_heads, check_rotated, check_term
 
 __all__ = ["SAMPLES", "RandomizedPositions"]
 
@@ -308,7 +308,8 @@ class RandomizedPositions(PositionScheme):
         q_pos, k_pos, _ = self._at(draw, ids)
         if q_pos is None or k_pos is None:
             return q, k  # distances: the scheme does not rotate (checked in __init__)
-        return call_by_row(self.scheme, self.scheme.rotate_at, q, k, q_pos=q_pos, k_pos=k_pos)
+        turned = call_primitive(self.scheme, self.scheme.rotate_at, q, k, q_pos=q_pos, k_pos=k_pos)
+        return check_rotated(self.scheme, turned, q, k)
 
     def bias(self, q: Tensor, n_keys: int, *, q_offset: int = 0, k_offset: int = 0, k: Tensor | None = None,
              position_ids: Tensor | None = None, key_position_ids: Tensor | None = None,
@@ -341,13 +342,17 @@ class RandomizedPositions(PositionScheme):
         draw = self._take(T, n_keys, q.device, "rotated", "biased" if self.adds_value else None, self._needed(ids))
         q_pos, k_pos, rel = self._at(draw, ids)
         if rel is not None:
-            return call_by_row(self.scheme, self.scheme.bias_rel, q, rel=rel, k=k)
-        assert q_pos is not None and k_pos is not None
-        extra = {"mask": mask} if self.scheme.reads_mask else {}
-        return call_by_row(self.scheme, self.scheme.bias_at, q, q_pos=q_pos, k_pos=k_pos, k=k, **extra)
+            term = call_primitive(self.scheme, self.scheme.bias_rel, q, rel=rel, k=k)
+        else:
+            assert q_pos is not None and k_pos is not None
+            extra = {"mask": mask} if self.scheme.reads_mask else {}
+            term = call_primitive(self.scheme, self.scheme.bias_at, q, q_pos=q_pos, k_pos=k_pos, k=k, **extra)
+        return check_term(self.scheme, "bias_rel" if rel is not None else "bias_at", term,
+                          (q.shape[0], q.shape[1], T, n_keys), "[B, H, T, S]")
 
     def value_term(self, weights: Tensor, *, q_offset: int = 0, k_offset: int = 0,
-                   position_ids: Tensor | None = None, key_position_ids: Tensor | None = None) -> Tensor | None:
+                   position_ids: Tensor | None = None, key_position_ids: Tensor | None = None,
+                   value_width: int | None = None) -> Tensor | None:
         """The wrapped scheme's output term at the draw ``bias`` used in this call (or a new one).
 
         Args:
@@ -356,9 +361,10 @@ class RandomizedPositions(PositionScheme):
             k_offset: must be 0 (no cache).
             position_ids: the queries' position ids ``[B, T]``, which index the draw (module docstring).
             key_position_ids: the keys' ``[B, S]`` (default: ``position_ids`` when ``S == T``).
+            value_width: the values' width ``Dv`` the term must have (checked when given).
 
         Returns:
-            None or ``[B, H, T, Dh]``, as the scheme's ``value_term_at`` /
+            None or ``[B, H, T, Dv]``, as the scheme's ``value_term_at`` /
             ``value_term_rel`` returns.
 
         Raises:
@@ -376,6 +382,9 @@ class RandomizedPositions(PositionScheme):
         draw = self._take(T, S, weights.device, "biased", None, self._needed(ids))
         q_pos, k_pos, rel = self._at(draw, ids)
         if rel is not None:
-            return call_by_row(self.scheme, self.scheme.value_term_rel, weights, rel=rel)
-        assert q_pos is not None and k_pos is not None
-        return call_by_row(self.scheme, self.scheme.value_term_at, weights, q_pos=q_pos, k_pos=k_pos)
+            term = call_primitive(self.scheme, self.scheme.value_term_rel, weights, rel=rel)
+        else:
+            assert q_pos is not None and k_pos is not None
+            term = call_primitive(self.scheme, self.scheme.value_term_at, weights, q_pos=q_pos, k_pos=k_pos)
+        return check_term(self.scheme, "value_term_rel" if rel is not None else "value_term_at", term,
+                          (B, weights.shape[1], T, value_width), "[B, H, T, Dv]")

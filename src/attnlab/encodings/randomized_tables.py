@@ -65,7 +65,12 @@ def _draw(table: RandomizedSinusoidal | RandomizedLearned, h: Tensor, offset: in
         draw = sample_positions(h.shape[1], table.max_len, device=h.device)  # [L]
         return draw, draw
     ids = check_position_ids(position_ids, batch=h.shape[0], length=h.shape[1]).to(h.device)  # [B|1, L]
-    n = max(h.shape[1], int(ids.max()) + 1 if ids.numel() else 0)
+    top = int(ids.max()) if ids.numel() else -1
+    if top >= table.max_len:  # named by the ids, which set the draw's length here
+        raise ValueError(f"position_ids reach position {top}, so {name}(max_len={table.max_len}) would draw "
+                         f"{top + 1} distinct positions from [0, max_len): build it with max_len above the largest "
+                         "position id it will see")
+    n = max(h.shape[1], top + 1)
     check_fits(n, table.max_len, name)
     draw = sample_positions(n, table.max_len, device=h.device)  # [n]
     return draw, draw[ids]  # [n], [B|1, L]

@@ -38,7 +38,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from torch import nn
+from torch import Tensor, nn
 
 from attnlab import catalog
 from attnlab.encodings.scheme import ModelSizes, PositionScheme
@@ -47,7 +47,7 @@ if TYPE_CHECKING:  # built only for a randomized name: imported there
     from attnlab.encodings.randomized import RandomizedPositions
 
 __all__ = ["ADDED_TO_INPUT", "CAUSAL_ONLY", "DEFAULT_ENCODINGS", "ENCODINGS", "INSIDE_ATTENTION", "RANDOMIZED",
-           "Position", "Randomized", "attention_position", "build_scheme", "build_table",
+           "Position", "Randomized", "attention_position", "build_scheme", "build_table", "check_table_output",
            "draws_positions", "import_location", "input_position", "is_input_table", "register", "registered",
            "resolve", "spec_name", "task_positions"]
 
@@ -247,11 +247,15 @@ def build_scheme(resolved: Buildable, sizes: ModelSizes, *, name: Position | Non
     Raises:
         ValueError: for a causal-only scheme in a bidirectional attention, a randomized one
             without ``sizes.max_len``, and what the scheme raises for its sizes.
+        TypeError: naming the class, when its ``for_model`` returns anything but a scheme.
     """
     if _is_table(resolved):
         return None
     scheme = resolved.for_model(sizes)
-    assert isinstance(scheme, PositionScheme)
+    if not isinstance(scheme, PositionScheme):
+        raise TypeError(f"position scheme {_label(resolved)}: for_model(sizes) must return an "
+                        f"attnlab.encodings.PositionScheme (the scheme for one self-attention), "
+                        f"got {type(scheme).__name__}")
     if scheme.causal_only and not sizes.causal:
         raise ValueError(f"encoding {_label(resolved if name is None else name)!r} is defined for causal attention "
                          "only; this attention is bidirectional (an encoder-only model, or an encoder-decoder's "
@@ -268,10 +272,39 @@ def build_table(resolved: Buildable, *, d_model: int, max_len: int) -> nn.Module
 
     Raises:
         ValueError: what the table raises for its sizes.
+        TypeError: naming the class, when its ``for_model`` returns anything but a module.
     """
     if not _is_table(resolved):
         return None
-    return resolved.for_model(ModelSizes(n_heads=1, head_dim=d_model, d_model=d_model, causal=False, max_len=max_len))
+    table = resolved.for_model(ModelSizes(n_heads=1, head_dim=d_model, d_model=d_model, causal=False,
+                                          max_len=max_len))
+    if not isinstance(table, nn.Module):
+        raise TypeError(f"input table {_label(resolved)}: for_model(sizes) must return the table, an nn.Module "
+                        f"called as table(h [B, L, D], offset=0), got {type(table).__name__}")
+    return table
+
+
+def check_table_output(table: nn.Module, h: Tensor, out: object) -> Tensor:
+    """``out``, what ``table(h)`` returned, if it is ``h [B, L, D]`` with the positions added: a tensor of h's shape.
+
+    Checked on the shape alone where a model adds its table: a table that returns another shape
+    (its rows alone ``[1, L, D]``, a row too few) was otherwise broadcast into the model's output
+    (a ``[B, 1, V]`` for a ``[B, L]`` input), or failed later naming something else (the loss's batch).
+
+    Raises:
+        TypeError: naming the table's class, for anything but a floating tensor.
+        ValueError: naming the table's class, the expected shape and the one it returned.
+    """
+    def expected() -> str:  # the message is built only when it is raised (a string of sizes is no graph op)
+        return (f"input table {type(table).__name__}: forward(h) must return h with its positions added, a tensor "
+                f"[B, L, D] = {list(h.shape)} (the shape of h)")
+
+    if not isinstance(out, Tensor) or not out.is_floating_point():
+        got = f"dtype {out.dtype}" if isinstance(out, Tensor) else type(out).__name__
+        raise TypeError(f"{expected()}, got {got}")
+    if out.shape != h.shape:
+        raise ValueError(f"{expected()}, got shape {list(out.shape)}")
+    return out
 
 
 def attention_position(position: Position, *, n_heads: int, head_dim: int, causal: bool,

@@ -64,8 +64,8 @@ ScoreMod = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
 
 # call_positions, check_positions, check_rel, positions, relative_positions live in .positions; importable from here.
 __all__ = ["ModelSizes", "NoPosition", "PositionScheme", "ScoreMod", "bias_dtype", "call_by_row",
-           "call_positions", "check_heads", "check_positions", "check_rel", "check_scheme", "distance_table",
-           "positions", "relative_positions"]
+           "call_positions", "call_primitive", "check_heads", "check_positions", "check_rel", "check_rotated",
+           "check_scheme", "check_term", "distance_table", "positions", "relative_positions"]
 
 
 def bias_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -226,12 +226,13 @@ class PositionScheme(nn.Module):
             q_pos, k_pos = call_positions(q.shape[0], q.shape[-2], k.shape[-2], q.device, q_offset=q_offset,
                                           k_offset=k_offset, position_ids=position_ids,
                                           key_position_ids=key_position_ids)
-            return call_by_row(self, self.rotate_at, q, k, q_pos=q_pos, k_pos=k_pos)
-        q_offset, k_offset = check_int("q_offset", q_offset), check_int("k_offset", k_offset)
-        k_pos = positions(k_offset, k.shape[-2], k.device)  # [S]
-        same = q_offset == k_offset and q.shape[-2] == k.shape[-2] and q.device == k.device
-        q_pos = k_pos if same else positions(q_offset, q.shape[-2], q.device)  # [T]: one table for self-attention
-        return self.rotate_at(q, k, q_pos=q_pos, k_pos=k_pos)
+        else:
+            q_offset, k_offset = check_int("q_offset", q_offset), check_int("k_offset", k_offset)
+            k_pos = positions(k_offset, k.shape[-2], k.device)  # [S]
+            same = q_offset == k_offset and q.shape[-2] == k.shape[-2] and q.device == k.device
+            q_pos = k_pos if same else positions(q_offset, q.shape[-2], q.device)  # [T]: one table for self-attention
+        turned = call_primitive(self, self.rotate_at, q, k, q_pos=q_pos, k_pos=k_pos)
+        return check_rotated(self, turned, q, k)
 
     def bias(self, q: Tensor, n_keys: int, *, q_offset: int = 0, k_offset: int = 0, k: Tensor | None = None,
              position_ids: Tensor | None = None, key_position_ids: Tensor | None = None,
@@ -254,17 +255,20 @@ class PositionScheme(nn.Module):
         q_pos, k_pos = call_positions(q.shape[0], q.shape[-2], n_keys, q.device, q_offset=q_offset,
                                       k_offset=k_offset, position_ids=position_ids, key_position_ids=key_position_ids)
         extra = {"mask": mask} if self.reads_mask else {}
-        return call_by_row(self, self.bias_at, q, q_pos=q_pos, k_pos=k_pos, k=k, **extra)
+        term = call_primitive(self, self.bias_at, q, q_pos=q_pos, k_pos=k_pos, k=k, **extra)
+        return check_term(self, "bias_at", term, (q.shape[0], q.shape[1], q.shape[-2], n_keys), "[B, H, T, S]")
 
     def value_term(self, weights: Tensor, *, q_offset: int = 0, k_offset: int = 0,
-                   position_ids: Tensor | None = None, key_position_ids: Tensor | None = None) -> Tensor | None:
-        """The value term from ``weights [B, H, T, S]`` at the offsets' positions, ``[B, H, T, Dh]`` or None.
+                   position_ids: Tensor | None = None, key_position_ids: Tensor | None = None,
+                   value_width: int | None = None) -> Tensor | None:
+        """The value term from ``weights [B, H, T, S]`` at the offsets' positions, ``[B, H, T, Dv]`` or None.
 
         ``position_ids [B, T]`` / ``key_position_ids [B, S]`` replace the offsets (:func:`call_positions`).
+        ``value_width``: the values' width ``Dv`` the term is added to (checked when given).
 
         Raises:
             TypeError / ValueError: for non-tensor ``weights``, non-integer offsets or bad position ids
-                (and what :meth:`value_term_at` raises).
+                (and what :meth:`value_term_at` raises, or a term of another shape, naming the scheme).
         """
         if not self.adds_value:
             return None
@@ -273,7 +277,9 @@ class PositionScheme(nn.Module):
         q_pos, k_pos = call_positions(weights.shape[0], weights.shape[-2], weights.shape[-1], weights.device,
                                       q_offset=q_offset, k_offset=k_offset, position_ids=position_ids,
                                       key_position_ids=key_position_ids)
-        return call_by_row(self, self.value_term_at, weights, q_pos=q_pos, k_pos=k_pos)
+        term = call_primitive(self, self.value_term_at, weights, q_pos=q_pos, k_pos=k_pos)
+        B, H, T = weights.shape[0], weights.shape[1], weights.shape[-2]
+        return check_term(self, "value_term_at", term, (B, H, T, value_width), "[B, H, T, Dv]")
 
     # -- primitives at positions ---------------------------------------------------------------
 
@@ -398,9 +404,12 @@ def call_by_row(scheme: PositionScheme, primitive: Callable[..., Any], *tensors:
         What the primitive returns: ``(q, k)`` concatenated over the rows, or a term
         ``[B|1, H|1, T, X]`` (None when every row's is None).
     """
-    rows = 0 if scheme.batched_positions else max(
-        (t.shape[0] for name, t in given.items() if name in _POSITION_DIMS and t is not None
-         and t.ndim > _POSITION_DIMS[name]), default=0)
+    # The per-row positions' batch, for a scheme written for one sequence's (a plain loop: torch.compile traces it).
+    rows = 0
+    if not scheme.batched_positions:
+        for name, t in given.items():
+            if name in _POSITION_DIMS and t is not None and t.ndim > _POSITION_DIMS[name]:
+                rows = max(rows, t.shape[0])
     if not rows:
         return primitive(*tensors, **given)
     out = []
@@ -411,6 +420,96 @@ def call_by_row(scheme: PositionScheme, primitive: Callable[..., Any], *tensors:
     if isinstance(out[0], tuple):  # rotate_at: (q, k)
         return torch.cat([p[0] for p in out]), torch.cat([p[1] for p in out])  # [B, H, T, Dh], [B, H, S, Dh]
     return _stack(out)
+
+
+def call_primitive(scheme: PositionScheme, primitive: Callable[..., Any], *tensors: Tensor,
+                   **given: Tensor | None) -> Any:
+    """:func:`call_by_row` of ``primitive``, where what it raises beyond a clear refusal names the scheme.
+
+    ``tensors`` are its batch-first arguments (``q [B, H, T, Dh]``, ``k [B, H, S, Dh]`` or
+    ``weights [B, H, T, S]``), ``given`` its positions and keyword tensors, as :func:`call_by_row` takes them.
+
+    The one place attention calls a scheme's primitives (:meth:`PositionScheme.rotate`, ``bias``,
+    ``value_term`` and :func:`distance_table`): a scheme is any user's code, and an error deep in it
+    (a RuntimeError of a tensor op, an assertion, an index) would otherwise reach the user as if
+    attention had failed. A ValueError, TypeError or NotImplementedError is the scheme's own refusal,
+    worded by whoever raised it, and passes as it is; so does running out of memory.
+
+    Raises:
+        ValueError: ``"position scheme Sandwich: its bias_at raised RuntimeError: ..."``, chained to the error.
+    """
+    try:
+        return call_by_row(scheme, primitive, *tensors, **given)
+    except (ValueError, TypeError, NotImplementedError):
+        raise
+    except Exception as err:
+        if isinstance(err, torch.OutOfMemoryError) or "out of memory" in str(err).lower():
+            raise
+        name = getattr(primitive, "__name__", "primitive")
+        raise ValueError(f"position scheme {type(scheme).__name__}: its {name} raised {type(err).__name__}: "
+                         f"{err}") from err
+
+
+def _got(value: object) -> str:
+    """What a primitive returned, for a message: a tensor's shape, or the type of anything else."""
+    if isinstance(value, Tensor):
+        return f"shape {list(value.shape)}"
+    return "None" if value is None else type(value).__name__
+
+
+def check_rotated(scheme: PositionScheme, turned: object, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
+    """``turned``, the ``(q, k)`` :meth:`PositionScheme.rotate_at` returned, if they keep ``q``'s and ``k``'s shapes.
+
+    ``q [B, H, T, Dh]`` and ``k [B, H, S, Dh]`` are what the primitive was given.
+
+    Raises:
+        TypeError: naming the scheme, for anything but a pair of tensors.
+        ValueError: naming the scheme and both shapes, for a pair of other shapes (broadcasting
+            would hide a query dropped or a head added).
+    """
+    def expected() -> str:  # the message is built only when it is raised (a string of sizes is no graph op)
+        return (f"position scheme {type(scheme).__name__}: rotate_at must return (q, k) of the shapes it was "
+                f"given, {list(q.shape)} and {list(k.shape)} ([B, H, T, Dh], [B, H, S, Dh])")
+
+    if not isinstance(turned, (tuple, list)) or len(turned) != 2 or not all(isinstance(t, Tensor) for t in turned):
+        got = type(turned).__name__ if not isinstance(turned, (tuple, list)) else \
+            f"({', '.join(_got(t) for t in turned)})"
+        raise TypeError(f"{expected()}, got {got}")
+    rq, rk = turned
+    if rq.shape != q.shape or rk.shape != k.shape:
+        raise ValueError(f"{expected()}, got shapes {list(rq.shape)} and {list(rk.shape)}")
+    return rq, rk
+
+
+def check_term(scheme: PositionScheme, primitive: str, term: object, target: tuple[int | None, ...],
+                layout: str) -> Tensor | None:
+    """``term``, a score or value term, if it is None or a floating tensor broadcastable to ``target``.
+
+    Each of its (at most 4) dims must be the target's or 1; a target dim of None takes any size.
+    Checked on the shape alone (no values read), where the term leaves the scheme: a term of another
+    shape otherwise broadcast into a wrong result, or failed deep inside attention.
+
+    Raises:
+        TypeError: naming the scheme, for a term that is not a floating tensor.
+        ValueError: naming the scheme, the layout, the target and the term's shape.
+    """
+    if term is None:
+        return None
+
+    def expected() -> str:  # the message is built only when it is raised (a string of sizes is no graph op)
+        shown = "[" + ", ".join("?" if n is None else str(n) for n in target) + "]"
+        return (f"position scheme {type(scheme).__name__}: {primitive} must return None or a floating tensor "
+                f"broadcastable to {layout} = {shown}")
+
+    if not isinstance(term, Tensor) or not term.is_floating_point():
+        got = f"dtype {term.dtype}" if isinstance(term, Tensor) else type(term).__name__
+        raise TypeError(f"{expected()}, got {got}")
+    shape = tuple(term.shape)
+    fits = len(shape) <= len(target) and all(
+        s == 1 or n is None or s == n for s, n in zip(reversed(shape), reversed(target), strict=False))
+    if not fits:
+        raise ValueError(f"{expected()} (each dim that size or 1), got shape {list(shape)}")
+    return term
 
 
 def _row(t: Tensor | None, b: int) -> Tensor | None:
@@ -456,14 +555,24 @@ def distance_table(scheme: PositionScheme, q: Tensor, n_keys: int, *, q_offset: 
     (positions ``q_offset + i`` and ``k_offset + j``): every head's ``[T, S]`` term is a
     sliding window over it. Computed by the scheme's own :meth:`~PositionScheme.bias_at`,
     so with gradients to its parameters when autograd records.
+
+    Raises:
+        TypeError / ValueError: naming the scheme, for a term that is None (it declares ``by_distance``)
+            or not broadcastable to ``[B, H, 1, T + S - 1]``, or for what its ``bias_at`` raises
+            (:func:`call_primitive`).
     """
     T = q.shape[-2]
     first = k_offset - q_offset - (T - 1)  # the smallest key-minus-query distance of the call
     distances = torch.arange(first, first + T + n_keys - 1, device=q.device)  # [T + S - 1]
     zero = torch.zeros(1, dtype=torch.int64, device=q.device)  # one query, at position 0
-    table = scheme.bias_at(q[..., :1, :], q_pos=zero, k_pos=distances)  # [1, H|1, 1, T + S - 1]
-    assert table is not None, f"{type(scheme).__name__} declares by_distance but has no score term"
-    return table[0, :, 0].expand(q.shape[1], -1)  # [H, T + S - 1]
+    first_query = q[..., :1, :]  # [B, H, 1, Dh]
+    table = call_primitive(scheme, scheme.bias_at, first_query, q_pos=zero, k_pos=distances)  # [1, H|1, 1, T + S - 1]
+    table = check_term(scheme, "bias_at", table, (q.shape[0], q.shape[1], 1, distances.shape[0]), "[B, H, T, S]")
+    if table is None:
+        raise TypeError(f"position scheme {type(scheme).__name__}: it declares by_distance = True but its bias_at "
+                        "returned None: a scheme that declares it must add a score term at every distance")
+    table = table.reshape((1,) * (4 - table.ndim) + tuple(table.shape))  # [1|B, H|1, 1, T + S - 1]
+    return table[0, :, 0].expand(q.shape[1], distances.shape[0])  # [H, T + S - 1]
 
 
 class NoPosition(PositionScheme):

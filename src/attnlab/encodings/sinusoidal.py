@@ -36,7 +36,7 @@ from torch import Tensor
 from attnlab._limits import check_tensor
 from attnlab._validate import check_choice, check_dtype, check_finite_float, check_int
 
-__all__ = ["LAYOUTS", "RATES", "angle_rates", "shift_matrix", "sinusoidal"]
+__all__ = ["LAYOUTS", "RATES", "angle_rates", "shift_matrix", "sinusoidal", "sinusoidal_at"]
 
 LAYOUTS = ("interleaved", "concat", "t2t")
 RATES = ("vaswani", "linspace")
@@ -188,6 +188,48 @@ def sinusoidal(
         out[r0:r1, sin_cols] = torch.sin(angles[:, : len(sin_cols)]).to(dtype)
         out[r0:r1, cos_cols] = torch.cos(angles[:, : len(cos_cols)]).to(dtype)
     return out if device is None else out.to(device)
+
+
+def sinusoidal_at(
+    positions: Tensor,
+    d_model: int,
+    *,
+    base: float = 10000.0,
+    layout: str = "interleaved",
+    rates: str | None = None,
+    dtype: torch.dtype = torch.float32,
+) -> Tensor:
+    """The rows of :func:`sinusoidal`'s table at the integer ``positions [N]`` alone, ``[N, D]``.
+
+    Each row is computed as the table computes it (the angle ``p * w`` in float64, cast once),
+    in ``O(N * D)`` whatever the positions: a row at position 10**7 costs what a row at 0 does,
+    not a table of every row before it. On ``positions``' device.
+
+    Raises:
+        TypeError / ValueError: as :func:`sinusoidal` (naming ``positions`` when they are not a
+            1-d integer tensor), or for rows that cannot fit in memory.
+    """
+    if not isinstance(positions, Tensor) or positions.is_floating_point() or positions.dtype == torch.bool \
+            or positions.ndim != 1:
+        got = f"{positions.dtype} {list(positions.shape)}" if isinstance(positions, Tensor) else \
+            type(positions).__name__
+        raise TypeError(f"positions must be a 1-d integer tensor [N], got {got}")
+    d_model = check_int("d_model", d_model, minimum=1)
+    layout = check_choice("layout", layout, LAYOUTS)
+    base = check_finite_float("base", base, positive=True)
+    dtype = check_dtype("dtype", dtype)
+    if rates is not None:
+        rates = check_choice("rates", rates, RATES)
+    check_tensor({"positions": positions.shape[0], "d_model": d_model},
+                 f"the {str(dtype).removeprefix('torch.')} rows", itemsize=dtype.itemsize, copies=3)
+    device = positions.device
+    w = _layout_rates(d_model, layout, base, rates).to(device)  # [n] float64
+    sin_cols, cos_cols = (c.to(device) for c in _columns(d_model, layout))
+    angles = positions.to(torch.float64)[:, None] * w[None, :]  # [N, n]: exact integers in float64 up to 2**53
+    out = torch.zeros(positions.shape[0], d_model, dtype=dtype, device=device)
+    out[:, sin_cols] = torch.sin(angles[:, : len(sin_cols)]).to(dtype)
+    out[:, cos_cols] = torch.cos(angles[:, : len(cos_cols)]).to(dtype)
+    return out
 
 
 def shift_matrix(

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor, nn
 
-from attnlab._validate import check_int
+from attnlab._validate import check_device, check_int
 from attnlab.encodings.positions import check_position_ids, continue_positions, positions_from_mask
 from attnlab.models.sequence_model import SequenceModel
 from attnlab.models.transformer_layers import TransformerEncoderLayer
@@ -106,7 +106,7 @@ class DecoderOnlyTransformer(SequenceModel):
         """
         self._check("x", x)
         B, L = x.shape[0], x.shape[1]
-        mask = self._padding("mask", mask, B, L)
+        mask = self._padding("mask", mask, B, L, device=x.device)
         position_ids = self._position_ids("position_ids", position_ids, x)  # [B, L] or None
         keys_mask = mask  # [B, S]: every key's, the cached ones' too
         if cache is not None:
@@ -156,7 +156,7 @@ class DecoderOnlyTransformer(SequenceModel):
         self._check("x", prompt)
         B, P = prompt.shape[0], prompt.shape[1]
         self._check_decoding(batch=B, prompt=P, steps=steps, use_cache=use_cache)
-        mask = self._padding("prompt_mask", prompt_mask, B, P)
+        mask = self._padding("prompt_mask", prompt_mask, B, P, device=prompt.device)
         ids: Tensor | None = None  # [B, P + steps]: every position (None: the indices)
         if mask is not None:
             bad = ~mask[:, -1]  # [B]: a row whose last prompt element is padding
@@ -168,7 +168,8 @@ class DecoderOnlyTransformer(SequenceModel):
             ids = torch.cat([prompt_ids, continue_positions(prompt_ids[:, -1], steps)], dim=1)  # [B, P + steps]
             mask = torch.cat([mask, mask.new_ones(B, steps)], dim=1)  # [B, P + steps]: the new elements are real
         if position_ids is not None:
-            ids = check_position_ids(position_ids, batch=B, length=P + steps).to(prompt.device).expand(B, P + steps)
+            check_device("position_ids", position_ids, prompt.device)
+            ids = check_position_ids(position_ids, batch=B, length=P + steps).expand(B, P + steps)
 
         def run(x: Tensor, cache: DecodingCache | None, pos: Tensor | None, m: Tensor | None) -> Tensor:
             return self(x, mask=m, position_ids=pos, cache=cache)

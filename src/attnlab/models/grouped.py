@@ -57,7 +57,7 @@ from attnlab._finite import bounded_pair
 from attnlab._validate import check_int
 from attnlab.attention.backends.choose import may_attend
 from attnlab.attention.functional import attend_unchecked, drop_unseen_keys
-from attnlab.encodings.registry import draws_positions
+from attnlab.encodings.registry import check_table_output, draws_positions
 from attnlab.models.decoder_only import DecoderOnlyTransformer
 from attnlab.models.encoder_only import EncoderOnlyTransformer
 from attnlab.models.sequence_model import SequenceModel
@@ -615,7 +615,8 @@ class ModelGroup(nn.Module):
             if all(n == L for n in lengths):
                 lengths = None
         if self.causal:
-            padding = None if mask is None else first._padding("mask", mask.reshape(G * B, L), G * B, L)
+            padding = None if mask is None else first._padding("mask", mask.reshape(G * B, L), G * B, L,
+                                                               device=x.device)
         else:
             if mask is not None:
                 raise ValueError("mask is for a decoder-only group; an encoder-only group masks pad_id itself")
@@ -625,8 +626,11 @@ class ModelGroup(nn.Module):
         D = h.shape[-1]
         if self._input_part is not None:
             table_kwargs = {} if ids is None else {"position_ids": ids}
-            h = self._input_part.run("forward", (h.reshape(G * B, L, D),), table_kwargs, {}, B=B, lengths=lengths,
-                                     cut=_cut_table, mend=_mend_table).view(G, B, L, D)
+            flat = h.reshape(G * B, L, D)
+            out = self._input_part.run("forward", (flat,), table_kwargs, {}, B=B, lengths=lengths,
+                                       cut=_cut_table, mend=_mend_table)
+            assert first.input_position is not None  # the part is the members' tables
+            h = check_table_output(first.input_position, flat, out).view(G, B, L, D)
         h = self._dropout(h, lengths)
         # A layer's draws in the order of TransformerEncoderLayer's: its scheme's and the attention
         # weights' masks, the attention branch's, the feed-forward network's hidden layer's, its branch's.

@@ -27,10 +27,10 @@ import torch
 from torch import Tensor, nn
 
 from attnlab._limits import check_memory, check_tensor
-from attnlab._validate import check_choice, check_input_dtype, check_int, check_probability
+from attnlab._validate import check_choice, check_device, check_input_dtype, check_int, check_probability
 from attnlab.attention.backends.choose import BACKENDS
 from attnlab.encodings.positions import check_position_ids
-from attnlab.encodings.registry import Position, build_scheme, build_table, resolve, spec_name
+from attnlab.encodings.registry import Position, build_scheme, build_table, check_table_output, resolve, spec_name
 from attnlab.encodings.scheme import ModelSizes, PositionScheme
 
 if TYPE_CHECKING:  # annotations only: the cache's module is imported where decoding makes one
@@ -223,10 +223,11 @@ class SequenceModel(nn.Module):
         if position_ids is None:
             return None
         B, L = x.shape[0], x.shape[1]
-        return check_position_ids(position_ids, batch=B, length=L, name=name).to(x.device).expand(B, L)
+        check_device(name, position_ids, x.device)
+        return check_position_ids(position_ids, batch=B, length=L, name=name).expand(B, L)
 
-    def _padding(self, name: str, mask: Any, batch: int, length: int) -> Tensor | None:
-        """A padding mask checked once: boolean ``[B, L]``, True on the real elements (or None)."""
+    def _padding(self, name: str, mask: Any, batch: int, length: int, *, device: torch.device) -> Tensor | None:
+        """A padding mask checked once: boolean ``[B, L]``, True on the real elements (or None), on ``device``."""
         if mask is None:
             return None
         if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
@@ -234,6 +235,7 @@ class SequenceModel(nn.Module):
                             f"got {getattr(mask, 'dtype', type(mask).__name__)}")
         if list(mask.shape) != [batch, length]:
             raise ValueError(f"{name} must be [B, L] = [{batch}, {length}], got shape {list(mask.shape)}")
+        check_device(name, mask, device)
         return mask
 
     def _embed(self, x: Tensor, offset: int = 0, *, position_ids: Tensor | None = None) -> Tensor:
@@ -244,9 +246,10 @@ class SequenceModel(nn.Module):
         h = self.embed(x)  # [B, L, D]
         if self.input_position is not None:
             if position_ids is None:  # a table written without position ids still serves the default
-                h = self.input_position(h, offset=offset)  # [B, L, D]
+                out = self.input_position(h, offset=offset)  # [B, L, D]
             else:
-                h = self.input_position(h, offset=offset, position_ids=position_ids)  # [B, L, D]
+                out = self.input_position(h, offset=offset, position_ids=position_ids)  # [B, L, D]
+            h = check_table_output(self.input_position, h, out)
         return self.input_dropout(h)
 
     def _greedy(

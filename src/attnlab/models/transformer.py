@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor, nn
 
-from attnlab._validate import check_int
+from attnlab._validate import check_device, check_int
 from attnlab.models.sequence_model import SequenceModel
 from attnlab.models.transformer_layers import TransformerDecoderLayer, TransformerEncoderLayer
 
@@ -130,6 +130,7 @@ class Transformer(SequenceModel):
         position_ids = self._position_ids("source_position_ids", position_ids, source)  # [B, S] or None
         mask = self.source_mask(source)
         if source_mask is not None:
+            check_device("source_mask", source_mask, source.device)
             mask = source_mask if mask is None else mask & source_mask
         h = self._embed(source, position_ids=position_ids)  # [B, S, D]
         for layer in self.encoder_layers:

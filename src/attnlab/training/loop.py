@@ -51,6 +51,7 @@ from attnlab.training import schedulers as sched
 from attnlab.training.batches import BatchLoss, count_samples, supervised, to_device
 from attnlab.training.clipping import GradientClipping
 from attnlab.training.distributed import DistributedContext, set_sampler_epoch, unwrap
+from attnlab.training.nonfinite import describe_nonfinite, nonfinite_origin
 from attnlab.training.threads import fit_threads, intra_op_threads
 
 # BatchLoss and supervised (the loss of a batch) live in .batches; they are named here too, as parts of the
@@ -212,6 +213,7 @@ class Loop:
         self.should_stop = False
         self.planned_epochs = 0
         self._params: list[nn.Parameter] | None = None  # the model's parameters, listed by each training pass
+        self._first_step_checked = False  # the run's first loss is read once, before its step (_check_first_step)
 
     # -- one step, one pass ---------------------------------------------------------------
 
@@ -227,10 +229,36 @@ class Loop:
         if not isinstance(loss, Tensor) or loss.dim() != 0:
             raise ValueError(f"the loss must be a scalar tensor, got {type(loss).__name__} "
                              f"of shape {tuple(getattr(loss, 'shape', ()))}")
+        if not self._first_step_checked:
+            self._check_first_step(loss, batch)
         loss.backward()
         self.clipping.after_backward(self.model, params=self._params)
         self.optimizer.step()
         return loss.detach()
+
+    def _check_first_step(self, loss: Tensor, batch: Any) -> None:
+        """Refuse a first loss that is not finite, before its step, naming where in the model it starts.
+
+        Only the run's first step (no epoch in the history), whose weights are the model's initial
+        ones: its loss is read at once (one sync per run), and when it is NaN or inf the cause is the
+        forward pass (a position scheme, a table, the data), not the learning rate: the pass is run
+        again, on a copy of the random state, to name the module (:func:`nonfinite_origin`). With
+        several processes every rank must stop together, so the epoch's check decides there.
+
+        Raises:
+            FloatingPointError: naming the module where the non-finite value starts.
+        """
+        self._first_step_checked = True
+        if self.history.epochs or (self.distributed is not None and self.distributed.active):
+            return
+        value = float(loss.detach())
+        if math.isfinite(value):
+            return
+        devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+        with torch.random.fork_rng(devices=devices):
+            origin = nonfinite_origin(self.model, lambda: self.loss(self.model, batch))
+        raise FloatingPointError(f"the training loss is {value} at the first step of epoch 1: "
+                                 f"{describe_nonfinite(value, origin)}")
 
     def run_epoch(self, training: bool) -> float:
         """One pass over the train (or validation) loader; the mean loss over samples.

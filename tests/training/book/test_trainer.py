@@ -8,6 +8,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 import attnlab.training as training
+from attnlab.encodings import PositionScheme
 from attnlab.training import StepByStep, Trainer
 
 from trainer_helpers import MLP, make_data, make_trainer
@@ -178,3 +179,66 @@ def test_a_diverging_loss_stops_training_with_a_clear_error():
         trainer.train(20)
     # the diverged epoch is not recorded
     assert len(trainer.losses) == trainer.total_epochs and all(math.isfinite(v) for v in trainer.losses)
+
+
+# -- a loss that is not finite before any step: named where it starts, not blamed on the learning rate -----
+
+class _NaNBias(PositionScheme):
+    """A score term of NaN, as a scheme with a bug would give."""
+
+    adds_score = True
+
+    def bias_at(self, q, *, q_pos, k_pos, k=None):
+        return torch.full((1, 1, q.shape[2], k_pos.shape[-1]), float("nan"))
+
+
+class _InfTable(nn.Module):
+    """An input table that adds inf."""
+
+    @classmethod
+    def for_model(cls, sizes):
+        return cls()
+
+    def forward(self, h, *, offset=0, position_ids=None):
+        return h + float("inf")
+
+
+def _sequence_trainer(position, *, x=None, lr=1e-3):
+    from attnlab.models import DecoderOnlyTransformer
+
+    torch.manual_seed(0)
+    model = DecoderOnlyTransformer(n_features=2, d_model=8, n_heads=2, n_layers=1, position=position)
+    trainer = Trainer(model, nn.MSELoss(), torch.optim.Adam(model.parameters(), lr=lr), progress=False)
+    x = torch.randn(16, 5, 2) if x is None else x
+    trainer.set_loaders(torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, x), batch_size=8))
+    return trainer
+
+
+@pytest.mark.bad_input("tracebacks and messages")
+@pytest.mark.parametrize(("position", "x", "origin"), [
+    (_NaNBias, None, r"layers\.0\.self_attn's position scheme _NaNBias gives non-finite values"),
+    (_InfTable, None, r"its input table _InfTable gives non-finite values"),
+    ("alibi", torch.full((16, 5, 2), float("nan")), r"the batch's inputs hold NaN or inf; check the data"),
+    ("rotary", torch.full((16, 5, 2), float("inf")), r"the batch's inputs hold NaN or inf"),
+])
+def test_a_loss_bad_before_any_step_names_where_it_starts_not_the_learning_rate(position, x, origin):
+    trainer = _sequence_trainer(position, x=x)
+    before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    with pytest.raises(FloatingPointError, match=r"the training loss is nan at the first step of epoch 1: the loss "
+                                                 r"is nan on the first batch with the model's initial weights, "
+                                                 rf"before any step, so the learning rate is not the cause: {origin}"):
+        trainer.train(2)
+    # Refused before the step: the weights are the initial ones, not NaN.
+    assert all(torch.equal(before[k], v) for k, v in trainer.model.state_dict().items())
+
+
+def test_checking_a_finite_first_loss_changes_no_number(monkeypatch):
+    # The check reads the first loss, and nothing else: the run's losses are those of a run without it.
+    from attnlab.training.loop import Loop
+
+    checked = _sequence_trainer("alibi")
+    checked.train(2)
+    monkeypatch.setattr(Loop, "_check_first_step", lambda self, loss, batch: None)
+    unchecked = _sequence_trainer("alibi")
+    unchecked.train(2)
+    assert checked.losses == unchecked.losses and all(math.isfinite(v) for v in checked.losses)

@@ -64,6 +64,7 @@ from torch import Tensor
 
 from attnlab import catalog
 from attnlab._finite import bounded_pair
+from attnlab._limits import ALWAYS_FITS, check_tensor, memory_budget
 from attnlab._validate import check_choice, check_int
 from attnlab.attention.functional import attend_unchecked, drop_unseen_keys, repeat_kv_heads
 from attnlab.encodings.scheme import PositionScheme, bias_dtype
@@ -72,8 +73,8 @@ from attnlab.encodings.scheme import PositionScheme, bias_dtype
 # them: most models never reach a length where they would, and importing a model should not load them.
 
 __all__ = ["BACKENDS", "CUDA_DENSE_SCORES", "DENSE_MEMORY_BUDGET", "DENSE_SCORES", "DENSE_SCORES_THREADED",
-           "adds_terms", "attend_with_position", "choose_backend", "dense_bytes", "dense_fits", "key_valid_of",
-           "may_attend", "position_attend"]
+           "adds_terms", "attend_with_position", "check_dense_scores", "choose_backend", "dense_bytes", "dense_fits",
+           "key_valid_of", "may_attend", "position_attend"]
 
 BACKENDS = catalog.BACKENDS
 
@@ -127,6 +128,43 @@ def dense_fits(*, batch: int, heads: int, T: int, S: int, dtype: torch.dtype, th
     threads = check_int("threads", threads, minimum=1)
     crossover = DENSE_SCORES if threads == 1 else DENSE_SCORES_THREADED
     return T * S <= crossover and dense_bytes(batch=batch, heads=heads, T=T, S=S, dtype=dtype) <= memory_budget
+
+
+# Past the budget above the dense path is not chosen; asked for by name, or the only path (weights wanted, positions
+# drawn per call), its scores are checked against the memory the run has, before torch's allocator tries for
+# tens of gigabytes and fails late. Sizes only, and not while torch.compile traces (a graph break there).
+def check_dense_scores(*, backend: str, batch: int, heads: int, T: int, S: int, dtype: torch.dtype,
+                       device: torch.device, chunked_serves: bool = True) -> None:
+    """Refuse a dense call whose ``[B, H, T, S]`` scores (in :func:`bias_dtype` of ``dtype``) cannot fit.
+
+    Args:
+        backend: the ``backend`` the caller asked for, for the message.
+        batch, heads: ``B`` and ``H`` (query heads).
+        T: queries; S: keys.
+        dtype: the queries' dtype.
+        device: where the scores would be allocated (CUDA: its free memory counts).
+        chunked_serves: the chunked path could serve the call (not when the weights are wanted or
+            the scheme draws positions per call): the message suggests it, else a shorter length.
+
+    Raises:
+        ValueError: naming ``backend``, the length ``T x S``, the bytes and the memory available,
+            and suggesting ``backend='chunked'`` (or ``'auto'``).
+    """
+    if torch.compiler.is_compiling():
+        return
+    n_bytes = dense_bytes(batch=batch, heads=heads, T=T, S=S, dtype=dtype)
+    if n_bytes <= ALWAYS_FITS and memory_budget() is None:
+        return
+    compute = str(bias_dtype(dtype)).removeprefix("torch.")
+    try:
+        check_tensor({"B": batch, "H": heads, "T": T, "S": S}, f"the dense path's {compute} scores",
+                     itemsize=bias_dtype(dtype).itemsize, device=device)
+    except ValueError as err:
+        way_out = ("use backend='chunked', whose memory grows as L (or backend='auto', which takes it when the "
+                   "scores do not fit)") if chunked_serves else \
+            ("only the dense path serves this call (it returns the weights, or its scheme draws positions at "
+             "every call): use shorter sequences or a smaller batch")
+        raise ValueError(f"backend={backend!r} at length L = {T} queries x {S} keys: {err}; {way_out}") from None
 
 
 def adds_terms(position: PositionScheme | None) -> bool:
@@ -364,7 +402,8 @@ def attend_with_position(
         ``(out [B, H, T, Dv], weights [B, H, T, S] or None)``.
 
     Raises:
-        ValueError: for a forced ``backend`` that cannot serve the call (see :func:`choose_backend`).
+        ValueError: for a forced ``backend`` that cannot serve the call (see :func:`choose_backend`), or
+            dense scores ``[B, H, T, S]`` that cannot fit in memory (:func:`check_dense_scores`).
     """
     B, H, T, S = q.shape[0], q.shape[1], q.shape[2], keys.shape[2]
     backward = torch.is_grad_enabled() and any(t.requires_grad for t in (q, keys, values))
@@ -380,6 +419,11 @@ def attend_with_position(
                               bias=bias, is_causal=is_causal, scale=scale, dropout_p=dropout_p,
                               position_ids=position_ids, key_position_ids=key_position_ids)
         return out, None
+    if adds_terms(position) or bias is not None or need_weights:
+        # The scores are formed as a [B, H, T, S] tensor here: refused by name if they cannot fit.
+        draws = position is not None and position.draws_positions
+        check_dense_scores(backend=backend, batch=B, heads=H, T=T, S=S, dtype=q.dtype, device=q.device,
+                           chunked_serves=not (need_weights or draws))
     if adds_terms(position):
         # Before the scheme reads them (CoPE's gates, Shaw's q . a): hidden keys have no effect, and the
         # scores cannot overflow before the term is added (attnlab._finite); attend_unchecked is told (guarded).
@@ -400,7 +444,8 @@ def attend_with_position(
                                     need_weights=need_weights or value_term, is_causal=is_causal,
                                     guarded=adds_terms(position))
     if value_term and weights is not None and position is not None:
-        values_term = position.value_term(weights, q_offset=q_offset, k_offset=0, **ids)  # [B, H, T, Dv] (Shaw's)
+        values_term = position.value_term(weights, q_offset=q_offset, k_offset=0, value_width=values.shape[-1],
+                                          **ids)  # [B, H, T, Dv] (Shaw's)
         if values_term is not None:
             out = out + values_term.to(out.dtype)
     return out, weights

@@ -222,13 +222,16 @@ class ChunkPlan:
         extra = {"mask": mask} if self.position.reads_mask else {}
         return self.position.bias(q_c, n, q_offset=self.q_offset + start, k_offset=0, k=keys, **extra)
 
-    def value_rows(self, weights: Tensor, start: int) -> Tensor | None:
-        """The scheme's value term of a chunk's ``weights [B, H, C, n]`` (rows from ``start``): ``[B, H, C, Dv]``."""
+    def value_rows(self, weights: Tensor, start: int, *, value_width: int) -> Tensor | None:
+        """The scheme's value term of a chunk's ``weights [B, H, C, n]`` (rows from ``start``): ``[B, H, C, Dv]``.
+
+        ``value_width``: the values' ``Dv``, which the term must have.
+        """
         if self.q_pos is not None and self.k_pos is not None:
             C, n = weights.shape[-2], weights.shape[-1]
             return self.position.value_term(weights, position_ids=self.q_pos[..., start : start + C],
-                                            key_position_ids=self.k_pos[..., :n])
-        return self.position.value_term(weights, q_offset=self.q_offset + start, k_offset=0)
+                                            key_position_ids=self.k_pos[..., :n], value_width=value_width)
+        return self.position.value_term(weights, q_offset=self.q_offset + start, k_offset=0, value_width=value_width)
 
     def user_rows(self, start: int, stop: int, n: int) -> Tensor | None:
         """The user's ``bias`` at the chunk, in the chunk's row order: broadcastable to ``[B, H, C, n]``, or None."""

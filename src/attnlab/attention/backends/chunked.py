@@ -225,7 +225,7 @@ def _chunk_forward(plan: ChunkPlan, query: Tensor, key: Tensor, value: Tensor, d
         dropout_p=dropout_p, scale=plan.scale, need_weights=plan.adds_value, is_causal=False,
     )  # out [B, H, C, Dv], weights [B, H, C, n] or None
     if weights is not None:
-        extra = plan.value_rows(weights, start)  # [B, H, C, Dv] or None
+        extra = plan.value_rows(weights, start, value_width=value.shape[-1])  # [B, H, C, Dv] or None
         if extra is not None:
             out = out + extra.to(out.dtype)
     return out

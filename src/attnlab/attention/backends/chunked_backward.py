@@ -161,7 +161,7 @@ def attend_chunks(plan: ChunkPlan, query: Tensor, key: Tensor, value: Tensor, *,
         p, lse_c = softmax_rows(scores, mask, want_lse=want_lse, floored=plan.floored)
         o = grouped_matmul(p, v_all[..., :n, :])  # [B, H, C, n] x [B, Hkv, n, Dv] -> [B, H, C, Dv]
         if plan.adds_value:
-            extra = plan.value_rows(p, start)  # [B, H, C, Dv] or None
+            extra = plan.value_rows(p, start, value_width=v_all.shape[-1])  # [B, H, C, Dv] or None
             if extra is not None:
                 o += extra.to(o.dtype)  # [B, H, C, Dv]
         if mask.empty is not None:
@@ -265,7 +265,7 @@ def _value_term_backward(plan: ChunkPlan, p: Tensor, do: Tensor, start: int, d_p
     trainable = d_params.trainable
     with torch.enable_grad():
         p_leaf = p.detach().requires_grad_(True)
-        extra = plan.value_rows(p_leaf, start)  # [B, H, C, Dv] or None
+        extra = plan.value_rows(p_leaf, start, value_width=do.shape[-1])  # [B, H, C, Dv] or None
         if extra is None:
             return
         grads = torch.autograd.grad(extra, [p_leaf, *trainable], do.to(extra.dtype), allow_unused=True)

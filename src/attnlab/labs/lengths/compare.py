@@ -20,7 +20,9 @@ model depends only on the settings, its encoding and its seed (its weights, its
 batches), so the records of a resumed comparison are bit-identical to an unbroken one's.
 
 A run is all-or-nothing: the sizes each scheme refuses
-(:func:`~attnlab.labs.lengths.train.check_models`), everything a resume reads (the settings,
+(:func:`~attnlab.labs.lengths.train.check_models`), each encoding's first step on one batch (a loss
+that is not finite at the initial weights, a path the device cannot train on:
+:func:`~attnlab.labs.lengths.train.check_first_steps`), everything a resume reads (the settings,
 every saved model, :mod:`attnlab.labs.lengths.saved`) and every path it writes (no link below
 the folder, no folder where a file goes) are checked before anything in the folder is written,
 so a refused run leaves the folder, ``results.json`` included, as it was. Every write goes
@@ -44,7 +46,7 @@ from attnlab.labs.lengths import sweep
 from attnlab.labs.lengths.config import CompareConfig, CompareResult
 from attnlab.labs.lengths.report import output_names, write_outputs
 from attnlab.labs.lengths.saved import MODELS, check_model_record, model_name, read_config, saved_models
-from attnlab.labs.lengths.train import ModelResult, check_models
+from attnlab.labs.lengths.train import ModelResult, check_first_steps, check_models
 from attnlab.labs.run_folder import ENVIRONMENT, RunFolder, check_claim, check_files, claim, environment
 from attnlab.training.checkpoint import write_checkpoint
 
@@ -165,8 +167,10 @@ def run_compare(
     place = partial(_executor, jobs=jobs, ray_address=ray_address, device=where)
     if folder is None:
         check_models(config)
+        check_first_steps(config, device=where)
         return _compare(config, None, progress, announce, {}, place, where)
     check_compare(config, folder, resume=resume)  # all of it, before anything in the folder is written
+    check_first_steps(config, device=where)  # one batch through each fresh model: its first step's faults
     if ray_address is not None:
         sweep.connect_ray(ray_address)  # an unreachable cluster is named before the folder is touched
     with claim(folder, kind="compare", resume=resume) as run:

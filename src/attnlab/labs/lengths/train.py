@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, cast
 
 import torch
@@ -35,11 +36,12 @@ from attnlab.training import Callback, StepProgress, fit
 from attnlab.training.batches import to_device
 from attnlab.training.clipping import GradientClipping
 from attnlab.training.grouped import GroupAdam, member_calls, train_group
+from attnlab.training.nonfinite import check_initial_loss
 from attnlab.training.rng import preserved_rng
 from attnlab.training.threads import intra_op_threads, step_work, threads_for
 
-__all__ = ["ModelResult", "build_model", "check_models", "evaluate", "one_thread", "run_threads", "task_sets",
-           "train_one", "train_seeds"]
+__all__ = ["ModelResult", "build_model", "check_first_steps", "check_models", "evaluate", "one_thread",
+           "run_threads", "task_sets", "train_one", "train_seeds"]
 
 
 @dataclass
@@ -81,6 +83,43 @@ def check_models(config: CompareConfig) -> None:
         for encoding in config.encodings:
             if not config.is_input_table(encoding):
                 config.scheme(encoding).for_model(sizes)
+
+
+#: rows of the one batch :func:`check_first_steps` runs through each encoding's fresh model
+PROBE_ROWS = 2
+
+
+def check_first_steps(config: CompareConfig, *, device: torch.device | str = "cpu") -> None:
+    """Run one batch through each encoding's freshly built model, as its first step would, before anything is written.
+
+    What only a forward pass shows is refused in milliseconds, before a run folder is claimed,
+    instead of after it is written: a loss that is NaN or inf with the initial weights, named by
+    where it starts (a position scheme or an input table: :func:`attnlab.training.nonfinite.check_initial_loss`),
+    a scheme or table that returns a term of the wrong shape or raises, and a path the device
+    cannot train on (``backend="flex"`` without a FlexAttention backward there). The batch is
+    :data:`PROBE_ROWS` rows of the task at the training length, drawn for the probe alone; each
+    model is built as the first seed's (``torch.manual_seed``), on a copy of the random state, so
+    no stream moves and the comparison's numbers are what they would be without it.
+
+    Raises:
+        ValueError: naming the encoding, and what its first step raised or where its loss stops being finite.
+    """
+    spec = dataclasses.replace(config.spec(), n_train=PROBE_ROWS, n_test=1, test_lens=(config.train_len,))
+    probe = make_task_sets(spec).train
+    assert probe is not None  # n_train rows were asked for
+    batch = to_device(probe, torch.device(device))
+    loss = config.protocol_object.loss(config)
+    with preserved_rng({}):
+        for encoding in config.encodings:
+            torch.manual_seed(0)  # the first seed's weights
+            model = build_model(config, encoding).to(device)
+            first_loss = partial(loss, model, batch)
+            try:
+                check_initial_loss(model, first_loss, what=f"encoding {encoding!r}")
+            except ValueError as err:
+                if str(err).startswith(f"encoding {encoding!r}"):
+                    raise
+                raise ValueError(f"encoding {encoding!r}: {err}") from err
 
 
 def build_model(config: CompareConfig, encoding: str) -> DecoderOnlyTransformer | Transformer:
@@ -270,7 +309,7 @@ def train_seeds(config: CompareConfig, sets: TaskSets, encoding: str, seeds: Seq
 
             losses = train_group(group, batches(), lrs=optimizer.lrs, steps=steps, inputs=inputs, loss=loss,
                                  schedule=protocol.schedule(steps), clip=1.0, optimizer=optimizer, on_step=progress)
-            _check_finite(losses, seeds, epochs)
+            _check_finite(losses, seeds, epochs, encoding=encoding)
             members = group.to_members()
             records = []
             for g, (member, seed) in enumerate(zip(members, seeds, strict=True)):
@@ -284,11 +323,19 @@ def train_seeds(config: CompareConfig, sets: TaskSets, encoding: str, seeds: Seq
             for m, seed, own in zip(members, seeds, records, strict=True)]
 
 
-def _check_finite(losses: torch.Tensor, seeds: Sequence[int], epochs: int) -> None:
-    """Raise as :func:`fit` does when a model's training loss (``losses [steps, G]``) is NaN or infinite."""
+def _check_finite(losses: torch.Tensor, seeds: Sequence[int], epochs: int, *, encoding: str) -> None:
+    """Raise as :func:`fit` does when a model's training loss (``losses [steps, G]``) is NaN or infinite.
+
+    A loss already bad at the first step, before any update, is not divergence: it names ``encoding``.
+    """
     bad = ~torch.isfinite(losses)  # [steps, G]
     if bool(bad.any()):
         step, g = (int(i) for i in bad.nonzero()[0])
+        if step == 0:
+            raise FloatingPointError(
+                f"the training loss of seed {seeds[g]} is {float(losses[step, g])} at step 1, with the model's "
+                f"initial weights, before any update, so the learning rate is not the cause: its forward pass is "
+                f"not finite there; check encoding {encoding!r} (its position scheme or table) and the data")
         epoch = step // math.ceil(losses.shape[0] / epochs) + 1
         raise FloatingPointError(f"the training loss of seed {seeds[g]} is {float(losses[step, g])} at step "
                                  f"{step + 1} (epoch {epoch}): training diverged; lower the learning rate or "

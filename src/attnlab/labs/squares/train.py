@@ -52,8 +52,10 @@ from attnlab.labs.squares.history import resumed_lines
 from attnlab.labs.squares.models import SIZE_NAMES, squares_model
 from attnlab.labs.squares.viewer import ViewerData
 from attnlab.training import Checkpoint, MetricsFile, Trainer
+from attnlab.training.batches import supervised, to_device
 from attnlab.training.checkpoint import guard_optimizer
 from attnlab.training.distributed import DistributedContext
+from attnlab.training.nonfinite import check_initial_loss
 from attnlab.training.rng import preserved_rng
 from attnlab.training.threads import intra_op_threads, step_work, threads_for
 
@@ -261,7 +263,37 @@ def _build(config: SquaresConfig, *, progress: bool | None, distributed: Distrib
     trainer = Trainer(model, nn.MSELoss(), make_optimizer(model, config), progress=progress,
                       device=distributed.device, distributed=distributed if distributed.active else None)
     trainer.set_loaders(data.train, data.test)
+    check_first_step(config, model, data.train)
     return _Built(data, model, trainer)
+
+
+#: squares of the one batch :func:`check_first_step` runs through the fresh model
+PROBE_ROWS = 2
+
+
+def check_first_step(config: SquaresConfig, model: nn.Module, loader: Any) -> None:
+    """Run the training set's first squares through the freshly built ``model``, as its first step would.
+
+    What only a forward pass shows is refused before the run folder is claimed: a loss that is
+    NaN or inf with the initial weights, named by where it starts (:func:`check_initial_loss`),
+    and a path the device cannot train on (``backend="flex"`` without a FlexAttention backward
+    there). The rows are read from the dataset itself, not drawn from the loader (whose shuffling
+    generator must not move), and the pass runs on a copy of the random state.
+
+    Raises:
+        ValueError: naming the encoding (or model) and what its first step raised or where its loss
+            stops being finite.
+    """
+    dataset = loader.dataset
+    indices = list(range(min(len(dataset), PROBE_ROWS)))
+    # As the loader fetches: a batch of indices at once where its sampler yields batches, else row by row.
+    rows = dataset[indices] if loader.batch_size is None else [dataset[i] for i in indices]
+    device = next(model.parameters()).device
+    batch = to_device(loader.collate_fn(rows), device)
+    loss = supervised(nn.MSELoss())
+    what = f"encoding {config.encoding or 'sinusoidal'!r}" if config.model == "transformer" else \
+        f"model {config.model!r}"
+    check_initial_loss(model, lambda: loss(model, batch), what=what)
 
 
 def _train(config: SquaresConfig, run: RunFolder, built: _Built, *, announce: Callable[[], None] | None,
