@@ -102,13 +102,15 @@ def describe_nonfinite(loss: float, origin: str | None) -> str:
             f"learning rate is not the cause: {where}")
 
 
-def check_initial_loss(model: nn.Module, loss_of: Callable[[], Tensor], *, what: str) -> None:
+def check_initial_loss(model: nn.Module, loss_of: Callable[[], Tensor], *, what: str, record: bool = False) -> None:
     """Refuse a model whose loss on one batch is not finite with its initial weights: the labs' pre-flight.
 
-    ``loss_of()`` computes the loss of one batch through ``model``, in training mode with autograd
-    recording, as the first step would (so what that step would refuse, such as a path without a
-    backward pass on this device, is refused here too); nothing is stepped. It runs on a copy of
-    torch's random state (every device's), so no stream moves.
+    ``loss_of()`` computes the loss of one batch through ``model``, in training mode, as the first
+    step would; nothing is stepped. Autograd records only with ``record``: what only a recording
+    call refuses (a path without a backward pass on this device, as ``backend="flex"`` on the CPU)
+    is refused then too. Without it the probe is cheaper and is no training step (a scheme that
+    watches for its first training step does not see one). It runs on a copy of torch's random
+    state (every device's), so no stream moves.
 
     Raises:
         ValueError: ``"{what}: the loss is nan on the first batch ... : layers.0.self_attn's position
@@ -119,11 +121,12 @@ def check_initial_loss(model: nn.Module, loss_of: Callable[[], Tensor], *, what:
         was_training = model.training
         model.train()
         try:
-            loss = loss_of()
-            value = float(loss.detach().float().mean()) if isinstance(loss, Tensor) else float(loss)
-            if value == value and abs(value) != float("inf"):
-                return
-            origin = nonfinite_origin(model, loss_of)
+            with torch.set_grad_enabled(record):
+                loss = loss_of()
+                value = float(loss.detach().float().mean()) if isinstance(loss, Tensor) else float(loss)
+                if value == value and abs(value) != float("inf"):
+                    return
+                origin = nonfinite_origin(model, loss_of)
         finally:
             model.train(was_training)
     raise ValueError(f"{what}: {describe_nonfinite(value, origin)}")

@@ -293,7 +293,8 @@ def check_first_step(config: SquaresConfig, model: nn.Module, loader: Any) -> No
     loss = supervised(nn.MSELoss())
     what = f"encoding {config.encoding or 'sinusoidal'!r}" if config.model == "transformer" else \
         f"model {config.model!r}"
-    check_initial_loss(model, lambda: loss(model, batch), what=what)
+    # Recording autograd is what surfaces a forced FlexAttention path the device has no backward for.
+    check_initial_loss(model, lambda: loss(model, batch), what=what, record=config.backend == "flex")
 
 
 def _train(config: SquaresConfig, run: RunFolder, built: _Built, *, announce: Callable[[], None] | None,
