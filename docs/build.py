@@ -14,7 +14,10 @@
    parameters cell defines is refused, before anything is run.
    Their LaTeX becomes MathML (docs/offline.py), so the pages need no MathJax.
 2. ``docs/pages/`` and the executed copies are put together in ``BUILD/src`` (the executed
-   copies never go back into ``notebooks/``, which is committed without outputs).
+   copies never go back into ``notebooks/``, which is committed without outputs). Each figure a
+   notebook draws takes its alternative text from its cell's ``alt`` metadata (a figure without
+   one stops the build), and the topic pages' figures are drawn into ``BUILD/src/figures`` by
+   ``docs/site_figures.py``, from committed results and attnlab's tables.
 3. MkDocs builds ``BUILD/src`` with ``docs/mkdocs.yml`` into ``--out``, in strict mode: a
    warning (a broken link or anchor, a missing page) fails the build.
 
@@ -189,6 +192,51 @@ def execute_notebooks(build: Path, target: Path, values: dict[str, object], defi
             partial.replace(cached)  # whole or absent: a build killed mid-copy leaves no half notebook
 
 
+def describe_figures(folder: Path) -> None:
+    """Every figure of the executed notebooks in ``folder`` shown with its cell's ``alt`` metadata as its text.
+
+    A code cell that draws figures names them in its metadata, ``"alt": "..."`` (or a list, one per figure,
+    in order). nbconvert writes a figure as an ``<img>`` without ``alt``; so each figure's output also gets
+    a ``text/html`` form, the same PNG in an ``<img alt=...>``, which nbconvert prefers.
+
+    Raises:
+        ValueError: naming the notebook and the cell, where a cell draws a figure its metadata does not describe.
+    """
+    import html
+
+    import nbformat
+
+    for path in sorted(folder.glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        described = False
+        for index, cell in enumerate(nb.cells):
+            figures = [out for out in cell.get("outputs", []) if "image/png" in out.get("data", {})]
+            if not figures:
+                continue
+            alt = cell.metadata.get("alt")
+            texts = [alt] if isinstance(alt, str) else alt
+            if (not isinstance(texts, list) or len(texts) != len(figures)
+                    or not all(isinstance(text, str) and text.strip() for text in texts)):
+                raise ValueError(f"{path.name}: cell {cell.get('id', index)} draws {len(figures)} figure(s), and its "
+                                 f"metadata's 'alt' does not describe each (got {alt!r}): give the alternative text "
+                                 "of each, a string or a list of strings")
+            for output, text in zip(figures, texts, strict=True):
+                png = "".join(output.data["image/png"].split())
+                output.data["text/html"] = f'<img src="data:image/png;base64,{png}" alt="{html.escape(text)}">'
+            described = True
+        if described:
+            nbformat.write(nb, path)
+
+
+def site_sources(source: Path) -> None:
+    """What MkDocs needs beside the pages and the executed notebooks: the notebooks' figures described,
+    the topic pages' figures drawn (docs/site_figures.py)."""
+    from site_figures import draw  # docs/site_figures.py, beside this file
+
+    describe_figures(source / "notebooks")
+    draw(source / "figures")
+
+
 def build_site(source: Path, out: Path) -> None:
     """MkDocs, strict, from ``source`` into ``out`` (replaced)."""
     from mkdocs.commands.build import build
@@ -298,6 +346,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.notebook:
             print(f"executed into {source / 'notebooks'}", flush=True)
             return 0
+        site_sources(source)
         if args.serve:
             serve_site(source, args.dev_addr)
             return 0

@@ -13,8 +13,10 @@ sections it shows, on a line of its own::
 ``body`` leaves out the section's own heading; ``level=N`` (default 2) is the level its heading
 takes on the page, and its subsections move with it. A heading or marker that is not found stops
 the build (an error, not a warning), so a README edit that renames a section cannot silently
-empty a page. Links into the README (``(#anchor)``, ``(BENCHMARKS.md)``) are pointed at the page
-that now shows their target; MkDocs' strict link validation catches any that are left.
+empty a page. Links into the README (``(#anchor)``, ``(README.md#anchor)``, ``(BENCHMARKS.md)``) are
+pointed at the page that now shows their target, and a link to a page of the site itself
+(``(docs/pages/length-lab.md#protocols)``, which reads on GitHub too) at that page; MkDocs' strict
+link validation catches any that are left.
 """
 
 from __future__ import annotations
@@ -149,15 +151,21 @@ def on_page_markdown(markdown, page, config, files):  # noqa: ANN001, ANN201
 
     def anchor(m: re.Match[str]) -> str:
         page_uri = _anchor_page.get(m.group(1))
-        return m.group(0) if page_uri in (None, here) else f"]({link(page_uri)}#{m.group(1)})"
+        if page_uri is None:
+            return m.group(0)
+        return f"](#{m.group(1)})" if page_uri == here else f"]({link(page_uri)}#{m.group(1)})"
 
     def whole_file(m: re.Match[str]) -> str:
         page_uri = _file_page.get(m.group(1))
         return m.group(0) if page_uri is None else f"]({link(page_uri)}{m.group(2) or ''})"
 
+    def site_page(m: re.Match[str]) -> str:
+        return f"]({link(m.group(1))}{m.group(2) or ''})"
+
     def expand(m: re.Match[str]) -> str:
         text = section(parse(m.group(1)), root)
-        text = re.sub(r"\]\(#([\w-]+)\)", anchor, text)
+        text = re.sub(r"\]\((?:README\.md)?#([\w-]+)\)", anchor, text)
+        text = re.sub(r"\]\(docs/pages/([\w/.-]+\.md)(#[\w-]+)?\)", site_page, text)
         return re.sub(r"\]\(([\w.-]+\.md)(#[\w-]+)?\)", whole_file, text)
 
     return DIRECTIVE.sub(expand, markdown)

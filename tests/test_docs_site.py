@@ -12,8 +12,14 @@ internal ``href`` / ``src`` resolves to a file of the site, every ``#anchor`` to
 page, and no page, stylesheet or inline script loads anything from another host); every public
 name (the ``__all__`` of attnlab and of each public subpackage) has its entry in the API reference.
 
+Unmarked too: no user page of the built site names a commit (the benchmarks and development pages,
+where measurement history belongs, excepted), and every image has its alternative text.
+``tests/test_docs_pages.py`` checks the same of the Markdown sources without building the site.
+
 ``@pytest.mark.browser``: headless Chromium, driven over its DevTools pipe (no extra package),
-opens the landing page from disk (its title and the two commands), a notebook page (its figures
+opens the landing page from disk (its title and the two commands), each topic page (a code example
+within its first screen, and on the pages that have one, each figure loaded and decoded), every
+user page (no commit in the text the browser shows), a notebook page (its figures
 decoded by the browser, as many as the executed notebook holds, and its math drawn as MathML),
 an API page (``sinusoidal`` with its ``[L, D]`` shape and its example), and, the site served over
 http by ``python -m http.server`` (search runs in a web worker, which a ``file://`` page cannot
@@ -30,6 +36,7 @@ import shutil
 import subprocess
 import sys
 import time
+from html import unescape
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -39,6 +46,7 @@ import pytest
 
 import attnlab
 
+from docs_checks import DEVELOPMENT_PAGES, FIGURE_PAGES, TOPICS, commits
 from notebook_runs import HANG_GUARD, PARAMETERS, executed_folder
 from shared_once import shared_once
 
@@ -197,6 +205,43 @@ def test_nothing_is_loaded_from_the_network(built):
     for css in site.rglob("*.css"):
         found += [f"{css.relative_to(site)}: {m.group(0)!r}" for m in REMOTE_IN_CODE.finditer(css.read_text())]
     assert not found, "\n".join(found[:30])
+
+
+def _user_pages(site):
+    """Every page of the built site a user reads: all but the benchmarks and development pages (and 404)."""
+    skip = {Path(page).with_suffix(".html").name for page in DEVELOPMENT_PAGES} | {"404.html"}
+    return [path for path in sorted(site.rglob("*.html")) if path.relative_to(site).as_posix() not in skip]
+
+
+def _shown_text(html):
+    """What a page shows as text: its markup, scripts, styles and embedded images left out."""
+    html = re.sub(r"<(script|style)\b.*?</\1>", " ", html, flags=re.S | re.I)
+    html = re.sub(r"data:[\w/+.-]+;base64,[A-Za-z0-9+/=]+", " ", html)
+    return unescape(re.sub(r"<[^>]+>", " ", html))
+
+
+def test_no_user_page_names_a_commit(built):
+    site, _ = built
+    pages = _user_pages(site)
+    assert len(pages) > 20 and site / "index.html" in pages and site / "encodings.html" in pages
+    found = {path.relative_to(site).as_posix(): commits(_shown_text(path.read_text(encoding="utf-8")))
+             for path in pages}
+    assert not {page: hashes for page, hashes in found.items() if hashes}
+    assert commits(_shown_text((site / "benchmarks.html").read_text(encoding="utf-8")))  # history lives there
+
+
+def test_every_image_has_its_alternative_text(built):
+    site, _ = built
+    missing, images = [], 0
+    for path in sorted(site.rglob("*.html")):
+        for tag in re.findall(r"<img\b[^>]*>", path.read_text(encoding="utf-8"), flags=re.I):
+            images += 1
+            alt = re.search(r'\balt="([^"]*)"', tag)
+            # nbconvert fills a figure without text with a placeholder: that is no description either
+            if not alt or not alt.group(1).strip() or alt.group(1).startswith("No description has been provided"):
+                missing.append(f"{path.relative_to(site)}: {tag[:120]}")
+    assert not missing, "\n".join(missing[:20])
+    assert images >= 20  # the notebooks' figures and the topic pages'
 
 
 def _public_names():
@@ -395,3 +440,58 @@ def test_the_search_box_finds_alibi(served, chromium):
     assert "/api/encodings.html" in pages
     hrefs = chromium.wait_for(tab, "[...document.querySelectorAll('.md-search-result__item a')].map(a => a.href)")
     assert any(urlsplit(h).fragment == "attnlab.encodings.ALiBi" for h in hrefs), hrefs
+
+
+FIRST_SCREEN = "window.innerHeight"  # the window is 1280 x 900 (Chromium's --window-size)
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("page", TOPICS)
+def test_each_topic_page_shows_an_example_on_its_first_screen(built, chromium, page):
+    site, _ = built
+    url = (site / page).with_suffix(".html").as_uri()
+    tab = chromium.open(url)
+    # The new tab's first document is about:blank, already "complete": wait for the page's own article.
+    got = chromium.wait_for(tab, f"location.href === {json.dumps(url)} && {READY} && document.querySelector('article')"
+                                 " && (() => { const code = document.querySelector('article pre code');"
+                                 " return {top: code ? code.getBoundingClientRect().top : null,"
+                                 f" bottom: code ? code.getBoundingClientRect().bottom : null, screen: {FIRST_SCREEN},"
+                                 " text: code ? code.textContent : ''}; })()")
+    assert got and got["top"] is not None, f"{page}: no code example ({chromium.last})"
+    assert 0 < got["top"] < got["screen"], f"{page}: its first example starts at {got['top']} px, below the screen"
+    assert got["text"].strip()
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("page", sorted(FIGURE_PAGES))
+def test_the_figure_pages_show_their_figures(built, chromium, page):
+    site, _ = built
+    url = (site / page).with_suffix(".html").as_uri()
+    tab = chromium.open(url)
+    figures = chromium.wait_for(tab, f"location.href === {json.dumps(url)} && {READY} && "
+                                     "[...document.images].every(i => i.complete) && "
+                                     "[...document.querySelectorAll('article img')]"
+                                     ".filter(i => i.getAttribute('src').startsWith('figures/'))"
+                                     ".map(i => ({src: i.getAttribute('src'), width: i.naturalWidth,"
+                                     " height: i.naturalHeight, alt: i.alt}))")
+    assert figures, f"{page}: no figure ({chromium.last})"
+    assert [f["src"] for f in figures] == [f"figures/{name}" for name in FIGURE_PAGES[page]]
+    for figure in figures:
+        assert figure["width"] > 300 and figure["height"] > 300, figure  # loaded and decoded, not broken
+        assert len(figure["alt"]) > 40, figure
+
+
+@pytest.mark.browser
+def test_no_user_page_shows_a_commit(built, chromium):
+    site, _ = built
+    pages = _user_pages(site)
+    tab = chromium.open("about:blank")
+    found = {}
+    for path in pages:
+        url = path.as_uri()
+        chromium.call("Page.navigate", tab, url=url)
+        text = chromium.wait_for(tab, f"location.href === {json.dumps(url)} && {READY} && document.body.innerText")
+        assert text, f"{path.relative_to(site)} showed nothing ({chromium.last})"
+        if commits(text):
+            found[path.relative_to(site).as_posix()] = commits(text)
+    assert not found
