@@ -15,8 +15,14 @@ every scheme, calls each once (the warm-up: a compile lands there), then times
 them round-robin, ``--repeats`` rounds (none, alibi, t5, ... then again, the
 order rotated each round), so a burst of load from the other work on the machine
 hits every scheme alike. A figure is the median over the rounds; its ratio is
-that median over the no-position median of the same process. ``/proc/loadavg``
-(1-minute) is recorded at every round.
+the median over the rounds of its time over no position's in the same round, given with the
+quartiles of those paired ratios. ``/proc/loadavg`` (1-minute) is recorded at every round.
+At L=4096 on one thread, at load 2-3, the paired ratio of one round spreads by about ±0.1 around
+its median: three or five rounds (as this script once took) land anywhere from 1.0x to 1.5x, which
+is how two honest timings came to disagree; fifteen settle within a few hundredths from one run to
+the next. The forward pass's input requiring grad or not, and handing freed memory back to the
+system before each call (:func:`_release`), moved the figure by less than that spread
+(BENCHMARKS.md, "Chunked attention against no position: one method").
 
 Memory: each (scheme, path, L, mode) in a fresh subprocess: after a warm-up
 call at the same L, VmHWM is reset to the current RSS and the figure is VmHWM
@@ -144,8 +150,14 @@ def time_child(runs: list[str], L: int, mode: str, threads: int, repeats: int, b
             times[run].append(time.perf_counter() - t0)
             mha.zero_grad(set_to_none=True)
         loads.append(load1())
-    return {run: {"median": statistics.median(ts), "min": min(ts), "max": max(ts), "repeats": len(ts),
+    return {run: {"median": statistics.median(ts), "min": min(ts), "max": max(ts), "repeats": len(ts), "all": ts,
                   "first_call_s": first[run], "loadavg_1min": loads} for run, ts in times.items()}
+
+
+def paired_ratios(times: list[float], none: list[float]) -> dict:
+    """Each round's time over no position's in the same round: their quartiles (the figure is the median)."""
+    ratios = sorted(t / n for t, n in zip(times, none, strict=True))
+    return {"q1": ratios[len(ratios) // 4], "median": statistics.median(ratios), "q3": ratios[(3 * len(ratios)) // 4]}
 
 
 OMP_PASSIVE = False  # --omp-passive: the children run with OMP_WAIT_POLICY=PASSIVE
@@ -209,7 +221,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--schemes", default=",".join(SCHEMES))
     parser.add_argument("--modes", default="forward,backward")
     parser.add_argument("--threads", default="1,2", help="torch threads of the timed calls, comma-separated")
-    parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds per timing (median taken)")
+    parser.add_argument("--repeats", type=int, default=15, help="interleaved rounds per timing (median taken)")
     parser.add_argument("--flex", action="store_true", help="add forced FlexAttention rows (forward) for ALiBi, T5")
     parser.add_argument("--no-memory", action="store_true", help="time only")
     parser.add_argument("--agreement", action="store_true", help="check auto vs dense at L=4096")
@@ -255,11 +267,11 @@ def main(argv: list[str] | None = None) -> dict:
                 runs += [f"{n}:flex" for n in ("alibi", "t5") if n in names]
             for t in threads:
                 res = spawn("--time-child", ",".join(runs), str(L), mode, str(t), str(args.repeats))
-                base = res["none:auto"]["median"]
                 for run, r in res.items():
                     name, backend = run.split(":")
                     key = f"L={L} {mode} {name} {backend} threads={t}"
-                    timing[key] = {**r, "time_over_none": r["median"] / base}
+                    paired = paired_ratios(r["all"], res["none:auto"]["all"])
+                    timing[key] = {**r, "time_over_none": paired["median"], "paired_over_none": paired}
                     loads = r["loadavg_1min"]
                     print(f"{key:42s} {r['median']:7.2f} s ({timing[key]['time_over_none']:5.2f}x none)  "
                           f"first call {r['first_call_s']:6.1f} s  load {min(loads):.1f}-{max(loads):.1f}",
