@@ -605,8 +605,11 @@ _FILE_SIZE_LIMIT = textwrap.dedent("""
 ])
 def test_a_full_disk_mid_write_is_one_line_naming_the_file(tmp_path, limit, argv, written):
     out = tmp_path / ("table.npy" if argv[0] == "encode" else "run")
+    # No bytecode written under the limit: Python's .pyc writer keeps a short write, and a truncated .pyc in src/
+    # breaks every later import of that module ("marshal data too short").
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
     proc = subprocess.run([sys.executable, "-c", _FILE_SIZE_LIMIT, str(limit), *argv, "--out", str(out)],
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert "cannot write" in proc.stderr and written in proc.stderr

@@ -300,7 +300,9 @@ def test_a_disk_that_takes_no_more_bytes_is_one_line(tmp_path):
     # issue 27: a full disk during compare printed a 36-line traceback (torch.save to a path raises
     # RuntimeError from C++), where train prints one line. The kernel's file-size limit makes every
     # write past 4 kB fail as on a full disk: weights.pt (20 kB) is the first to meet it.
-    env = dict(os.environ, MPLBACKEND="Agg", OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(sys.path))
+    # No bytecode under the limit: a truncated .pyc in src/ would break every later import of its module.
+    env = dict(os.environ, MPLBACKEND="Agg", OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(sys.path),
+               PYTHONDONTWRITEBYTECODE="1")
     proc = subprocess.run([sys.executable, "-c", LIMITED, "4096", "compare", *TINY_FLAGS, "--out", str(tmp_path / "c")],
                           env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2, proc.stderr
