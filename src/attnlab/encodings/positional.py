@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import torch
 from torch import Tensor, nn
 
 from attnlab._validate import check_bool, check_finite_float, check_int, check_probability
@@ -189,6 +190,13 @@ class PositionalEncoding(nn.Module):
 
     def rows(self, position_ids: Tensor) -> Tensor:
         """The table's rows at ``position_ids [B, L]`` (non-negative integers, checked by the caller): ``[B, L, D]``."""
+        if torch.compiler.is_compiling():
+            # Traced (torch.compile, torch.export), the table cannot grow by the ids' values (a size read back
+            # from the data): they must be within it, checked inside the graph.
+            torch._assert_async((position_ids < self.max_len).all(), f"position_ids reach past "
+                                f"{type(self).__name__}'s max_len={self.max_len}, which a compiled model cannot "
+                                "extend: build it with a larger max_len")
+            return self.pe[0][position_ids.to(self.pe.device)]  # [B, L, D]
         n = int(position_ids.max()) + 1 if position_ids.numel() else 0
         table = self.table(n)[0]  # [n, D]
         return table[position_ids.to(table.device)]  # [B, L, D]
