@@ -29,6 +29,7 @@ from torch._dynamo.utils import counters
 from torch.export import Dim, export
 
 from attnlab.catalog import CAUSAL_ONLY, ENCODINGS
+from attnlab.encodings.positions import positions_from_mask
 from attnlab.labs.squares.models import squares_model
 from attnlab.models import DecoderOnlyTransformer, EncoderOnlyTransformer, Transformer
 
@@ -67,8 +68,13 @@ def _model(architecture: str, position: str, n_layers: int = 1) -> torch.nn.Modu
                                        position=position, max_len=64)
 
 
-def _batch(model: torch.nn.Module, B: int, L: int, seed: int) -> tuple[tuple[torch.Tensor, ...], dict, torch.Tensor]:
-    """``(args, kwargs, labels)`` of one call: tokens, the target for the encoder-decoder, the task's positions."""
+def _batch(model: torch.nn.Module, B: int, L: int, seed: int,
+           left_padded: bool = False) -> tuple[tuple[torch.Tensor, ...], dict, torch.Tensor]:
+    """``(args, kwargs, labels)`` of one call: tokens, the target for the encoder-decoder, the task's positions.
+
+    ``left_padded``: a decoder-only batch whose rows start with 0 to 2 padding elements, masked and
+    placed by ``position_ids`` counted over the real ones (as ``generate`` places a padded prompt).
+    """
     g = torch.Generator().manual_seed(seed)
     x = torch.randint(1, V, (B, L), generator=g)
     target = torch.randint(1, V, (B, L + 1), generator=g)
@@ -78,6 +84,9 @@ def _batch(model: torch.nn.Module, B: int, L: int, seed: int) -> tuple[tuple[tor
     if model.task_positions is not None:  # Abacus, coupling: digit indices, some repeated
         ids = torch.arange(L) % 3 + torch.arange(B)[:, None]  # [B, L]
         kwargs = {"source_position_ids" if encoder_decoder else "position_ids": ids}
+    if left_padded:
+        mask = torch.arange(L) >= torch.arange(B)[:, None] % 3  # [B, L]: row b starts with b % 3 padding elements
+        kwargs = {"mask": mask, "position_ids": positions_from_mask(mask)}
     return args, kwargs, target if encoder_decoder else x
 
 
@@ -92,7 +101,8 @@ def _step(model, call, optimizer, args, kwargs, labels, seed: int) -> torch.Tens
     return loss.detach()
 
 
-def _train_side_by_side(model, backend: str, *, rtol: float = 1e-5, atol: float = 1e-6) -> int:
+def _train_side_by_side(model, backend: str, *, rtol: float = 1e-5, atol: float = 1e-6,
+                        left_padded: bool = False) -> int:
     """Train ``model`` compiled and its eager twin through :data:`SIZES`; the number of graphs compiled."""
     eager = copy.deepcopy(model).train()
     model.train()
@@ -100,7 +110,7 @@ def _train_side_by_side(model, backend: str, *, rtol: float = 1e-5, atol: float 
     optimizers = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (eager, model)]
     with torch._dynamo.config.patch(error_on_recompile=True):
         for seed, (B, L) in enumerate(SIZES):
-            args, kwargs, labels = _batch(model, B, L, seed)
+            args, kwargs, labels = _batch(model, B, L, seed, left_padded)
             expected = _step(eager, eager, optimizers[0], args, kwargs, labels, seed)
             got = _step(model, compiled, optimizers[1], args, kwargs, labels, seed)
             torch.testing.assert_close(got, expected, rtol=rtol, atol=atol)
@@ -117,10 +127,10 @@ def test_every_scheme_trains_compiled_in_one_graph_for_every_size(architecture, 
 
 
 @pytest.mark.slow
-def test_the_encoder_decoder_trains_compiled_through_aot_autograd():
-    # aot_eager traces the backward too, as inductor does: the encoder's padding mask, cross-attention (no scheme:
-    # each scheme's own code is traced above).
-    assert _train_side_by_side(_model("encoder-decoder", "none"), "aot_eager") == 1
+@pytest.mark.parametrize("name", ["t5", "random-alibi"])
+def test_left_padded_rows_at_their_own_positions_compile_too(name):
+    # Per-row positions: T5's buckets per row; the randomized draw as long as the largest id, a size from the data.
+    assert _train_side_by_side(_model("decoder-only", name), "eager", left_padded=True) == 1
 
 
 @pytest.mark.slow
@@ -173,12 +183,14 @@ def test_cached_generation_compiles_one_graph_for_the_prompt_and_one_for_the_ste
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["selfattn-pe", "transformer"])
-def test_the_squares_attention_models_compile_for_training_and_prediction(name):
+@pytest.mark.parametrize(("name", "backend"), [("selfattn-pe", "eager"), ("transformer", "aot_eager")])
+def test_the_squares_attention_models_compile_for_training_and_prediction(name, backend):
+    # The transformer is attnlab's encoder-decoder: aot_eager traces its backward too, as inductor does
+    # (cross-attention, the decoder's causal self-attention).
     torch.manual_seed(0)
     model = squares_model(name)
     eager = copy.deepcopy(model)
-    compiled = torch.compile(model, backend="eager", fullgraph=True, dynamic=True)
+    compiled = torch.compile(model, backend=backend, fullgraph=True, dynamic=True)
     with torch._dynamo.config.patch(error_on_recompile=True):
         for B in (3, 5, 7):
             X = torch.randn(B, 4, 2, generator=torch.Generator().manual_seed(B))
@@ -188,7 +200,9 @@ def test_the_squares_attention_models_compile_for_training_and_prediction(name):
             for want, have in zip(eager.parameters(), model.parameters(), strict=True):
                 torch.testing.assert_close(have.grad, want.grad)
     assert _graphs() == 1
-    torch._dynamo.reset()  # prediction is another graph: greedy decoding from the first two corners
+    # Prediction is another graph (greedy decoding from the first two corners), with no backward to trace.
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend="eager", fullgraph=True, dynamic=True)
     with torch.no_grad(), torch._dynamo.config.patch(error_on_recompile=True):
         for B in (3, 5, 7):
             X = torch.randn(B, 2, 2, generator=torch.Generator().manual_seed(B))

@@ -189,7 +189,11 @@ class PositionalEncoding(nn.Module):
         return self._extended[:, offset:end].to(self.pe.device)
 
     def rows(self, position_ids: Tensor) -> Tensor:
-        """The table's rows at ``position_ids [B, L]`` (non-negative integers, checked by the caller): ``[B, L, D]``."""
+        """The table's rows at ``position_ids [B, L]`` (non-negative integers, checked by the caller): ``[B, L, D]``.
+
+        Traced (torch.compile, torch.export), the ids must be below ``max_len`` (a RuntimeError
+        otherwise): the rows past it are computed for the largest id, a size read from the data.
+        """
         if torch.compiler.is_compiling():
             # Traced (torch.compile, torch.export), the table cannot grow by the ids' values (a size read back
             # from the data): they must be within it, checked inside the graph.

@@ -253,14 +253,16 @@ class RandomizedPositions(PositionScheme):
         """The pending draw if it was left at ``stage`` for these sizes, else a new one; leave it at ``then``."""
         key = _thread_key()
         pending = self._pending.get(key)
+        if pending is not None and (pending.stage != stage or (pending.T, pending.S, pending.device) != (T, S, device)):
+            pending = None  # another call's, or another stage's
         if pending is not None and torch.compiler.is_compiling():
-            # Traced, a draw's length read from position ids is not known while tracing: the call's methods are
-            # given the same ids, so the pending draw is long enough; asserted, not compared.
+            # Traced, a draw's length read from position ids is not known while tracing (a comparison would not
+            # trace): the call's methods are given the same ids, so the draw is long enough; asserted.
             torch._check(pending.raw.shape[0] >= need, lambda: "RandomizedPositions: the pending draw is shorter "
                          "than the position ids of this call need (rotate and bias given other ids)")
-            need = 0
-        if (pending is None or pending.stage != stage or (pending.T, pending.S, pending.device) != (T, S, device)
-                or pending.raw.shape[0] < need):
+        elif pending is not None and pending.raw.shape[0] < need:
+            pending = None
+        if pending is None:
             pending = self._new(T, S, device, stage, need)
         if then is None:
             self._pending.pop(key, None)

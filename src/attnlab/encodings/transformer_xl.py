@@ -205,6 +205,8 @@ class TransformerXLRelative(PositionScheme):
             TypeError / ValueError: for ``q`` or ``k`` that are not ``[B, H, L, Dh]`` with these
                 ``H`` and ``Dh``, ``k`` missing or with another number of keys than ``rel``, or ``rel``
                 that is not an integer ``[T, S]``.
+            RuntimeError: traced (torch.compile, torch.export), for distances a graph cannot count
+                (:func:`_distinct_traced`: sparse per-row positions, drawn distances per row).
         """
         check_heads("q", q, head_dim=self.head_dim, n_heads=self.n_heads)
         check_rel(rel, q.shape[2])

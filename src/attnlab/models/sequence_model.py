@@ -52,6 +52,10 @@ class SequenceModel(nn.Module):
         TypeError / ValueError: naming the argument, for bad sizes, an unknown
             ``position``, or neither / both of ``vocab_size`` and ``n_features``;
             a TypeError naming ``position=`` for the keyword ``encoding=``.
+
+    Compiled (``torch.compile(model, fullgraph=True, dynamic=True)``) or exported (``torch.export``),
+    the checks of the inputs' values (ids in the vocabulary, positions >= 0) run inside the graph and
+    raise a RuntimeError naming the argument; their checks of types and shapes are as uncompiled.
     """
 
     def __init__(
