@@ -44,18 +44,21 @@ def _factor(x: Tensor, bound: float, compute: torch.dtype) -> Tensor | None:
 
     A non-finite ``x`` (a NaN or inf entry) keeps the factor 1: those entries make their own rows
     non-finite, as they do without a term, and must not shrink every other row to nothing.
-    On the CPU, asking whether the factor is 1 is free; elsewhere it would sync the device, so
-    the factor is applied whatever it is (multiplying by exactly 1 changes nothing).
+    On the CPU, asking whether the factor is 1 is free; elsewhere it would sync the device (and in
+    traced code break the graph), so the factor is applied whatever it is (multiplying by exactly 1
+    changes nothing).
     """
     if x.numel() == 0:
         return None
     largest = x.detach().abs().amax().to(compute)  # 0-d
-    if x.device.type == "cpu" and not largest > bound:
+    # Traced (torch.compile, torch.export), reading the value back would break the graph: the factor is applied.
+    read = x.device.type == "cpu" and not torch.compiler.is_compiling()
+    if read and not largest > bound:
         # The condition of the torch.where below, read at once (a NaN compares False): where it is False the
         # factor is 1, found with 2 operators instead of 7 (every attention with a term asks, every step).
         return None
     factor = torch.where(torch.isfinite(largest) & (largest > bound), bound / largest, 1.0)
-    if x.device.type == "cpu" and bool(factor == 1.0):
+    if read and bool(factor == 1.0):
         return None
     return factor.to(x.dtype)
 

@@ -141,13 +141,15 @@ def format_bytes(n: float) -> str:
     return f"{n / 1e3:.3g} kB"
 
 
-def check_memory(what: str, n_bytes: int) -> None:
+def check_memory(what: str | Callable[[], str], n_bytes: int) -> None:
     """Refuse ``n_bytes`` if they exceed the memory available now.
 
     Args:
         what: the sizes responsible, named as the caller's arguments with their
             values (``"max_len 100000 x d_model 100000"``) and what they make
-            (``"the float32 table"``), e.g. ``"n_train 10**12: the squares"``.
+            (``"the float32 table"``), e.g. ``"n_train 10**12: the squares"``; or a function
+            that gives it, called only to refuse (code torch.compile traces must not format a
+            size it traces symbolically: that fixes the size the graph holds for).
         n_bytes: the estimate.
 
     Raises:
@@ -157,6 +159,7 @@ def check_memory(what: str, n_bytes: int) -> None:
         return
     available = available_memory()
     if n_bytes > available:
+        what = what if isinstance(what, str) else what()
         raise ValueError(f"{what} would need {format_bytes(n_bytes)}, more than the {format_bytes(available)} "
                          f"{_bound_by(available)}")
 

@@ -8,9 +8,9 @@ these messages: it prints them as one line on stderr.
 
 from __future__ import annotations
 
-import math
+import sys
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -39,8 +39,11 @@ def check_int(name: str, value: Any, *, minimum: int | None = None, maximum: int
         TypeError: if ``value`` is not an integer (bools are refused too).
         ValueError: if ``value`` is below ``minimum`` or above ``maximum``.
     """
+    # A size torch.export traces symbolically (its default, non-strict mode runs this code on them) is
+    # compared, which records the bounds, but kept symbolic: int() would fix the size exported.
+    symbolic = isinstance(value, torch.SymInt)
     # bool is a subclass of int, but `d_model=True` is always a mistake.
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not symbolic and (isinstance(value, bool) or not isinstance(value, int)):
         whole = _integer_scalar(value)
         if whole is None:
             raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
@@ -50,7 +53,7 @@ def check_int(name: str, value: Any, *, minimum: int | None = None, maximum: int
         raise ValueError(f"{name} must be {bound}, got {value}")
     if maximum is not None and value > maximum:
         raise ValueError(f"{name} must be at most {maximum}, got {value}")
-    return int(value)
+    return cast(int, value) if symbolic else int(value)
 
 
 def _integer_scalar(value: Any) -> int | None:
@@ -92,7 +95,9 @@ def check_finite_float(name: str, value: Any, *, positive: bool = False) -> floa
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
     value = float(value)
-    if not math.isfinite(value):
+    # Not math.isfinite: torch.compile traces a module's float attribute as a symbolic float, which it takes
+    # only in comparisons (NaN compares False, so this refuses NaN and both infinities alike).
+    if not abs(value) <= sys.float_info.max:
         raise ValueError(f"{name} must be finite, got {value}")
     if positive and value <= 0:
         raise ValueError(f"{name} must be positive, got {value}")

@@ -198,7 +198,8 @@ def drop_unseen_keys(key: Tensor, value: Tensor, mask: Tensor) -> tuple[Tensor, 
     if seen.shape[1] not in (1, Hkv):  # query heads H > Hkv: a key/value head serves H / Hkv of them
         seen = seen.reshape(seen.shape[0], Hkv, -1, seen.shape[-1]).any(dim=2)  # [B|1, Hkv, S]
     unseen = ~seen.to(key.device)[..., None]  # [B|1, Hkv|1, S, 1]
-    if key.device.type == "cpu" and not bool(unseen.any()):
+    # Traced (torch.compile, torch.export), asking would break the graph: the fill runs, as on an accelerator.
+    if key.device.type == "cpu" and not torch.compiler.is_compiling() and not bool(unseen.any()):
         return key, value
     return key.masked_fill(unseen, 0.0), value.masked_fill(unseen, 0.0)
 
@@ -349,9 +350,10 @@ def attend_unchecked(
         # and finite gradients on every kernel), and their output is zeroed below.
         # On an accelerator this is done unconditionally (asking whether any row is
         # empty would sync the device every call); on the CPU asking is free, and
-        # skipping the guard when no row is empty saves two ops and a backward node.
+        # skipping the guard when no row is empty saves two ops and a backward node. Traced (torch.compile,
+        # torch.export), asking would break the graph: the guard is applied, as on an accelerator.
         empty_rows = ~mask.any(dim=-1, keepdim=True)
-        if query.device.type == "cpu" and not bool(empty_rows.any()):
+        if query.device.type == "cpu" and not torch.compiler.is_compiling() and not bool(empty_rows.any()):
             empty_rows = None
         else:
             mask = mask | empty_rows

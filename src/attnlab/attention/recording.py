@@ -31,6 +31,7 @@ import contextvars
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import torch
 from torch import Tensor, nn
 
 from attnlab._validate import check_bool
@@ -60,7 +61,14 @@ def record_attention(enabled: bool = True) -> Iterator[None]:
 
 
 def is_recording() -> bool:
-    """True inside :func:`record_attention`."""
+    """True inside :func:`record_attention`; always False in code torch.compile or torch.export traces.
+
+    A recording is Python objects kept per call, which a compiled graph cannot keep (and dynamo
+    cannot read a context variable): a compiled model records nothing, so draw the weights from
+    the model run uncompiled.
+    """
+    if torch.compiler.is_compiling():
+        return False
     return _STORE.get() is not None
 
 

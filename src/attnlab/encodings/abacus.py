@@ -118,7 +118,11 @@ class AbacusEmbedding(ShiftedPositionTable):
             TypeError / ValueError: for a ``batch`` that is not an integer >= 0.
         """
         batch = check_int("batch", batch, minimum=0)
-        draws = torch.randint(0, self.max_offset + 1, (batch if self.per_row else 1,), generator=self.generator)
+        size = (batch if self.per_row else 1,)
+        if self.generator is None:  # not generator=None, which torch.compile refuses with a batch of dynamic size
+            draws = torch.randint(0, self.max_offset + 1, size)
+        else:
+            draws = torch.randint(0, self.max_offset + 1, size, generator=self.generator)
         return draws if self.per_row else draws.expand(batch).clone()  # [B]
 
     def shift(self, ids: Tensor) -> Tensor:

@@ -35,7 +35,7 @@ import torch
 from torch import Tensor
 
 from attnlab._validate import check_finite_float, check_int
-from attnlab.encodings.scheme import ModelSizes, PositionScheme, bias_dtype, check_heads, check_rel
+from attnlab.encodings.scheme import ModelSizes, PositionScheme, bias_dtype, check_heads, check_rel, static_for_compile
 
 __all__ = ["ALiBi", "alibi_slopes"]
 
@@ -78,6 +78,7 @@ def alibi_slopes(n_heads: int) -> Tensor:
     return torch.pow(2.0, -exponents).to(torch.float32)
 
 
+@static_for_compile  # its float64 tensors are constants of a compiled graph
 class ALiBi(PositionScheme):
     """ALiBi (Press et al. 2022) as an attention position scheme: bias ``-m_h * |j - i|``.
 

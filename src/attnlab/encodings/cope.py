@@ -74,7 +74,12 @@ def _check_finite(name: str, x: Tensor) -> None:
     The positions index the table of position logits, so a NaN would become an index out of
     bounds. (Attention hands CoPE no key that every query is masked from: those are zeros.)
     """
-    if not bool(torch.isfinite(x).all()):
+    if torch.compiler.is_compiling():
+        # Traced (torch.compile, torch.export), reading the answer back would break the graph: the check
+        # runs inside it, a RuntimeError.
+        torch._assert_async(torch.isfinite(x).all(), f"CoPE's {name} holds NaN or inf: its positions count gates "
+                            "sigmoid(q . k), which must be finite; check the inputs for non-finite values")
+    elif not bool(torch.isfinite(x).all()):
         raise ValueError(f"CoPE's {name} holds NaN or inf ({name} of shape {list(x.shape)}): its positions count "
                          "gates sigmoid(q . k), which must be finite; check the inputs for non-finite values")
 

@@ -111,7 +111,10 @@ class CoupledPositions(ShiftedPositionTable):
         largest = largest.to("cpu", torch.int64)
         check_rows(largest, self.max_position, type(self).__name__, "")
         choices = self.max_position - largest  # [B]: how many starts keep the row in the table
-        u = torch.rand(largest.shape, generator=self.generator, dtype=torch.float64)  # [B]
+        if self.generator is None:  # not generator=None, which torch.compile refuses with a batch of dynamic size
+            u = torch.rand(largest.shape, dtype=torch.float64)  # [B]
+        else:
+            u = torch.rand(largest.shape, generator=self.generator, dtype=torch.float64)
         return torch.minimum((u * choices).long(), choices - 1)  # [B]
 
     def shift(self, ids: Tensor) -> Tensor:

@@ -75,7 +75,9 @@ def sample_positions(
     """
     max_len = check_int("max_len", max_len, minimum=1, maximum=MAX_RANGE)
     n = check_int("n", n, minimum=0)
-    if n > max_len:
+    if torch.compiler.is_compiling():
+        torch._check_value(n <= max_len, lambda: f"cannot draw more than max_len={max_len} distinct positions")
+    elif n > max_len:
         raise ValueError(f"cannot draw n={n} distinct positions from [0, max_len={max_len}): "
                          f"max_len must be at least n")
     if generator is not None:
@@ -147,7 +149,12 @@ def check_fits(length: int, max_len: int, owner: str) -> None:
     Raises:
         ValueError: naming ``max_len`` and ``L`` when ``length > max_len``.
     """
-    if length > max_len:
+    if torch.compiler.is_compiling():
+        # Traced (torch.compile, torch.export), a length read from position ids is a size not known while
+        # tracing: asserted, so that the draw below may take it.
+        torch._check_value(length <= max_len, lambda: f"{owner}(max_len={max_len}) cannot place a sequence longer "
+                           "than max_len: build it with max_len at least the longest sequence it will see")
+    elif length > max_len:
         raise ValueError(
             f"{owner}(max_len={max_len}) cannot place a sequence of length L={length}: it draws L distinct "
             f"positions from [0, max_len); build it with max_len at least the longest sequence it will see"

@@ -124,10 +124,15 @@ class LearnedPositionalEncoding(nn.Module):
         check_sequence_input(x, self.d_model, type(self).__name__)
         if position_ids is not None:
             ids = check_position_ids(position_ids, batch=x.shape[0], length=x.shape[1])  # [B|1, L]
-            top = int(ids.max()) if ids.numel() else -1
-            if top >= self.max_len:
-                raise ValueError(f"position_ids reach position {top} but LearnedPositionalEncoding has "
-                                 f"max_len={self.max_len}: a learned table has no rows past it")
+            if torch.compiler.is_compiling():
+                # Traced (torch.compile, torch.export), the ids cannot be read back: checked inside the graph.
+                torch._assert_async((ids < self.max_len).all(), f"position_ids reach past LearnedPositionalEncoding's "
+                                    f"max_len={self.max_len}: a learned table has no rows past it")
+            else:
+                top = int(ids.max()) if ids.numel() else -1
+                if top >= self.max_len:
+                    raise ValueError(f"position_ids reach position {top} but LearnedPositionalEncoding has "
+                                     f"max_len={self.max_len}: a learned table has no rows past it")
             if self.scale_input:
                 x = x * math.sqrt(self.d_model)
             return self.dropout(x + self.pe[0, ids.to(self.pe.device)].to(x.dtype))  # [B, L, D] + [B|1, L, D]

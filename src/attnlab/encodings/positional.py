@@ -193,8 +193,16 @@ class PositionalEncoding(nn.Module):
 
         Ids within reach of the table (:meth:`table`'s rule) read it, grown as needed; an id far
         past it has only the rows asked computed (:func:`attnlab.encodings.sinusoidal_at`), so that
-        two tokens at position 10**7 cost two rows, not a table of ten million.
+        two tokens at position 10**7 cost two rows, not a table of ten million. Traced (torch.compile,
+        torch.export), the ids must be below ``max_len`` (a RuntimeError otherwise).
         """
+        if torch.compiler.is_compiling():
+            # Traced (torch.compile, torch.export), the table cannot grow by the ids' values (a size read back
+            # from the data): they must be within it, checked inside the graph.
+            torch._assert_async((position_ids < self.max_len).all(), f"position_ids reach past "
+                                f"{type(self).__name__}'s max_len={self.max_len}, which a compiled model cannot "
+                                "extend: build it with a larger max_len")
+            return self.pe[0][position_ids.to(self.pe.device)]  # [B, L, D]
         n = int(position_ids.max()) + 1 if position_ids.numel() else 0
         if n > 2 * self.max_len + _FAR_ROWS:
             asked, where = torch.unique(position_ids, return_inverse=True)  # [U], [B, L]

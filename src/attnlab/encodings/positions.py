@@ -159,7 +159,10 @@ def check_position_ids(position_ids: Any, *, batch: int | None, length: int, nam
     if position_ids.ndim != 2 or shape[1] != length or (batch is not None and shape[0] not in (1, batch)):
         want = f"[{'B' if batch is None else batch}, {length}]"
         raise ValueError(f"{name} must be {want} (one position per element of each sequence), got shape {shape}")
-    if values and position_ids.numel():
+    if values and position_ids.numel() and torch.compiler.is_compiling():
+        # Traced (torch.compile, torch.export), the value cannot be read back: checked inside the graph.
+        torch._assert_async((position_ids >= 0).all(), f"{name} must be positions >= 0")
+    elif values and position_ids.numel():
         low = int(position_ids.min())
         if low < 0:
             raise ValueError(f"{name} must be positions >= 0, got {low}")

@@ -109,6 +109,15 @@ class _Draw:
     stage: str  # "rotated": drawn by rotate; "biased": bias has used it, value_term may
 
 
+def _thread_key() -> int:
+    """The key of this thread's pending draw; 0 in code torch.compile or torch.export traces.
+
+    Dynamo cannot call :func:`threading.get_ident`; a compiled call is traced once and keeps no
+    draw past its end (the method that ends a call drops it), so one key serves it.
+    """
+    return 0 if torch.compiler.is_compiling() else threading.get_ident()
+
+
 _Ids = tuple[Tensor, Tensor] | None  # a call's position ids (queries [T]|[B, T], keys [S]|[B, S]), or None: 0 .. L - 1
 
 
@@ -237,15 +246,23 @@ class RandomizedPositions(PositionScheme):
             raw = torch.cat([draw.new_zeros(1), draw])  # [L]: d_0 = 0, then d_k for offset k
         self.last_draw = draw
         pending = _Draw(T, S, device, raw, stage)
-        self._pending[threading.get_ident()] = pending
+        self._pending[_thread_key()] = pending
         return pending
 
     def _take(self, T: int, S: int, device: torch.device, stage: str, then: str | None, need: int) -> _Draw:
         """The pending draw if it was left at ``stage`` for these sizes, else a new one; leave it at ``then``."""
-        key = threading.get_ident()
+        key = _thread_key()
         pending = self._pending.get(key)
-        if (pending is None or pending.stage != stage or (pending.T, pending.S, pending.device) != (T, S, device)
-                or pending.raw.shape[0] < need):
+        if pending is not None and (pending.stage != stage or (pending.T, pending.S, pending.device) != (T, S, device)):
+            pending = None  # another call's, or another stage's
+        if pending is not None and torch.compiler.is_compiling():
+            # Traced, a draw's length read from position ids is not known while tracing (a comparison would not
+            # trace): the call's methods are given the same ids, so the draw is long enough; asserted.
+            torch._check(pending.raw.shape[0] >= need, lambda: "RandomizedPositions: the pending draw is shorter "
+                         "than the position ids of this call need (rotate and bias given other ids)")
+        elif pending is not None and pending.raw.shape[0] < need:
+            pending = None
+        if pending is None:
             pending = self._new(T, S, device, stage, need)
         if then is None:
             self._pending.pop(key, None)

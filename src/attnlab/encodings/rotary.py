@@ -91,7 +91,7 @@ from attnlab.encodings.rotary_functional import (
 )
 from attnlab.encodings.rotary_functional import _check_angle_dtype as _check_angle_dtype  # re-exported: xpos
 from attnlab.encodings.rotary_functional import _rotate as _rotate  # re-exported: xpos
-from attnlab.encodings.scheme import ModelSizes, PositionScheme, check_positions
+from attnlab.encodings.scheme import ModelSizes, PositionScheme, check_positions, static_for_compile
 
 # The functional parts live in rotary_functional; they are importable from here as before
 # (xpos imports the private helpers too).
@@ -106,6 +106,7 @@ __all__ = [
 ]
 
 
+@static_for_compile  # its float64 tensors are constants of a compiled graph
 class Rotary(PositionScheme):
     """Rotary position embedding as an attention position scheme (RoFormer, Su et al. 2021).
 

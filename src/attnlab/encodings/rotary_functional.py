@@ -201,7 +201,9 @@ def _rotate(x: Tensor, cos: Tensor, sin: Tensor, d: int, convention: str) -> Ten
         x0, x1 = xr.unflatten(-1, (d // 2, 2)).unbind(-1)  # [..., L, d/2] each: (x[2i], x[2i+1])
     else:
         x0, x1 = xr[..., : d // 2], xr[..., d // 2 :]  # [..., L, d/2] each: (x[i], x[i + d/2])
-    if torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad or sin.requires_grad):
+    # Traced (torch.compile, torch.export) the products are fused anyway, and dynamo refuses out= on a view.
+    if torch.compiler.is_compiling() or (
+            torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad or sin.requires_grad)):
         parts = (x0 * cos - x1 * sin, x1 * cos + x0 * sin)  # [..., L, d/2] each
         out = torch.stack(parts, dim=-1).flatten(-2) if convention == "interleaved" else torch.cat(parts, dim=-1)
     else:

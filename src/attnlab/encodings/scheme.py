@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch import Tensor, nn
@@ -65,7 +65,9 @@ ScoreMod = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
 # call_positions, check_positions, check_rel, positions, relative_positions live in .positions; importable from here.
 __all__ = ["ModelSizes", "NoPosition", "PositionScheme", "ScoreMod", "bias_dtype", "call_by_row",
            "call_positions", "call_primitive", "check_heads", "check_positions", "check_rel", "check_rotated",
-           "check_scheme", "check_term", "distance_table", "positions", "relative_positions"]
+           "check_scheme", "check_term", "distance_table", "positions", "relative_positions", "static_for_compile"]
+
+_Class = TypeVar("_Class", bound=type)
 
 
 def bias_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -79,6 +81,20 @@ def bias_dtype(dtype: torch.dtype) -> torch.dtype:
         (torch.float32, torch.float64)
     """
     return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
+def static_for_compile(cls: _Class) -> _Class:
+    """Mark a module class as ``torch._dynamo.mark_static(cls)`` does, without importing dynamo (a second).
+
+    For a scheme whose plain tensor attributes are constants (float64 CPU tensors kept off the
+    buffers, so that ``.half()`` cannot round them: ALiBi's slopes, rotary's speeds). torch.compile
+    with ``dynamic=True`` takes such a tensor as an input of dynamic size, and gives an input's size
+    the same symbol when it is equal at the first call (a batch of 8 against 8 heads' slopes): the
+    graph then holds only for batches of 8 and recompiles for the next. A static module's tensors are
+    constants of the graph, of static sizes.
+    """
+    cls._dynamo_marked_static = True  # type: ignore[attr-defined]  # what mark_static(cls) sets (torch._dynamo)
+    return cls
 
 
 def check_heads(name: str, t: Tensor, *, head_dim: int | None = None, n_heads: int | None = None) -> None:

@@ -46,7 +46,10 @@ def check_position_ids(h: Tensor, position_ids: object, owner: str) -> Tensor:
     if tuple(position_ids.shape) != tuple(h.shape[:2]):
         raise ValueError(f"{owner} needs position_ids of shape [B, L] = {list(h.shape[:2])} (the input's), "
                          f"got {list(position_ids.shape)}")
-    if position_ids.numel() and int(position_ids.min()) < 0:
+    if position_ids.numel() and torch.compiler.is_compiling():
+        # Traced (torch.compile, torch.export), the ids cannot be read back: checked inside the graph.
+        torch._assert_async((position_ids >= 0).all(), f"{owner}: position_ids must be >= 0")
+    elif position_ids.numel() and int(position_ids.min()) < 0:
         raise ValueError(f"{owner}: position_ids must be >= 0, got {int(position_ids.min())}")
     return position_ids.to(device=h.device, dtype=torch.int64)
 
@@ -57,7 +60,11 @@ def check_rows(ids: Tensor, max_position: int, owner: str, why: str) -> None:
     Raises:
         ValueError: naming ``max_position`` and the largest id when ``ids`` reach past it.
     """
-    if ids.numel() and int(ids.max()) >= max_position:
+    if ids.numel() and torch.compiler.is_compiling():
+        # Traced (torch.compile, torch.export), the ids cannot be read back: checked inside the graph.
+        torch._assert_async((ids < max_position).all(), f"{owner}(max_position={max_position}) has no row for "
+                            f"some position{why}; build it with max_position above the largest position it will see")
+    elif ids.numel() and int(ids.max()) >= max_position:
         raise ValueError(f"{owner}(max_position={max_position}) has no row for position {int(ids.max())}{why}; "
                          f"build it with max_position above the largest position it will see")
 

@@ -205,6 +205,8 @@ class TransformerXLRelative(PositionScheme):
             TypeError / ValueError: for ``q`` or ``k`` that are not ``[B, H, L, Dh]`` with these
                 ``H`` and ``Dh``, ``k`` missing or with another number of keys than ``rel``, or ``rel``
                 that is not an integer ``[T, S]``.
+            RuntimeError: traced (torch.compile, torch.export), for distances a graph cannot count
+                (:func:`_distinct_traced`: sparse per-row positions, drawn distances per row).
         """
         check_heads("q", q, head_dim=self.head_dim, n_heads=self.n_heads)
         check_rel(rel, q.shape[2])
@@ -239,8 +241,35 @@ def _distinct(rel: Tensor) -> tuple[Tensor, Tensor]:
     range from the smallest to the largest, found without sorting. Drawn distances
     (randomized) are spread over ``[-L_max, L_max]``: only those present, by ``torch.unique``.
     """
+    if torch.compiler.is_compiling():
+        return _distinct_traced(rel)
     lo, hi = int(rel.min()), int(rel.max())  # [T, S] or [B, T, S]
     if hi - lo + 1 <= rel.shape[-2] + rel.shape[-1]:
         return torch.arange(lo, hi + 1, device=rel.device), rel - lo  # [U], [T, S] or [B, T, S]
     distances, index = torch.unique(rel, sorted=True, return_inverse=True)  # [U], index shaped like rel
     return distances, index
+
+
+def _distinct_traced(rel: Tensor) -> tuple[Tensor, Tensor]:
+    """:func:`_distinct` in traced code (torch.compile, torch.export), where a count read from the data would
+    break the graph: ``T + S - 1`` distances, some perhaps repeated, checked inside the graph.
+
+    ``rel [T, S]``, shared by the batch, is a function of ``j - i`` (offsets, cached steps, drawn distances):
+    its first column and first row hold every distance. ``rel [B, T, S]`` (per-row positions) spans at most
+    ``T + S - 1`` distances when the positions are contiguous (the indices, a left-padded batch): the range
+    from its smallest. Anything else (sparse position ids) fails the check, a RuntimeError naming it.
+    """
+    T, S = rel.shape[-2], rel.shape[-1]
+    offset = torch.arange(S, device=rel.device)[None, :] - torch.arange(T, device=rel.device)[:, None]  # [T, S]
+    if rel.ndim == 2:
+        distances = torch.cat([rel[:, 0].flip(0), rel[0, 1:]])  # [T + S - 1]: offsets -(T - 1) .. S - 1
+        index = offset + (T - 1)  # [T, S]
+        torch._assert_async((distances[index] == rel).all(),
+                            "TransformerXLRelative traced (torch.compile, torch.export) takes distances [T, S] "
+                            "that depend on the offset j - i only")
+        return distances, index
+    lo = rel.amin()  # 0-d
+    torch._assert_async(rel.amax() - lo < T + S - 1,
+                        "TransformerXLRelative traced (torch.compile, torch.export) takes per-row positions "
+                        "spanning fewer than T + S - 1 distances (contiguous positions); run it uncompiled")
+    return lo + torch.arange(T + S - 1, device=rel.device), rel - lo  # [T + S - 1], [B, T, S]

@@ -71,7 +71,7 @@ from attnlab.encodings.rotary import (
     rotary_angles,
     rotary_inv_freq,
 )
-from attnlab.encodings.scheme import ModelSizes, PositionScheme, check_heads
+from attnlab.encodings.scheme import ModelSizes, PositionScheme, check_heads, static_for_compile
 
 __all__ = ["XPos", "xpos_zeta"]
 
@@ -115,6 +115,7 @@ def _log_limit(dtype: torch.dtype) -> float:
     return min(math.log(info.max), -math.log(info.tiny))
 
 
+@static_for_compile  # its float64 tensors are constants of a compiled graph
 class XPos(PositionScheme):
     """xPos (Sun et al. 2022) as an attention position scheme: rotary times a decay in ``n - m``.
 
@@ -211,7 +212,16 @@ class XPos(PositionScheme):
         ``dtype`` cannot hold.
         """
         c = self.reference_position
-        if pos.numel():
+        if pos.numel() and torch.compiler.is_compiling():
+            # Traced (torch.compile, torch.export): the positions cannot be read back, so the same bound is
+            # checked inside the graph, raising a RuntimeError where the ValueError below would be.
+            far = (pos - c).abs().amax().to(torch.float32)
+            worst_t = far / self.scale_base * -self.log_zeta[0].to(device=pos.device, dtype=torch.float32)
+            torch._assert_async(worst_t <= _log_limit(dtype),
+                                "xPos scale zeta ** (+-(p - reference_position) / scale_base) leaves the range of "
+                                "the queries' dtype at some position p: choose a reference_position near the "
+                                "positions used")
+        elif pos.numel():
             # The worst pair is the fastest-decaying one, log_zeta[0]; the worst position the farthest from c.
             lo, hi = int(pos.min()), int(pos.max())
             p = hi if abs(hi - c) >= abs(lo - c) else lo

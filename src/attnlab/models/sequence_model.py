@@ -54,6 +54,10 @@ class SequenceModel(nn.Module):
         TypeError / ValueError: naming the argument, for bad sizes, an unknown
             ``position``, or neither / both of ``vocab_size`` and ``n_features``;
             a TypeError naming ``position=`` for the keyword ``encoding=``.
+
+    Compiled (``torch.compile(model, fullgraph=True, dynamic=True)``) or exported (``torch.export``),
+    the checks of the inputs' values (ids in the vocabulary, positions >= 0) run inside the graph and
+    raise a RuntimeError naming the argument; their checks of types and shapes are as uncompiled.
     """
 
     def __init__(
@@ -155,7 +159,8 @@ class SequenceModel(nn.Module):
             what, n_bytes = "the decoding cache", self.n_layers * 2 * B * total * self.d_model * 4
         else:
             what, n_bytes = "the last step's scores (no cache)", B * self.n_heads * total * total * 4
-        check_memory(f"steps {steps}: {what} over {total:,} positions (batch {B})", n_bytes)
+        # The message made only to refuse: traced by torch.compile, formatting the batch would fix it.
+        check_memory(lambda: f"steps {steps}: {what} over {total:,} positions (batch {B})", n_bytes)
 
     def _build_layers(self) -> None:
         """Create the model's layers (each subclass its own); called once, at the end of ``__init__``."""
@@ -206,7 +211,12 @@ class SequenceModel(nn.Module):
         if self.vocab_size is not None:
             if x.dim() != 2 or x.dtype not in (torch.int64, torch.int32):
                 raise ValueError(f"{name} must be token ids [B, L] (int64), got {x.dtype} {list(x.shape)}")
-            if x.numel() and (int(x.min()) < 0 or int(x.max()) >= self.vocab_size):
+            if torch.compiler.is_compiling():
+                # Reading the ids' range back would break the graph (torch.compile) or fail (torch.export):
+                # traced, the check runs inside the graph and raises a RuntimeError where it would have.
+                torch._assert_async(((x >= 0) & (x < self.vocab_size)).all(),
+                                    f"{name} holds ids outside the vocabulary 0..{self.vocab_size - 1}")
+            elif x.numel() and (int(x.min()) < 0 or int(x.max()) >= self.vocab_size):
                 raise ValueError(
                     f"{name} holds ids from {int(x.min())} to {int(x.max())}; "
                     f"the vocabulary is 0..{self.vocab_size - 1}"

@@ -242,8 +242,12 @@ def choose_backend(
         if need_weights or draws:
             return "dense"
         if device.type != "cuda":
+            if threads is None:
+                # Traced, the count cannot be read (dynamo cannot call torch.get_num_threads), and a compiled
+                # graph keeps its path when it changes: the rule takes the threaded crossover.
+                threads = 2 if torch.compiler.is_compiling() else torch.get_num_threads()
             fits = dense_fits(batch=batch, heads=heads, T=T, S=S, dtype=dtype, memory_budget=memory_budget,
-                              threads=torch.get_num_threads() if threads is None else threads)
+                              threads=threads)
             return "dense" if fits else "chunked"
         if T * S <= CUDA_DENSE_SCORES:
             return "dense"

@@ -280,6 +280,11 @@ class LabMultiHeadAttention(MultiHeadAttention):
         after their ``predict`` the weights are those of every step (``past`` is the
         number of cached steps before a self-attention call; None for cross-attention).
         """
+        if torch.compiler.is_compiling():
+            # A compiled graph keeps no Python state per call (and dynamo cannot read the context variable):
+            # nothing is kept, and nothing stale either; ``alphas`` are the uncompiled model's.
+            self.__dict__["_kept"] = None
+            return
         if not _KEEPING.get():
             return
         previous: _Kept | None = self.__dict__.get("_kept")
