@@ -69,7 +69,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                         "and for drawn positions, then FlexAttention on CUDA, query chunks on the CPU), dense, "
                         "flex or chunked")
     p.add_argument("--symbols", dest="n_symbols", type=_symbols, default=None,
-                   help="alphabet size of the token tasks, at least 2 (2: binary strings; default 10)")
+                   help="alphabet size of copy, reverse, duplicate and sort, at least 2 (2: binary strings; "
+                        "default 10); the other tasks' vocabularies are fixed, and refuse it")
     p.add_argument("--l-max", dest="l_max", type=positive_int, default=None,
                    help="the randomized encodings draw positions from [0, L_MAX) (default 4 x the longest "
                         "sequence a model reads); at least that sequence")
