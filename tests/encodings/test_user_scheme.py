@@ -543,3 +543,55 @@ def test_train_refuses_a_first_step_that_is_not_finite_before_the_folder(capsys,
     assert code == 2 and len(lines) == 1 and re.search(said, lines[0]), err
     assert "lower the learning rate" not in err and stdout == ""
     assert not out.exists()
+
+
+# -- register: a name the command line can take, and a replace that is a bool ---------------------------------
+# `register("mine\n", cls)` was accepted (the name pattern's "$" matches before a final newline) and
+# `register(..., replace="no")` replaced: any truthy value did.
+
+
+@pytest.fixture
+def registry(monkeypatch):
+    """The registry with no user scheme in it, restored after the test."""
+    from attnlab.encodings import registry as module
+
+    monkeypatch.setattr(module, "_registered", {})
+    return module
+
+
+@pytest.mark.bad_input("silent wrong results")
+@pytest.mark.parametrize("name", ["mine\n", "mine\r\n", "\nmine", "mi ne", " mine", "mine\t", "mi\x00ne", "",
+                                  "mod:Class", "all", "Mine", "mïne", "-mine", "random-mine"])
+def test_register_refuses_a_name_no_command_line_takes(registry, name):
+    with pytest.raises(ValueError, match=r"^name must be lower-case letters, digits, '-' and '_'.*got " +
+                       re.escape(repr(name)) + "$"):
+        register(name, Sandwich)
+    assert registry._registered == {}  # nothing was registered, under the name or any other
+
+
+@pytest.mark.bad_input("silent wrong results")
+@pytest.mark.parametrize("name", [3, None, b"mine", ("mine",)])
+def test_register_refuses_a_name_that_is_not_a_string(registry, name):
+    with pytest.raises(TypeError, match=r"^name must be a string, got " + re.escape(repr(name))):
+        register(name, Sandwich)
+
+
+class _OtherSandwich(Sandwich):
+    pass
+
+
+@pytest.mark.bad_input("silent wrong results")
+@pytest.mark.parametrize("replace", ["no", "False", 1, 0, None, [True]])
+def test_register_takes_replace_as_a_bool_only(registry, replace):
+    register("test-sandwich", Sandwich)
+    with pytest.raises(TypeError, match=r"^replace must be True or False, got " + re.escape(repr(replace))):
+        register("test-sandwich", _OtherSandwich, replace=replace)
+    assert resolve("test-sandwich") is Sandwich  # not replaced
+    register("test-sandwich", _OtherSandwich, replace=True)
+    assert resolve("test-sandwich") is _OtherSandwich
+
+
+@pytest.mark.bad_input("silent wrong results")
+def test_a_module_class_path_with_a_trailing_newline_is_not_imported():
+    with pytest.raises(ValueError, match=r"unknown encoding 'attnlab.encodings.alibi:ALiBi\\n'"):
+        resolve("attnlab.encodings.alibi:ALiBi\n")

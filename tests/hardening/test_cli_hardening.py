@@ -23,6 +23,7 @@ import torch
 from attnlab.cli import main
 
 RESOURCES, NUMBERS, CONFIG, MESSAGES = "resource limits", "numbers", "config files", "messages and streams"
+SILENT, BEFORE = "silent wrong results", "bounded before work"
 BIG = "99999999999999999999"  # 1e20: past every 64-bit integer
 
 
@@ -111,6 +112,49 @@ CLI = [
     (NUMBERS, ["predict", "--run", "runs/ok", "--points", "1e30,1 1,1", "--json"], r"not finite"),
     (NUMBERS, ["encode", "--base", "1e39"], r"--base: must be finite in float32.*got 1e39"),
     (NUMBERS, ["audit", "--max-positions", BIG], rf"--max-positions: .*got {BIG}"),
+    # --symbols sizes attnlab's own tasks only: a task whose vocabulary is fixed ignored it, and config.json and
+    # results.json recorded it as if it had been used
+    (SILENT, ["compare", "--task", "binary-multiplication", "--symbols", "7", "--out", "runs/v1"],
+     r"^attnlab compare: error: --symbols 7: the binary-multiplication task's vocabulary is fixed \(3 input and 3 "
+     r"output symbols\); --symbols sizes the alphabet of copy, reverse, duplicate, sort only$"),
+    (SILENT, ["compare", "--task", "bucket-sort", "--symbols", "5", "--out", "runs/v2"],
+     r"--symbols 5: the bucket-sort task's vocabulary is fixed"),
+    (SILENT, ["compare", "--task", "scan", "--symbols", "2", "--out", "runs/v3"],
+     r"--symbols 2: the scan task's vocabulary is fixed"),
+    (SILENT, ["compare", "--task", "reversed-addition", "--symbols", "10", "--out", "runs/v4"],
+     r"--symbols 10: the reversed-addition task's vocabulary is fixed \(13 input and 10 output symbols\)"),
+    (SILENT, ["compare", "--task", "addition", "--symbols", "3", "--min-train-len", "3", "--out", "runs/v5"],
+     r"--symbols 3: the addition task's vocabulary is fixed"),
+    (SILENT, ["compare", "--task", "squares", "--symbols", "4", "--out", "runs/v6"],
+     r"--symbols 4: the squares task has no vocabulary to size"),
+    (SILENT, ["compare", "--preset", "ruoss2023", "--quick", "--symbols", "2", "--out", "runs/v7"],
+     r"--symbols 2: the [a-z-]+ task's vocabulary is fixed"),
+    (SILENT, ["compare", "--preset", "kazemnejad2023", "--task", "copy-random", "--symbols", "7", "--out", "runs/v8"],
+     r"--symbols 7: the copy-random task's vocabulary is fixed \(102 input and 100 output symbols\)"),
+    # lengths the task's data refuses: refused when its sets were built, after the run folder was written
+    (BEFORE, ["compare", "--task", "scan", "--test-lens", "23", "--out", "runs/l1"],
+     r"--test-lens \[23\]: SCAN has no command of that many actions; its commands have 1 to 22, 24 to 28, 30, 32, 33, "
+     r"36, 40, 48 actions$"),
+    (BEFORE, ["compare", "--task", "scan", "--train-len", "22", "--test-lens", "24,29,31", "--out", "runs/l2"],
+     r"--test-lens \[29, 31\]: SCAN has no command"),
+    (BEFORE, ["compare", "--task", "scan", "--quick", "--test-lens", "25,49", "--out", "runs/l3"],
+     r"--test-lens \[49\]: SCAN has no command"),
+    (BEFORE, ["compare", "--task", "addition", "--quick", "--min-train-len", "1", "--out", "runs/l4"],
+     r"--min-train-len must be at least 3 for the addition task \(the shortest length it is defined at\), got 1$"),
+    (BEFORE, ["compare", "--task", "copy-repeat-change", "--quick", "--min-train-len", "3", "--test-lens", "2,8",
+              "--out", "runs/l5"], r"--test-lens must be at least 3 for the copy-repeat-change task .*got \[2\]$"),
+    (BEFORE, ["compare", "--preset", "kazemnejad2023", "--task", "addition", "--quick", "--out", "runs/l6"],
+     r"--min-train-len must be at least 3 for the addition task .*got 2$"),
+    (BEFORE, ["compare", "--task", "addition", "--protocol", "ruoss2023", "--train-len", "2", "--min-train-len", "2",
+              "--test-lens", "4", "--out", "runs/l7"],
+     r"--train-len must be at least 3 for the addition task .*got 2$"),
+    (BEFORE, ["compare", "--quick", "--n-test", "1000000000", "--out", "runs/l8"],
+     r"--n-test 1000000000: the test sets \(4 lengths up to 24\).* would need .*available"),
+    # an encoding that takes its positions from the task: refused at the first forward pass, the folder written
+    (BEFORE, ["train", "--model", "transformer", "--encoding", "abacus", "--out", "runs/l9"],
+     r"--encoding 'abacus' takes its positions from the task \('abacus'.*the squares have none"),
+    (BEFORE, ["train", "--model", "transformer", "--encoding", "coupling", "--epochs", "1", "--out", "runs/l10"],
+     r"--encoding 'coupling' takes its positions from the task"),
 ]
 
 

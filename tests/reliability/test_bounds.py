@@ -22,6 +22,8 @@ from itertools import combinations
 import pytest
 import torch
 
+from attnlab.catalog import STRING_TASKS, TOKEN_TASKS
+
 from cli_helpers import cli
 
 BOUNDED = pytest.mark.bad_input("bounded before work")
@@ -292,6 +294,103 @@ def test_the_labs_usual_ranges_draw_what_they_drew():
     expected = torch.randperm(2048)[:40].sort().values
     torch.manual_seed(5)
     assert torch.equal(sample_positions(40, 2048), expected)
+
+
+# -- bounded before work: the string tasks' data ------------------------------------------------
+# A task's draw, its generator's sample and its sets at absurd sizes asked torch for terabytes (the allocator's
+# RuntimeError, or a machine that swaps). Each is refused first, naming the sizes and the memory they would need.
+
+STRING_TASK_NAMES = [*TOKEN_TASKS, *STRING_TASKS]  # attnlab's own, the 15 Chomsky tasks, Kazemnejad's, arithmetic
+
+
+def _refused_before_allocating(call, *names):
+    """``call()`` raises the size's ValueError naming ``names``, in CPU milliseconds (nothing was drawn)."""
+    start = time.process_time()
+    message = _named(call, *names)
+    assert time.process_time() - start < 2, message
+    return message
+
+
+@BOUNDED
+@pytest.mark.parametrize("name", STRING_TASK_NAMES)
+def test_a_tasks_draw_of_a_million_strings_of_a_million_is_refused_before_allocating(name):
+    from attnlab.data.tasks import task_named
+
+    task = task_named(name)
+    message = _refused_before_allocating(lambda: task.draw(10**6, 10**6, generator=0), "n 1000000 x length 1000000",
+                                         f"the {name} task")
+    assert "TB" in message  # the estimate: terabytes, where the budget is 16 GB
+
+
+@BOUNDED
+@pytest.mark.parametrize("name", STRING_TASK_NAMES)
+def test_a_generators_sample_of_a_million_strings_of_a_million_is_refused_before_allocating(name):
+    from attnlab.data.tasks import task_named
+
+    strings = task_named(name).strings  # the generator itself, as a library user calls it
+    _refused_before_allocating(lambda: strings.sample(10**6, 10**6, generator=torch.Generator()),
+                               "n 1000000 x length 1000000")
+
+
+@BOUNDED
+@pytest.mark.parametrize("name", ["copy", "duplicate", "parity-check", "binary-addition", "addition",
+                                  "reversed-addition"])
+def test_a_draw_of_mixed_lengths_is_bounded_by_its_longest(name):
+    # mixed lengths are drawn at once (copy's sample_mixed) or a length at a time: the batch is as wide as the longest
+    from attnlab.data.tasks import task_named
+
+    task = task_named(name)
+    _refused_before_allocating(lambda: task.draw(10**5, 10**6, min_len=task.shortest, generator=0),
+                               "n 100000 x length 1000000")
+
+
+@BOUNDED
+@pytest.mark.parametrize(("call", "names"), [
+    (lambda: __import__("attnlab.data", fromlist=["x"]).make_task_batch("reverse", 10**6, 10**6, generator=0),
+     ["n 1000000 x length 1000000"]),
+    (lambda: __import__("attnlab.data.kazemnejad.mathematical", fromlist=["x"]).Addition().sample_digits(
+        10**6, 10**6, 10**6, generator=torch.Generator()), ["n 1000000 x a_digits 1000000 + b_digits 1000000"]),
+    (lambda: __import__("attnlab.data.arithmetic", fromlist=["x"]).ReversedAddition(equal_lengths=True).sample(
+        10**6, 10**6, generator=torch.Generator()), ["n 1000000 x length 1000000"]),
+    (lambda: __import__("attnlab.data.arithmetic", fromlist=["x"]).ReversedMultiplication(multiplier_digits=3).sample(
+        10**7, 10**6, generator=torch.Generator()), ["n 10000000 x length 1000000"]),
+    (lambda: __import__("attnlab.data.squares.walks", fromlist=["x"]).squares_task(10**9, 10**4),
+     ["n 1000000000", "n_corners 10000"]),
+], ids=["make_task_batch", "addition by digits", "reversed addition of equal lengths", "reversed multiplication",
+        "squares walks"])
+def test_more_draws_at_absurd_sizes_are_refused_before_allocating(call, names):
+    _refused_before_allocating(call, *names)
+
+
+@BOUNDED
+@pytest.mark.parametrize(("task", "sizes", "names"), [
+    ("reverse", {"n_train": 10**10}, ["n_train 10000000000"]),
+    ("parity-check", {"n_test": 10**9}, ["n_test 1000000000"]),
+    ("reversed-addition", {"train_len": 10**5, "test_lens": (10**5, 10**6), "n_train": 10**5}, ["train_len 100000"]),
+    ("binary-multiplication", {"test_lens": (8, 10**7)}, ["up to 10000000"]),
+    ("squares", {"train_len": 4, "test_lens": (4, 10**6), "n_test": 10**5}, ["n_test 100000"]),
+])
+def test_a_tasks_sets_are_refused_before_the_first_is_drawn(task, sizes, names):
+    # the sets live at once: their sizes add up, and are judged before the training set is drawn
+    from attnlab.data.tasks import TaskSpec, make_task_sets
+
+    spec = TaskSpec(task=task, **sizes)
+    _refused_before_allocating(lambda: make_task_sets(spec), *names, "sets")
+
+
+@BOUNDED
+@pytest.mark.parametrize(("argv", "flag"), [
+    (["--n-test", "1000000000"], "--n-test 1000000000"),
+    (["--task", "parity-check", "--n-test", "100000000"], "--n-test 100000000"),
+    (["--task", "squares", "--n-test", "1000000000", "--test-lens", "4,8"], "--n-test 1000000000"),
+    (["--task", "reversed-addition", "--protocol", "ruoss2023", "--n-test", "1000000000"], "--n-test 1000000000"),
+    (["--task", "bucket-sort", "--n-train", "2000000000"], "--n-train 2000000000"),
+])
+def test_huge_data_sets_are_refused_before_the_folder_exists(capsys, tmp_path, argv, flag):
+    # `compare --n-test 1000000000` wrote its folder, then failed allocating 32 GB for the first test set
+    seconds, line = _refused_in_process(capsys, ["compare", "--quick", *argv, "--out", str(tmp_path / "c"), "--jobs",
+                                                 "1", "--no-progress"], flag, written=tmp_path / "c")
+    assert "would need" in line and seconds < 20
 
 
 # -- tracebacks and messages: sizes that cannot fit are ValueErrors naming them -------------------
@@ -797,3 +896,114 @@ def test_dense_scores_within_the_budget_run():
 
     mha = MultiHeadAttention(2, 16, position=ALiBi(2), backend="dense")
     assert mha(torch.randn(1, 64, 16)).shape == (1, 64, 16)
+
+
+# `compare --task binary-multiplication --symbols 7` trained on binary-multiplication's own 3 symbols and recorded
+# n_symbols 7 in config.json and results.json: a task whose vocabulary is fixed ignored the size it was given.
+FIXED_VOCABULARY = ["binary-multiplication", "bucket-sort", "scan", "reversed-addition", "copy-random", "squares"]
+_TINY = {"encodings": ("alibi",), "n_seeds": 1, "train_len": 4, "test_lens": (4, 6), "n_train": 16, "n_test": 4}
+
+
+@SILENT
+@pytest.mark.parametrize("task", FIXED_VOCABULARY)
+def test_a_size_given_to_a_fixed_vocabulary_is_refused_by_the_library(task):
+    from attnlab.data.tasks import TaskSpec, make_task_sets
+    from attnlab.labs.lengths.config import CompareConfig
+
+    said = rf"^n_symbols 7: the {task} task( has no vocabulary|'s vocabulary is fixed)"
+    with pytest.raises(ValueError, match=said):
+        CompareConfig(task=task, n_symbols=7, **_TINY)
+    spec = TaskSpec(task=task, train_len=4, test_lens=(4, 6), n_train=16, n_test=4, n_symbols=7)
+    with pytest.raises(ValueError, match=said):
+        make_task_sets(spec)
+
+
+@SILENT
+@pytest.mark.parametrize(("task", "given", "recorded", "vocab_size"), [
+    ("binary-multiplication", None, None, 6), ("scan", None, None, 24), ("squares", None, None, None),
+    ("copy", None, 10, 13), ("sort", 4, 4, 7), ("duplicate", 2, 2, 5),
+])
+def test_the_settings_record_the_alphabet_the_models_use(task, given, recorded, vocab_size):
+    from attnlab.labs.lengths.config import CompareConfig
+
+    config = CompareConfig(task=task, n_symbols=given, **_TINY)
+    assert config.to_dict()["n_symbols"] == recorded  # None: the task's own vocabulary, which no setting sizes
+    assert config.task_object.model_io(config.n_symbols)["vocab_size"] == vocab_size
+
+
+@SILENT
+def test_a_saved_default_size_of_a_fixed_vocabulary_still_resumes():
+    # a config.json may hold n_symbols 10 (the default) for such a task: read as its own vocabulary, not refused
+    from attnlab.labs.lengths.config import CompareConfig
+
+    saved = {**CompareConfig(task="parity-check", **_TINY).to_dict(), "n_symbols": 10}
+    assert CompareConfig.from_dict(saved) == CompareConfig(task="parity-check", **_TINY)
+    with pytest.raises(ValueError, match=r"^n_symbols 7: the parity-check task's vocabulary is fixed"):
+        CompareConfig.from_dict({**saved, "n_symbols": 7})  # a size that was given, and never used
+
+
+# `compare --task scan --test-lens 23` was refused when the sets were built: after the run folder was written.
+@BOUNDED
+@pytest.mark.parametrize(("task", "fields", "said"), [
+    ("scan", {"test_lens": (23,)}, r"^test_lens \[23\]: SCAN has no command of that many actions"),
+    ("scan", {"train_len": 25, "test_lens": (26, 29, 64)}, r"^test_lens \[29, 64\]: SCAN has no command"),
+    ("addition", {"min_train_len": 1}, r"^min_train_len must be at least 3 for the addition task .*got 1$"),
+    ("copy-repeat-change", {"min_train_len": 3, "test_lens": (8, 2, 1)},
+     r"^test_lens must be at least 3 for the copy-repeat-change task .*got \[2, 1\]$"),
+    ("addition", {"train_len": 2, "min_train_len": 2, "test_lens": (4,)},
+     r"^train_len must be at least 3 for the addition task .*got 2$"),
+])
+def test_lengths_a_task_refuses_are_refused_with_the_settings(task, fields, said):
+    from attnlab.data.tasks import TaskSpec, make_task_sets, task_named
+    from attnlab.labs.lengths.config import CompareConfig
+
+    settings = {**_TINY, "train_len": 8, "test_lens": (8,), **fields}
+    with pytest.raises(ValueError, match=said):
+        CompareConfig(task=task, **settings)
+    # and by the library's sets, before the training set is drawn
+    spec = TaskSpec(task=task, **{k: v for k, v in settings.items() if k in ("train_len", "test_lens", "n_train",
+                                                                           "n_test", "min_train_len")})
+    drawn = []
+    task_object = task_named(task)
+    if hasattr(task_object, "draw"):
+        task_object.draw = lambda *args, **kwargs: drawn.append(args)
+    with pytest.raises(ValueError, match=said):
+        task_object.sets(spec)
+    assert drawn == []
+    with pytest.raises(ValueError, match=said):
+        make_task_sets(spec)
+
+
+@BOUNDED
+def test_scans_sets_are_bounded_by_its_commands_not_by_the_counts_asked():
+    # SCAN is 20,910 commands: asking for more takes them all, so no count is too large for its sets
+    from attnlab.data.tasks import TaskSpec, task_named
+
+    task = task_named("scan")
+    spec = TaskSpec(task="scan", train_len=22, test_lens=(24, 48), n_train=10**15, n_test=10**15)
+    assert task.sets_bytes(spec) < 2**30
+    task.check_sets(spec)  # accepted
+
+
+# `train --model transformer --encoding abacus` wrote its run folder, then failed at the first forward pass: the
+# squares have no digits to number.
+@BOUNDED
+@pytest.mark.parametrize("encoding", ["abacus", "coupling"])
+def test_the_squares_settings_refuse_an_encoding_that_takes_the_tasks_positions(encoding):
+    from attnlab.labs.squares.config import SquaresConfig
+
+    with pytest.raises(ValueError, match=rf"^encoding '{encoding}' takes its positions from the task .*the squares "
+                                         "have none"):
+        SquaresConfig(model="transformer", encoding=encoding)
+
+
+def test_the_shortest_training_length_defaults_to_the_tasks_own():
+    # `compare --task addition` on its defaults asked for training sequences of length 1, which addition does not
+    # have (its shortest is 3): the default is the task's shortest, recorded resolved; a length given is kept.
+    from attnlab.labs.lengths.config import CompareConfig
+
+    settings = {**_TINY, "train_len": 8, "test_lens": (8,)}
+    assert CompareConfig(task="addition", **settings).min_train_len == 3
+    assert CompareConfig(task="copy", **settings).min_train_len == 1
+    assert CompareConfig(task="addition", **settings, min_train_len=5).min_train_len == 5
+

@@ -508,3 +508,52 @@ def test_a_suite_records_its_preset_and_tasks(suite):
     assert json.loads((suite / "suite-settings.json").read_text()) == {"preset": "kazemnejad2023",
                                                                        "tasks": ["copy", "reverse"]}
     _run_suite(suite, resume=True)  # the same suite resumes
+
+
+# `compare --resume --out SUITE --preset kazemnejad2023` on a folder a ruoss2023 suite wrote: refused, before
+# anything in it is written, whichever way the other suite (or a single comparison) is asked for.
+@pytest.fixture(scope="module")
+def finished_ruoss_suite(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("ruoss") / "suite"
+    _run_suite(folder, resume=False, tasks=("parity-check", "even-pairs"), name="ruoss2023")
+    return folder
+
+
+@pytest.fixture
+def ruoss_suite(finished_ruoss_suite, tmp_path):
+    folder = tmp_path / "ruoss-suite"
+    shutil.copytree(finished_ruoss_suite, folder, symlinks=True)
+    return folder
+
+
+def _resume_refused(capsys, folder: Path, argv, said: str) -> None:
+    before = snapshot(folder)
+    code, out, err = cli(capsys, "compare", "--resume", "--out", str(folder), *argv, "--no-progress", "--jobs", "1")
+    assert code == 2 and out == "" and err.count("\n") == 1, (out, err)
+    assert re.search(said, err), err
+    assert snapshot(folder) == before
+
+
+@pytest.mark.bad_input("data loss")
+@pytest.mark.parametrize("argv", [["--preset", "kazemnejad2023"], ["--preset", "kazemnejad2023", "--quick"],
+                                  ["--preset", "kazemnejad2023-full"], ["--preset", "abacus2024", "--quick"],
+                                  ["--preset", "ruoss2023-full"]])
+def test_a_ruoss_suite_resumed_as_another_preset_is_refused_untouched(ruoss_suite, capsys, argv):
+    _resume_refused(capsys, ruoss_suite, argv, rf"holds a suite of preset 'ruoss2023', not '{argv[1]}'; give another "
+                                               "--out")
+
+
+@pytest.mark.bad_input("data loss")
+@pytest.mark.parametrize("argv", [[], ["--preset", "kazemnejad2023", "--task", "copy-repeat"],
+                                  ["--preset", "ruoss2023", "--task", "parity-check"], ["--task", "parity-check"]])
+def test_a_suite_resumed_as_one_comparison_is_refused_untouched(ruoss_suite, capsys, argv):
+    _resume_refused(capsys, ruoss_suite, argv, r"holds an attnlab suite run, not a compare run")
+
+
+@pytest.mark.bad_input("data loss")
+def test_a_ruoss_suite_killed_before_its_record_is_known_by_its_task_folders(ruoss_suite, capsys):
+    for name in ("suite-settings.json", "suite.json"):
+        (ruoss_suite / name).unlink()
+    _resume_refused(capsys, ruoss_suite, ["--preset", "kazemnejad2023"],
+                    r"holds comparisons of even-pairs, parity-check, which this suite \(kazemnejad2023: copy-repeat, "
+                    r"reverse-random-2x\) does not run")

@@ -69,7 +69,8 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
                         "and for drawn positions, then FlexAttention on CUDA, query chunks on the CPU), dense, "
                         "flex or chunked")
     p.add_argument("--symbols", dest="n_symbols", type=_symbols, default=None,
-                   help="alphabet size of the token tasks, at least 2 (2: binary strings; default 10)")
+                   help="alphabet size of copy, reverse, duplicate and sort, at least 2 (2: binary strings; "
+                        "default 10); the other tasks' vocabularies are fixed, and refuse it")
     p.add_argument("--l-max", dest="l_max", type=positive_int, default=None,
                    help="the randomized encodings draw positions from [0, L_MAX) (default 4 x the longest "
                         "sequence a model reads); at least that sequence")
@@ -82,7 +83,7 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     p.add_argument("--epochs", type=positive_int, default=None, help="passes over the training set (default 12)")
     p.add_argument("--n-train", type=positive_int, default=None, help="training sequences (default 4096)")
     p.add_argument("--min-train-len", type=positive_int, default=None,
-                   help="shortest training sequence (default 1: lengths 1..--train-len)")
+                   help="shortest training sequence (default: the task's shortest, 1 for most: lengths 1..--train-len)")
     p.add_argument("--n-test", type=positive_int, default=None, help="sequences per test length (default 256)")
     p.add_argument("--batch-size", type=positive_int, default=None, help="sequences per step (default 32)")
     p.add_argument("--lr", type=positive_float, default=None, help="Adam's peak learning rate (default 0.003)")

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 from torch import Tensor, nn
 
 from attnlab import catalog
+from attnlab._validate import check_bool
 from attnlab.encodings.scheme import ModelSizes, PositionScheme
 
 if TYPE_CHECKING:  # built only for a randomized name: imported there
@@ -113,8 +114,10 @@ INSIDE_ATTENTION: tuple[str, ...] = tuple(name for name in ENCODINGS if name not
 #: the listed schemes defined for causal attention only.
 CAUSAL_ONLY = catalog.CAUSAL_ONLY
 _PREFIX = "random-"
-_IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
-_NAME = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
+_IMPORT_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")  # matched whole (fullmatch)
+_NAME = re.compile(r"[a-z0-9][a-z0-9_\-]*")  # matched whole (fullmatch)
+#: what ``--encodings`` reads as every listed encoding, so no scheme can be registered under it
+_ALL = "all"
 
 _registered: dict[str, type[nn.Module]] = {}
 _entry_points: dict[str, str] | None = None
@@ -138,15 +141,18 @@ def register(name: str, scheme_class: type[nn.Module], *, replace: bool = False)
     """Make ``name`` build ``scheme_class`` wherever attnlab takes an encoding by name.
 
     Args:
-        name: lower-case letters, digits, ``-`` and ``_``; not a built-in name, and not
-            starting with ``random-`` (that prefix randomizes any scheme).
+        name: lower-case letters, digits, ``-`` and ``_``, starting with a letter or digit; not a
+            built-in name, not ``all`` (``--encodings all``), and not starting with ``random-``
+            (that prefix randomizes any scheme).
         scheme_class: a :class:`~attnlab.encodings.PositionScheme` subclass, or an input
             table class with a ``for_model(sizes)`` classmethod.
         replace: replace a name registered before (never a built-in one).
 
     Raises:
-        TypeError: if ``scheme_class`` is not such a class.
-        ValueError: for a malformed or taken name.
+        TypeError: if ``name`` is not a string, ``scheme_class`` not such a class, or ``replace``
+            not a bool.
+        ValueError: for a malformed or taken name (whitespace, a control character, ``:``, an
+            empty name: anything but the characters above).
 
     Example:
         >>> from attnlab.encodings import ALiBi
@@ -156,10 +162,14 @@ def register(name: str, scheme_class: type[nn.Module], *, replace: bool = False)
         >>> resolve("steep-alibi") is SteepALiBi
         True
     """
-    if not isinstance(name, str) or not _NAME.match(name) or name.startswith(_PREFIX):
-        raise ValueError(f"name must be lower-case letters, digits, '-' and '_', not starting with {_PREFIX!r}; "
-                         f"got {name!r}")
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a string, got {name!r} ({type(name).__name__})")
+    # fullmatch: a pattern's "$" also matches before a final newline, and "mine\n" is no name a command line takes.
+    if not _NAME.fullmatch(name) or name.startswith(_PREFIX) or name == _ALL:
+        raise ValueError(f"name must be lower-case letters, digits, '-' and '_', starting with a letter or digit, "
+                         f"not starting with {_PREFIX!r} and not {_ALL!r} (--encodings all); got {name!r}")
     _check_class("scheme_class", scheme_class)
+    check_bool("replace", replace)  # "no" is truthy: it would replace
     if name in catalog.SCHEMES:
         raise ValueError(f"name {name!r} is a built-in encoding; choose another name")
     if name in _registered and not replace and _registered[name] is not scheme_class:
@@ -393,7 +403,7 @@ def _named(name: str) -> type[nn.Module]:
     if name in _registered:
         return _registered[name]
     path = catalog.SCHEMES.get(name) or _plugin_paths().get(name)
-    if path is None and _IMPORT_PATH.match(name):
+    if path is None and _IMPORT_PATH.fullmatch(name):
         path = name
     if path is None:
         known = ", ".join(repr(n) for n in (*registered(), *catalog.RANDOMIZED))

@@ -233,9 +233,9 @@ def test_lengths_and_vocabulary_count_the_prompt(name):
     assert task.sequence_length(length, "encoder-only") == encoder_only_batch(batch)[0].shape[1] == width + M
     assert task.sequence_length(length, "decoder-only") == bare.sequence_length(length, "decoder-only") + words
     # every id the batch holds is in the model's vocabulary, and the prompt's words take ids no symbol has
-    vocab = task.model_io(10)["vocab_size"]
+    vocab = task.model_io()["vocab_size"]
     assert int(batch.source.max()) < vocab and int(batch.target_out.max()) < vocab
-    assert vocab == bare.model_io(10)["vocab_size"] + len(task.strings.template.words)
+    assert vocab == bare.model_io()["vocab_size"] + len(task.strings.template.words)
     # every row starts with the same words
     items = task.strings.template.items
     lead = next(i for i, item in enumerate(items) if not isinstance(item, str))  # the words before the input
@@ -260,7 +260,7 @@ def test_scan_lengths_vocabulary_and_loss_mask():
     task, bare = ScanTask(), ScanTask(prompt=False)
     assert task.sequence_length(48, "decoder-only") == 2 + LONGEST_COMMAND + 48 + 1
     assert task.sequence_length(48, "decoder-only") == bare.sequence_length(48, "decoder-only") + 2
-    assert task.model_io(10)["vocab_size"] == FIRST_SYMBOL + 13 + 6 + 2 == bare.model_io(10)["vocab_size"] + 2
+    assert task.model_io()["vocab_size"] == FIRST_SYMBOL + 13 + 6 + 2 == bare.model_io()["vocab_size"] + 2
     pairs = [*(p for p in scan_pairs() if len(p[1]) == 48), max(scan_pairs(), key=lambda p: len(p[0]))]
     batch = scan_batch(pairs)
     inputs, labels = decoder_only_batch(batch)
@@ -305,7 +305,7 @@ def test_a_nope_model_decodes_the_prompted_layout_as_its_own_greedy_loop():
     task = TokenTask(KAZEMNEJAD_TASKS["reverse-random"]())
     batch = task.draw(4, 5, generator=3)
     torch.manual_seed(0)
-    model = DecoderOnlyTransformer(vocab_size=task.model_io(10)["vocab_size"], d_model=16, n_heads=2, n_layers=1,
+    model = DecoderOnlyTransformer(vocab_size=task.model_io()["vocab_size"], d_model=16, n_heads=2, n_layers=1,
                                    position="none", max_len=task.sequence_length(5, "decoder-only")).eval()
     pred = task.predict(model, batch, "decoder-only")  # [4, 6]
     seq = decoder_only_batch(batch)[0][:, : 2 + 5 + 1]  # "Reverse :", the input, BOS

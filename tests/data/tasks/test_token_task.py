@@ -42,9 +42,9 @@ def test_mixed_lengths_are_right_padded_rows_of_their_own_answers():
 
 def test_vocabulary_sequence_length_and_chance_follow_the_generator():
     parity = task_named("parity-check")
-    assert parity.model_io(10) == {"vocab_size": FIRST_SYMBOL + 2, "n_features": None}
+    assert parity.model_io() == {"vocab_size": FIRST_SYMBOL + 2, "n_features": None}
     assert parity.sequence_length(8, "encoder-only") == 9 and parity.sequence_length(8, "decoder-only") == 10
-    assert parity.chance("token_accuracy", n_symbols=10, length=8) == 0.5
+    assert parity.chance("token_accuracy", length=8) == 0.5
     addition = task_named("reversed-addition")  # a + b = over 2 * 10 + 2 symbols, 11 answer digits
     assert addition.sequence_length(10, "decoder-only") == 22 + 11 + 1
     assert addition.draw(3, 10, generator=0).source.shape == (3, 22)
@@ -120,7 +120,12 @@ def test_the_lab_sizes_the_alphabet_of_its_own_tasks_only():
     assert copy.model_io(4)["vocab_size"] == FIRST_SYMBOL + 4 and copy.model_io(10)["vocab_size"] == FIRST_SYMBOL + 10
     assert copy.chance("token_accuracy", n_symbols=4, length=3) == 0.25
     assert copy.chance("sequence_accuracy", n_symbols=4, length=3) == 0.25 ** 3
-    assert parity.model_io(4) == parity.model_io(10)  # a benchmark's alphabet is its own
+    assert copy.model_io()["vocab_size"] == FIRST_SYMBOL + 10  # None: the generator's own
+    # a benchmark's alphabet is its own: a size given to it would be recorded and not used
+    for call in (lambda: parity.model_io(4), lambda: parity.chance("token_accuracy", n_symbols=4, length=3),
+                 lambda: parity.draw(2, 3, generator=0, n_symbols=4)):
+        with pytest.raises(ValueError, match=r"^n_symbols 4: the parity-check task's vocabulary is fixed"):
+            call()
     assert repr(copy) == "TokenTask(Copy(n_symbols=10))"
 
 

@@ -79,7 +79,7 @@ from torch import Tensor
 from attnlab._validate import check_bool, check_int
 from attnlab.data.arithmetic.alphabet import EQUALS, PLUS, SYMBOLS, TIMES, decode, encode  # noqa: F401  (decode, encode: the examples use them)
 from attnlab.data.arithmetic.numbering import task_positions
-from attnlab.data.tasks.strings import Strings
+from attnlab.data.tasks.strings import StringGenerator, Strings, check_sample
 
 __all__ = ["ReversedAddition", "ReversedMultiplication", "addition_strings", "multiplication_strings"]
 
@@ -188,10 +188,13 @@ def multiplication_strings(a: Tensor, b: Tensor) -> Strings:
     return Strings(inputs, _carry(columns))
 
 
-def _check_sample(n: int, length: int, generator: object) -> tuple[int, int, torch.Generator]:
+def _check_sample(task: StringGenerator, n: int, length: int, generator: object) -> tuple[int, int, torch.Generator]:
+    """``n``, ``length`` and ``generator`` checked, and the strings bounded before any is drawn."""
     n = check_int("n", n, minimum=0)
     length = check_int("length", length, minimum=1)
-    return n, length, _check_generator(generator)
+    generator = _check_generator(generator)
+    check_sample(task, n, length)
+    return n, length, generator
 
 
 class ReversedAddition:
@@ -257,9 +260,10 @@ class ReversedAddition:
 
         Raises:
             TypeError / ValueError: for ``n < 0``, ``length < 1``, or a generator that is
-                not a CPU ``torch.Generator``.
+                not a CPU ``torch.Generator``; naming ``n`` and ``length`` and the memory they
+                would need, for strings that cannot fit.
         """
-        n, length, generator = _check_sample(n, length, generator)
+        n, length, generator = _check_sample(self, n, length, generator)
         longer_first = torch.randint(0, 2, (n,), generator=generator).bool()  # [N]
         other = torch.randint(1, length + 1, (n,), generator=generator)  # [N]
         full = torch.full((n,), length, dtype=torch.int64)
@@ -350,9 +354,10 @@ class ReversedMultiplication:
 
         Raises:
             TypeError / ValueError: for ``n < 0``, ``length < 1``, or a generator that is
-                not a CPU ``torch.Generator``.
+                not a CPU ``torch.Generator``; naming ``n`` and ``length`` and the memory they
+                would need, for strings that cannot fit.
         """
-        n, length, generator = _check_sample(n, length, generator)
+        n, length, generator = _check_sample(self, n, length, generator)
         a = _draw_numbers(torch.full((n,), length, dtype=torch.int64), length, generator)  # [N, W]
         b = torch.randint(0, 10, (n, self.multiplier_digits), generator=generator)  # [N, M]
         return multiplication_strings(a, b)

@@ -63,7 +63,7 @@ from torch import Tensor
 from attnlab._validate import check_int
 from attnlab.data.kazemnejad.primitive import KazemnejadTask
 from attnlab.data.tasks.prompts import Prompt
-from attnlab.data.tasks.strings import Strings, check_generator
+from attnlab.data.tasks.strings import Strings, check_generator, check_sample
 
 __all__ = ["Addition", "SortTokens", "Summation"]
 
@@ -109,12 +109,14 @@ class Addition(KazemnejadTask):
 
         Raises:
             TypeError: if an argument is not an integer, or ``generator`` not a ``torch.Generator``.
-            ValueError: if ``n``, ``a_digits`` or ``b_digits`` is below 1.
+            ValueError: if ``n``, ``a_digits`` or ``b_digits`` is below 1, or naming them and the
+                memory they would need, for strings that cannot fit.
         """
         n = check_int("n", n, minimum=1)
         a_digits = check_int("a_digits", a_digits, minimum=1)
         b_digits = check_int("b_digits", b_digits, minimum=1)
         check_generator(generator)
+        check_sample(self, n, a_digits + b_digits + 1, sizes=f"n {n} x a_digits {a_digits} + b_digits {b_digits}")
         body = self._operands(torch.full((n, 1), a_digits), a_digits + b_digits + 1, generator)  # [N, L]
         outputs = self._answer(body)
         return Strings(self.frame(body), outputs, self.scored(outputs))

@@ -59,7 +59,7 @@ from torch import Tensor
 
 from attnlab._validate import check_bool, check_int
 from attnlab.data.tasks.prompts import Prompt
-from attnlab.data.tasks.strings import DrawnStrings, Strings, check_generator
+from attnlab.data.tasks.strings import DrawnStrings, Strings, check_generator, check_sample
 
 __all__ = [
     "CopyRandom",
@@ -141,11 +141,14 @@ class KazemnejadTask(DrawnStrings):
 
         Raises:
             TypeError: if ``generator`` is not a ``torch.Generator`` or ``n``/``length`` not integers.
-            ValueError: if ``n < 1`` or ``length < shortest``.
+            ValueError: if ``n < 1`` or ``length < shortest``, or naming both and the memory they
+                would need, for strings that cannot fit.
         """
         n = check_int("n", n, minimum=1)
         length = check_int("length", length, minimum=self.shortest)
-        body = self._draw(n, length, check_generator(generator))  # [N, L]
+        generator = check_generator(generator)
+        check_sample(self, n, length)
+        body = self._draw(n, length, generator)  # [N, L]
         outputs = self._answer(body)  # [N, M]
         return Strings(self.frame(body), outputs, self.scored(outputs))
 

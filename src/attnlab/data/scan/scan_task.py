@@ -30,6 +30,7 @@ answer and EOS.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 import torch
@@ -90,6 +91,15 @@ def scan_batch(pairs: list[tuple[tuple[str, ...], tuple[str, ...]]], *, prompt: 
     source_mask = (torch.arange(S) < lengths[:, None]).unsqueeze(1)  # [N, 1, S]
     real = target_out != PAD  # [N, T]: the actions and EOS
     return TaskBatch(source, target_in, target_out, source_mask, real.unsqueeze(1), lengths, real)
+
+
+@lru_cache(maxsize=1)
+def _by_length() -> dict[int, tuple[Any, ...]]:
+    """SCAN's commands by their answer's number of actions (the lengths it has: 1 to 48, some missing)."""
+    by_length: dict[int, list[Any]] = {}
+    for pair in scan_pairs():
+        by_length.setdefault(len(pair[1]), []).append(pair)
+    return {n: tuple(pairs) for n, pairs in sorted(by_length.items())}
 
 
 class ScanCommands:
@@ -180,21 +190,44 @@ class ScanTask(TokenTask):
         """The prompt's tokens before every command: 2 (``Solve :``), 0 without it."""
         return SCAN_PROMPT.fixed if self.prompt else 0
 
+    def check_spec(self, spec: TaskSpec) -> None:
+        """What every task checks (:meth:`~attnlab.data.tasks.task.Task.check_spec`), and that SCAN has commands of
+        each test length's number of actions.
+
+        Raises:
+            ValueError: naming the test lengths SCAN has no command of, and the lengths it has.
+        """
+        super().check_spec(spec)
+        missing = [n for n in spec.test_lens if n not in _by_length()]
+        if missing:
+            spans: list[list[int]] = []  # the lengths SCAN has; a run of three or more is written "a to b"
+            for n in sorted(_by_length()):
+                if spans and spans[-1][1] == n - 1:
+                    spans[-1][1] = n
+                else:
+                    spans.append([n, n])
+            has = ", ".join(f"{a} to {b}" if b > a + 1 else ", ".join(map(str, range(a, b + 1))) for a, b in spans)
+            raise ValueError(f"test_lens {missing}: SCAN has no command of that many actions; its commands have "
+                             f"{has} actions")
+
+    def data_bytes(self, n: int, length: int) -> int:
+        """At most the bytes of ``n`` commands of up to ``length`` actions: no more than SCAN has, whatever ``n``."""
+        return super().data_bytes(min(n, len(scan_pairs())), length)
+
+    def draw_bytes(self, n: int, length: int) -> int:
+        """What the batch keeps (:meth:`data_bytes`): SCAN's commands are made a batch directly, nothing is drawn."""
+        return self.data_bytes(n, length)
+
     def sets(self, spec: TaskSpec) -> TaskSets:
         """Every command of at most ``train_len`` actions (``n_train`` of them, drawn, if fewer), and per test length
         up to ``n_test`` commands of exactly that many actions.
 
         Raises:
-            ValueError: naming the test lengths SCAN has no command of.
+            ValueError: what :meth:`check_spec` raises (a test length SCAN has no command of), before any set is made.
         """
+        self.check_sets(spec)
         train, _ = length_split(max_train_actions=spec.train_len)
-        by_length: dict[int, list[Any]] = {}
-        for pair in scan_pairs():
-            by_length.setdefault(len(pair[1]), []).append(pair)
-        missing = [n for n in spec.test_lens if n not in by_length]
-        if missing:
-            raise ValueError(f"test_lens {missing}: SCAN has no command of that many actions (it has "
-                             f"{', '.join(map(str, sorted(by_length)))})")
+        by_length = _by_length()
         g = torch.Generator().manual_seed(spec.train_seed)
         if spec.n_train < len(train):
             train = tuple(train[i] for i in sorted(torch.randperm(len(train), generator=g)[: spec.n_train].tolist()))

@@ -34,7 +34,7 @@ from torch import Tensor
 from attnlab._validate import check_int
 from attnlab.catalog import TOKEN_TASKS as _CATALOGUED
 from attnlab.data.tasks.spec import as_generator, check_task
-from attnlab.data.tasks.strings import DrawnStrings, PaddedStrings, check_generator
+from attnlab.data.tasks.strings import DrawnStrings, PaddedStrings, check_generator, check_sample
 from attnlab.data.tasks.tokens import TaskBatch, padded_batch
 
 __all__ = ["BASIC_TASKS", "TOKEN_TASKS", "BasicTask", "Copy", "Duplicate", "Reverse", "Sort", "make_task_batch",
@@ -94,16 +94,19 @@ class BasicTask(DrawnStrings):
             ``[N, factor * S]``, the lengths and the answers' lengths ``[N]``.
 
         Raises:
-            TypeError / ValueError: naming the argument, for a bad count, length or generator.
+            TypeError / ValueError: naming the argument, for a bad count, length or generator; naming
+                ``n`` and ``length`` and the memory they would need, for strings that cannot fit.
         """
         n = check_int("n", n, minimum=1)
         length = check_int("length", length, minimum=self.shortest)
+        if min_len is not None:
+            min_len = check_int("min_len", min_len, minimum=self.shortest, maximum=length)
         g = check_generator(generator)
+        check_sample(self, n, length)
         inputs = self._draw(n, length, g)  # [N, S]
         if min_len is None:
             lengths = torch.full((n,), length, dtype=torch.int64, device=g.device)  # [N]
         else:
-            min_len = check_int("min_len", min_len, minimum=self.shortest, maximum=length)
             lengths = torch.randint(min_len, length + 1, (n,), generator=g, device=g.device)  # [N]
         return PaddedStrings(inputs, self._answer_rows(inputs, lengths), lengths, self.factor * lengths)
 

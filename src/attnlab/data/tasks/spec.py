@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from attnlab._validate import check_int
-from attnlab.catalog import TASKS
+from attnlab.catalog import TASKS, TOKEN_TASKS
 from attnlab.data.squares.sequences import check_seed
 from attnlab.data.squares.walks import SquaresBatch
 from attnlab.data.tasks.tokens import TaskBatch, Vocab
@@ -76,7 +76,9 @@ class TaskSpec:
             and longer ones); distinct, each at least 1 (3 for ``squares``).
         n_train: training sequences.
         n_test: sequences per test set.
-        n_symbols: content tokens of the lab's own token tasks (ignored by the others).
+        n_symbols: content tokens of the lab's own token tasks (None: their 10); the other
+            tasks' vocabularies are fixed, and their data refuses a size
+            (:meth:`~attnlab.data.tasks.task.Task.check_spec`).
         min_train_len: train on lengths ``min_train_len .. train_len`` (token
             tasks only); None for one length. Test sets always have one length.
         train_seed: seed of the training set (the generator seed of a token task's
@@ -92,7 +94,7 @@ class TaskSpec:
     test_lens: tuple[int, ...] = (8, 12, 16, 24, 32)
     n_train: int = 4096
     n_test: int = 256
-    n_symbols: int = 10
+    n_symbols: int | None = None
     min_train_len: int | None = None
     train_seed: int = 13
     test_seed: int = 19
@@ -109,7 +111,8 @@ class TaskSpec:
         object.__setattr__(self, "test_lens", lens)  # a list becomes a tuple: the spec stays hashable
         check_int("n_train", self.n_train, minimum=1)
         check_int("n_test", self.n_test, minimum=1)
-        Vocab(self.n_symbols)
+        if self.n_symbols is not None:
+            Vocab(self.n_symbols)
         if self.min_train_len is not None:
             if self.task == "squares":
                 raise ValueError(f"min_train_len must be None for the squares task, got {self.min_train_len}")
@@ -128,8 +131,15 @@ class TaskSpec:
 
     @property
     def vocab(self) -> Vocab:
-        """The token vocabulary (``vocab.size`` rows of embedding)."""
-        return Vocab(self.n_symbols)
+        """The token vocabulary of the lab's own tasks (``vocab.size`` rows of embedding).
+
+        Raises:
+            ValueError: for another task: its vocabulary is its own (``task_named(task).model_io()``).
+        """
+        if self.task not in TOKEN_TASKS:
+            raise ValueError(f"the {self.task} task's vocabulary is its own, not the lab's: "
+                             f"attnlab.data.tasks.task_named({self.task!r}).model_io() says its size")
+        return Vocab() if self.n_symbols is None else Vocab(self.n_symbols)
 
 
 class TaskSets(NamedTuple):

@@ -17,7 +17,7 @@ from torch import Tensor, nn
 
 from attnlab._validate import check_choice
 from attnlab.catalog import TOKEN_TASKS
-from attnlab.data.squares.walks import SquaresBatch, squares_task
+from attnlab.data.squares.walks import BYTES_PER_CORNER, SquaresBatch, squares_task
 from attnlab.data.tasks.metrics import mean_squared_error
 from attnlab.data.tasks.spec import TaskSets, TaskSpec
 from attnlab.data.tasks.task import ARCHITECTURES, Task
@@ -52,16 +52,45 @@ class SquaresTask(Task):
         """``"squares"``: the corners are a walk, whatever reads them."""
         return self.name
 
+    def check_symbols(self, n_symbols: int | None) -> int | None:
+        """None: the corners are real values, with no alphabet to size.
+
+        Raises:
+            ValueError: naming ``n_symbols`` and its value, for any size.
+        """
+        if n_symbols is not None:
+            raise ValueError(f"n_symbols {n_symbols!r}: the squares task has no vocabulary to size (its corners are "
+                             f"real values); n_symbols sizes the alphabet of {', '.join(TOKEN_TASKS)} only")
+        return None
+
+    def data_bytes(self, n: int, length: int) -> int:
+        """The bytes ``n`` walks of ``length`` corners keep: float32 ``(x, y)`` corners, an int64 direction a walk."""
+        return n * (length * 2 * 4 + 8)
+
+    def draw_bytes(self, n: int, length: int) -> int:
+        """At most the bytes drawing ``n`` walks of ``length`` corners holds at once (:data:`BYTES_PER_CORNER`)."""
+        return n * length * BYTES_PER_CORNER
+
     def sets(self, spec: TaskSpec) -> TaskSets:
-        """``n_train`` walks of ``train_len`` corners, and the same ``n_test`` test walks taken to each length."""
+        """``n_train`` walks of ``train_len`` corners, and the same ``n_test`` test walks taken to each length.
+
+        Raises:
+            ValueError: what :meth:`~attnlab.data.tasks.task.Task.check_sets` raises, before any walk is drawn.
+        """
+        self.check_sets(spec)
         tests: dict[int, TaskBatch | SquaresBatch] = {}
         train = squares_task(spec.n_train, spec.train_len, seed=spec.train_seed)
         for length in sorted(spec.test_lens):
             tests[length] = squares_task(spec.n_test, length, seed=spec.test_seed)
         return TaskSets(train, tests, spec)
 
-    def model_io(self, n_symbols: int) -> dict[str, int | None]:
-        """Corners ``(x, y)`` in and out."""
+    def model_io(self, n_symbols: int | None = None) -> dict[str, int | None]:
+        """Corners ``(x, y)`` in and out.
+
+        Raises:
+            ValueError: for an ``n_symbols``: the corners are real values, not symbols.
+        """
+        self.check_symbols(n_symbols)
         return {"vocab_size": None, "n_features": 2}
 
     def sequence_length(self, length: int, architecture: str) -> int:

@@ -38,10 +38,17 @@ from typing import NamedTuple, Protocol, cast, runtime_checkable
 import torch
 from torch import Tensor
 
+from attnlab._limits import check_memory
 from attnlab._validate import check_int
+from attnlab.catalog import TOKEN_TASKS
 
-__all__ = ["DrawnStrings", "PaddedStrings", "StringGenerator", "Strings", "check_generator", "check_strings",
-           "input_length", "sized"]
+__all__ = ["BYTES_PER_SYMBOL", "DrawnStrings", "PaddedStrings", "StringGenerator", "Strings", "check_generator",
+           "check_sample", "check_strings", "input_length", "sample_bytes", "sized"]
+
+#: at most the bytes a draw holds per symbol of its strings (input, answer and EOS), the lab's batch of them
+#: included: measured from 8 (copy's strings alone) to 60 (the bracket tasks, drawn through Python's floats and
+#: strings), rounded up
+BYTES_PER_SYMBOL = 64
 
 
 class Strings(NamedTuple):
@@ -155,11 +162,14 @@ class DrawnStrings:
 
         Raises:
             TypeError: if ``generator`` is not a ``torch.Generator`` or ``n``/``length`` not integers.
-            ValueError: if ``n < 1`` or ``length < shortest``.
+            ValueError: if ``n < 1`` or ``length < shortest``, or naming both and the memory they
+                would need, for strings that cannot fit (:func:`check_sample`).
         """
         n = check_int("n", n, minimum=1)
         length = check_int("length", length, minimum=self.shortest)
-        inputs = self._draw(n, length, check_generator(generator))
+        generator = check_generator(generator)
+        check_sample(cast(StringGenerator, self), n, length)
+        inputs = self._draw(n, length, generator)
         outputs = self._answer(inputs)
         return Strings(inputs, outputs, self.scored(outputs))
 
@@ -212,14 +222,49 @@ def input_length(task: StringGenerator, length: int) -> int:
     return length if width is None else int(width(length))
 
 
-def sized(task: StringGenerator, n_symbols: int) -> StringGenerator:
-    """The task over ``n_symbols`` symbols where the lab sizes its alphabet (``with_symbols``), else the task itself.
+def sized(task: StringGenerator, n_symbols: int | None) -> StringGenerator:
+    """The task over ``n_symbols`` symbols where the lab sizes its alphabet (``with_symbols``); None: the task itself.
 
     The lab's ``--symbols`` sizes attnlab's own token tasks; every benchmark task has
-    alphabets of its own, and ignores it.
+    alphabets of its own, and refuses a size (it would be recorded and not used).
+
+    Raises:
+        ValueError: naming ``n_symbols``, its value and the task, for a size given to a task
+            whose vocabulary is fixed; what ``with_symbols`` raises for a bad size.
     """
+    if n_symbols is None:
+        return task
     resize = getattr(task, "with_symbols", None)
-    return task if resize is None else cast(StringGenerator, resize(n_symbols))
+    if resize is None:
+        raise ValueError(f"n_symbols {n_symbols!r}: the {task.name} task's vocabulary is fixed ({task.input_size} "
+                         f"input and {task.output_size} output symbols); n_symbols sizes the alphabet of "
+                         f"{', '.join(TOKEN_TASKS)} only")
+    return cast(StringGenerator, resize(n_symbols))
+
+
+def sample_bytes(task: StringGenerator, n: int, length: int) -> int:
+    """At most the bytes ``n`` strings of ``task`` at ``length`` hold while they are drawn and made a batch.
+
+    :data:`BYTES_PER_SYMBOL` for each symbol of an input (``input_length(length)`` wide), its
+    answer (``output_length(length)``) and the answer's EOS. A formula: nothing is drawn.
+    """
+    return n * (input_length(task, length) + int(task.output_length(length)) + 1) * BYTES_PER_SYMBOL
+
+
+def check_sample(task: StringGenerator, n: int, length: int, *, sizes: str | None = None) -> None:
+    """Refuse ``n`` strings of ``task`` at ``length`` before any is drawn, if they cannot fit in memory.
+
+    Args:
+        sizes: the caller's arguments that set the size, as the message names them
+            (default ``"n N x length L"``).
+
+    Raises:
+        ValueError: ``"n 1000000 x length 1000000: 1,000,000 strings of the copy task (2,000,001 symbols
+            each) would need 128 TB, more than the 16 GB available"``.
+    """
+    width = input_length(task, length) + int(task.output_length(length)) + 1
+    check_memory(f"{sizes or f'n {n} x length {length}'}: {n:,} strings of the {task.name} task ({width:,} symbols "
+                 "each)", sample_bytes(task, n, length))
 
 
 def check_strings(task: StringGenerator, strings: Strings, n: int, length: int) -> Strings:

@@ -35,11 +35,23 @@ from attnlab.data.squares.walks import SquaresBatch
 from attnlab.data.tasks.layouts import EMPTY, decoder_only_batch, encoder_only_batch
 from attnlab.data.tasks.metrics import sequence_accuracy, token_accuracy
 from attnlab.data.tasks.spec import TaskSets, TaskSpec, as_generator, length_generator
-from attnlab.data.tasks.strings import StringGenerator, Strings, check_strings, input_length, sized
+from attnlab.data.tasks.strings import (
+    StringGenerator,
+    Strings,
+    check_sample,
+    check_strings,
+    input_length,
+    sample_bytes,
+    sized,
+)
 from attnlab.data.tasks.task import Task
 from attnlab.data.tasks.tokens import BOS, FIRST_SYMBOL, PAD, TaskBatch, cat_batches, padded_batch, strings_batch
 
-__all__ = ["TokenTask"]
+__all__ = ["BATCH_BYTES_PER_SYMBOL", "TokenTask"]
+
+#: the bytes a made batch keeps per symbol (input, answer and EOS: int64 ids and bool masks), 9 to 17 measured over
+#: the tasks, rounded up
+BATCH_BYTES_PER_SYMBOL = 24
 
 
 class TokenTask(Task):
@@ -73,6 +85,7 @@ class TokenTask(Task):
         self.name = strings.name
         self.shortest = check_int("shortest", strings.shortest, minimum=1)
         self.position_rules = tuple(getattr(strings, "position_rules", ()))
+        self.takes_symbols = callable(getattr(strings, "with_symbols", None))
 
     def __repr__(self) -> str:
         return f"TokenTask({self.strings!r})"
@@ -84,7 +97,7 @@ class TokenTask(Task):
     # -- data ------------------------------------------------------------------------------
 
     def draw(self, n: int, length: int, *, generator: torch.Generator | int, min_len: int | None = None,
-             n_symbols: int = 10) -> TaskBatch:
+             n_symbols: int | None = None) -> TaskBatch:
         """``n`` fresh examples at ``length`` (or lengths drawn uniformly from ``min_len .. length``, right-padded).
 
         What a protocol that draws new strings at every step calls (:mod:`attnlab.labs.lengths.protocols`).
@@ -92,21 +105,25 @@ class TokenTask(Task):
         the lengths first, then the strings of each length.
 
         Args:
-            n_symbols: the alphabet's size where the lab sizes it (attnlab's own tasks); the
-                benchmark tasks have alphabets of their own.
+            n_symbols: the alphabet's size where the lab sizes it (attnlab's own tasks; None: the
+                generator's own); the benchmark tasks have alphabets of their own, and refuse one.
 
         Raises:
-            ValueError: naming the argument, for a length the task is not defined at.
+            ValueError: naming the argument, for a length the task is not defined at or a size its
+                vocabulary does not take; naming ``n`` and ``length`` and the memory they would
+                need, for a batch that cannot fit (before anything is drawn).
         """
         n = check_int("n", n, minimum=1)
         length = check_int("length", length, minimum=self.shortest)
-        g = as_generator(generator)
+        if min_len is not None:
+            min_len = check_int("min_len", min_len, minimum=self.shortest)
+            if min_len > length:
+                raise ValueError(f"min_len ({min_len}) must not exceed length ({length})")
         strings = sized(self.strings, n_symbols)
+        g = as_generator(generator)
+        check_sample(strings, n, length)  # every row as wide as the longest
         if min_len is None or min_len == length:
             return strings_batch(self._sample(strings, n, length, g))
-        min_len = check_int("min_len", min_len, minimum=self.shortest)
-        if min_len > length:
-            raise ValueError(f"min_len ({min_len}) must not exceed length ({length})")
         mixed = getattr(strings, "sample_mixed", None)
         if mixed is not None:
             return padded_batch(mixed(n, length, min_len=min_len, generator=g))
@@ -126,7 +143,11 @@ class TokenTask(Task):
         """The training set at ``spec.train_len`` (mixed lengths from ``min_train_len``) and a test set per length.
 
         The test set at length ``L`` comes from a generator seeded by ``SeedSequence([test_seed, L])``.
+
+        Raises:
+            ValueError: what :meth:`~attnlab.data.tasks.task.Task.check_sets` raises, before any set is drawn.
         """
+        self.check_sets(spec)
         train = self.draw(spec.n_train, spec.train_len, min_len=spec.min_train_len, generator=spec.train_seed,
                           n_symbols=spec.n_symbols)
         tests: dict[int, TaskBatch | SquaresBatch] = {}
@@ -137,7 +158,25 @@ class TokenTask(Task):
 
     # -- sizes -----------------------------------------------------------------------------
 
-    def model_io(self, n_symbols: int) -> dict[str, int | None]:
+    def check_symbols(self, n_symbols: int | None) -> int | None:
+        """The alphabet's size where the generator takes one (``with_symbols``; None: its own), else None.
+
+        Raises:
+            ValueError: naming ``n_symbols``, its value and the task, for a size given to a generator whose
+                vocabulary is fixed; what ``with_symbols`` raises for a bad size.
+        """
+        strings = sized(self.strings, n_symbols)
+        return strings.input_size if self.takes_symbols else None
+
+    def data_bytes(self, n: int, length: int) -> int:
+        """At most the bytes a batch of ``n`` strings at ``length`` keeps (:data:`BATCH_BYTES_PER_SYMBOL` a symbol)."""
+        return n * (input_length(self.strings, length) + self.target_length(length) + 1) * BATCH_BYTES_PER_SYMBOL
+
+    def draw_bytes(self, n: int, length: int) -> int:
+        """At most the bytes drawing and batching ``n`` strings at ``length`` holds at once (:func:`sample_bytes`)."""
+        return sample_bytes(self.strings, n, length)
+
+    def model_io(self, n_symbols: int | None = None) -> dict[str, int | None]:
         """Token ids in, logits out, over ``3 + max(input_size, output_size)`` ids."""
         strings = sized(self.strings, n_symbols)
         return {"vocab_size": FIRST_SYMBOL + max(strings.input_size, strings.output_size), "n_features": None}
@@ -152,7 +191,7 @@ class TokenTask(Task):
             return width + target
         return max(width, target + 1)
 
-    def chance(self, metric: str, *, n_symbols: int, length: int) -> float | None:
+    def chance(self, metric: str, *, n_symbols: int | None = None, length: int) -> float | None:
         """The generator's guess rate per token; per sequence, that to the answer's length (EOS given).
 
         Raises:

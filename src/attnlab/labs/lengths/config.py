@@ -75,7 +75,9 @@ class CompareConfig:
             empty ``test_lens``, a count or size below 1, a non-positive ``lr``,
             ``min_train_len > train_len``, ``d_model`` not divisible by ``n_heads``,
             ``extras`` that is not a JSON-serialisable dict, lengths the task's data
-            refuses, the squares with the encoder-only architecture, an ``l_max`` below
+            refuses (:meth:`~attnlab.data.tasks.task.Task.check_spec`: below its shortest, a test length
+            SCAN has no command of), an ``n_symbols`` for a task whose vocabulary is fixed, the squares
+            with the encoder-only architecture, an ``l_max`` below
             the longest sequence a randomized scheme must place, or a run too large for
             the memory (:mod:`attnlab.labs.lengths.costs`). The sizes a scheme refuses
             (an odd head size with rotary) are checked where the models are built
@@ -99,8 +101,12 @@ class CompareConfig:
     ff_units: int | None = None  # None: 4 * d_model
     dropout: float = 0.0  # after the embeddings, in attention and in the feed-forward network, in training only
     lr: float = 3e-3
-    n_symbols: int = 10
-    min_train_len: int = 1
+    # The alphabet of the tasks the lab sizes (copy, reverse, duplicate, sort); None: 10 for them, recorded resolved.
+    # The other tasks' vocabularies are fixed: they refuse a size, and record None.
+    n_symbols: int | None = None
+    # The shortest training length (token tasks with several); 0: the task's own shortest (1 for most; 3 for
+    # addition), recorded resolved.
+    min_train_len: int = 0
     max_relative_position: int = 8  # Shaw's k: offsets up to it are all seen in training
     # The randomized schemes draw positions from [0, l_max); None: 4 x the longest sequence a model reads
     # (Ruoss et al. use 2048 for tests up to 500). Recorded resolved, so results say what was used.
@@ -154,13 +160,20 @@ class CompareConfig:
         check_choice("backend", self.backend, BACKENDS)
         if len(set(self.encodings)) != len(self.encodings):
             raise ValueError(f"encodings has repeats: {list(self.encodings)}")
-        for name in ("train_len", "n_seeds", "epochs", "n_train", "n_test", "batch_size", "n_symbols",
-                     "min_train_len", "d_model", "n_heads", "n_layers"):
+        if self.min_train_len == 0:
+            object.__setattr__(self, "min_train_len", self.task_object.shortest)
+        for name in ("train_len", "n_seeds", "epochs", "n_train", "n_test", "batch_size", "min_train_len", "d_model",
+                     "n_heads", "n_layers"):
             check_int(name, getattr(self, name), minimum=1)
         if not self.test_lens:
             raise ValueError("test_lens is empty: give at least one length")
         for length in self.test_lens:
             check_int("test_lens", length, minimum=1)
+        if self.min_train_len > self.train_len:
+            raise ValueError(f"min_train_len ({self.min_train_len}) must be <= train_len ({self.train_len})")
+        object.__setattr__(self, "n_symbols", self.task_object.check_symbols(self.n_symbols))
+        # The data's own checks (lengths the task is defined at, SCAN's lengths), before anything measures a length.
+        self.task_object.check_spec(self.spec())
         check_float32("lr", self.lr, positive=True)  # the parameters it updates are float32
         check_probability("dropout", self.dropout)
         self._resolve_l_max()
@@ -168,8 +181,6 @@ class CompareConfig:
         if n_models > MAX_MODELS:
             raise ValueError(f"n_seeds {self.n_seeds}: {len(self.encodings)} encodings x {self.n_seeds} seeds "
                              f"= {n_models} models; at most {MAX_MODELS} in one comparison")
-        if self.min_train_len > self.train_len:
-            raise ValueError(f"min_train_len ({self.min_train_len}) must be <= train_len ({self.train_len})")
         if not isinstance(self.extras, dict):
             raise TypeError(f"extras must be a dict, got {self.extras!r} ({type(self.extras).__name__})")
         try:
@@ -181,7 +192,6 @@ class CompareConfig:
         if self.ff_units is not None:
             check_int("ff_units", self.ff_units, minimum=1)
         check_costs(costs(self))
-        self.spec()  # the data's own checks (e.g. the squares need lengths >= 3)
         self._check_positions()
 
     def _check_positions(self) -> None:
@@ -291,11 +301,18 @@ class CompareConfig:
         The dict must hold every setting: a comparison's settings are never filled in
         with today's defaults.
 
+        A saved ``n_symbols`` of 10 for a task whose vocabulary is fixed is read as None: 10 is
+        the default such a task never used, and a ``config.json`` may hold it.
+
         Raises:
             ValueError: naming them, for missing keys and keys that are not settings; and
                 what the class raises.
         """
-        return cls(**check_keys("config", d, [f.name for f in dataclasses.fields(cls)], complete=True))
+        fields = check_keys("config", d, [f.name for f in dataclasses.fields(cls)], complete=True)
+        task = fields["task"]
+        if fields["n_symbols"] == 10 and isinstance(task, str) and task in TASKS and not task_named(task).takes_symbols:
+            fields = {**fields, "n_symbols": None}
+        return cls(**fields)
 
 
 #: overrides for ``--quick``: one seed, half the data, 640 steps at a higher rate (under a minute on 2 cores).

@@ -17,7 +17,8 @@ What is counted (an upper bound, rounded up):
   (:func:`attnlab.encodings.draws.draw_bytes`: of that length, not of ``L_max``);
 * what lives while a step runs: the attention scores ``[B, H, L, L]`` of every layer and
   their gradients, and the activations ``[B, L, D]``;
-* the data: the training set, and the test set decoded at once (scores and a cache).
+* the data, as the task counts it (:meth:`~attnlab.data.tasks.task.Task.data_bytes`): the
+  training set and every test set; and the test set decoded at once (scores and a cache).
 """
 
 from __future__ import annotations
@@ -43,7 +44,10 @@ def costs(config: CompareConfig) -> list[Cost]:
     D, H, L = config.d_model, config.n_heads, config.n_layers
     F = config.ff_units or 4 * D
     stacks = 2 if config.architecture == "encoder-decoder" else 1
-    io = config.task_object.model_io(config.n_symbols)
+    task = config.task_object
+    io = task.model_io(config.n_symbols)
+    # What sizes the vocabulary: n_symbols where the lab sizes the alphabet, else the task's own.
+    setting, value = ("n_symbols", config.n_symbols) if config.n_symbols is not None else ("task", config.task)
     V = io["vocab_size"] or io["n_features"] or 1  # tokens in and logits out, or features
     longest = config.sequence_length(max(config.train_len, *config.test_lens)) + 1
     l_max = config.l_max or longest
@@ -51,7 +55,7 @@ def costs(config: CompareConfig) -> list[Cost]:
         Cost("d_model", D, "the layers' parameters, with their gradients and Adam's state",
              parameter_bytes(transformer_parameters(d_model=D, n_heads=H, head_dim=max(1, D // H), n_layers=L,
                                                     ff_units=F, stacks=stacks))),
-        Cost("n_symbols", config.n_symbols, "the vocabulary's embedding and output layer, with their gradients "
+        Cost(setting, value, f"the vocabulary's embedding and output layer ({V:,} tokens), with their gradients "
              "and Adam's state", parameter_bytes(2 * V * D)),
     ]
     # Position tables: a row per position the model reads (l_max of them for a randomized one), computed in
@@ -70,16 +74,22 @@ def costs(config: CompareConfig) -> list[Cost]:
     # A training step: every layer's scores and weights [B, H, T, T] and their gradients, its activations.
     found.append(Cost("train_len", config.train_len, f"a training step over {T} tokens (batch_size {B})",
                       L * stacks * (4 * B * H * T * T + 16 * B * T * D) * 4, transient=True))
+    # The data as the task counts it: every set kept through the run, and drawing the largest one (before training).
+    sets = [("n_test", config.n_test, n, "a test set") for n in config.test_lens]
     if config.protocol_object.builds_training_set:
-        found.append(Cost("n_train", config.n_train, "the training set",
-                          config.n_train * (config.sequence_length(config.train_len) + 2) * 8 * 4))
+        sets.append(("n_train", config.n_train, config.train_len, "the training set"))
+        found.append(Cost("n_train", config.n_train, f"the training set (train_len {config.train_len})",
+                          task.data_bytes(config.n_train, config.train_len)))
+    found.append(Cost("n_test", config.n_test, f"the test sets ({len(config.test_lens)} lengths up to "
+                      f"{max(config.test_lens)})", sum(task.data_bytes(config.n_test, n) for n in config.test_lens)))
+    drawn_by, count, length, which = max(sets, key=lambda s: task.draw_bytes(s[1], s[2]) - task.data_bytes(s[1], s[2]))
+    found.append(Cost(drawn_by, count, f"{which} while it is drawn (length {length})",
+                      task.draw_bytes(count, length) - task.data_bytes(count, length), transient=True))
     # The longest test set is decoded at once: its scores [n_test, H, S, S] on the first step, then a cache.
     S = config.sequence_length(max(config.test_lens)) + 1
     n = min(config.n_test, 64)  # decoded 64 rows at a time (attnlab.labs.lengths.train.EVAL_ROWS)
     found.append(Cost("test_lens", max(config.test_lens), f"decoding the longest test set (n_test {n})",
-                      n * (H * S * S * 4 * 2 + L * stacks * 2 * S * D * 4)
-                      + len(config.test_lens) * n * (S + 2) * 8, transient=True))
+                      n * (H * S * S * 4 * 2 + L * stacks * 2 * S * D * 4), transient=True))
     # Logits over the vocabulary: a training step's and its gradient, then the test prompts' in one call.
-    found.append(Cost("n_symbols", config.n_symbols, "the logits over the vocabulary",
-                      max(3 * B * T, n * S) * V * 4, transient=True))
+    found.append(Cost(setting, value, "the logits over the vocabulary", max(3 * B * T, n * S) * V * 4, transient=True))
     return found

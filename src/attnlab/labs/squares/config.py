@@ -64,8 +64,9 @@ class SquaresConfig:
     Raises:
         TypeError / ValueError: naming the setting, for an unknown model, a count
             or size below 1, a size the model does not have, a non-positive ``lr`` or
-            a ``teacher_forcing_prob`` outside [0, 1], ``threads`` below 1, or a ``device`` that is not a
-            cpu, cuda or mps device name (whether this machine has it is not checked). The sizes the
+            a ``teacher_forcing_prob`` outside [0, 1], ``threads`` below 1, a ``device`` that is not a
+            cpu, cuda or mps device name (whether this machine has it is not checked), or an ``encoding``
+            that takes its positions from the task (abacus, coupling: the squares have none). The sizes the
             model itself refuses (``d_model`` not divisible by ``n_heads``), and a model too large for
             the memory, are refused where it is built (:func:`attnlab.labs.squares.train.check_model`).
     """
@@ -153,14 +154,21 @@ class SquaresConfig:
                                      "encoding or backend (the transformer model has)")
             return
         from attnlab.attention.backends.choose import BACKENDS  # here: the config module stays light to import
-        from attnlab.encodings.registry import spec_name
+        from attnlab.encodings.registry import spec_name, task_positions
 
         # None means the default; an empty or blank name is a mistake (it used to train sinusoidal, recorded as such).
         for name in ("encoding", "backend"):
             value = getattr(self, name)
             if isinstance(value, str) and not value.strip():
                 raise ValueError(f"{name} must name one (or be left out for the default), got {value!r}")
-        object.__setattr__(self, "encoding", spec_name(self.encoding if self.encoding is not None else "sinusoidal"))
+        encoding = spec_name(self.encoding if self.encoding is not None else "sinusoidal")
+        object.__setattr__(self, "encoding", encoding)
+        # The points have no task structure to number them by: refused with the settings, before a run folder exists.
+        rule = task_positions(encoding)
+        if rule is not None:
+            raise ValueError(f"encoding {encoding!r} takes its positions from the task ({rule!r}: each digit's "
+                             "place in its number), and the squares have none; use one that numbers the points in "
+                             "order (sinusoidal, rotary, alibi, ...)")
         backend = self.backend if self.backend is not None else "auto"
         object.__setattr__(self, "backend", check_choice("backend", backend, BACKENDS))
 
