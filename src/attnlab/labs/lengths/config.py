@@ -104,7 +104,7 @@ class CompareConfig:
     # The alphabet of the tasks the lab sizes (copy, reverse, duplicate, sort); None: 10 for them, recorded resolved.
     # The other tasks' vocabularies are fixed: they refuse a size, and record None.
     n_symbols: int | None = None
-    # The shortest training length (token tasks with several); 0: the task's own shortest (1 for most; 3 for
+    # The shortest training length (tasks trained at several); 0: the task's own shortest (1 for most, 3 for
     # addition), recorded resolved.
     min_train_len: int = 0
     max_relative_position: int = 8  # Shaw's k: offsets up to it are all seen in training
@@ -160,11 +160,15 @@ class CompareConfig:
         check_choice("backend", self.backend, BACKENDS)
         if len(set(self.encodings)) != len(self.encodings):
             raise ValueError(f"encodings has repeats: {list(self.encodings)}")
-        if self.min_train_len == 0:
-            object.__setattr__(self, "min_train_len", self.task_object.shortest)
-        for name in ("train_len", "n_seeds", "epochs", "n_train", "n_test", "batch_size", "min_train_len", "d_model",
-                     "n_heads", "n_layers"):
+        for name in ("train_len", "n_seeds", "epochs", "n_train", "n_test", "batch_size", "d_model", "n_heads",
+                     "n_layers"):
             check_int(name, getattr(self, name), minimum=1)
+        if type(self.min_train_len) is int and self.min_train_len == 0:  # unset
+            # The task's shortest, within train_len (a train_len below it is refused by the task, naming train_len);
+            # 1 where every training sequence has train_len (the field is then not used).
+            shortest = self.task_object.shortest if self.task_object.variable_lengths else 1
+            object.__setattr__(self, "min_train_len", min(shortest, self.train_len))
+        check_int("min_train_len", self.min_train_len, minimum=1)
         if not self.test_lens:
             raise ValueError("test_lens is empty: give at least one length")
         for length in self.test_lens:
