@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -75,7 +76,8 @@ def test_importing_the_squares_lab_leaves_the_length_lab_and_matplotlib_alone():
 
 
 @pytest.mark.process
-def test_the_program_collects_garbage_again_once_torch_is_in():
+@pytest.mark.parametrize("sigint", ["handled", "ignored"])  # ignored: a job a script started in the background
+def test_the_program_collects_garbage_again_once_torch_is_in(sigint):
     # The program turns the collector off while torch is imported (attnlab.cli.program_start); a verb runs
     # with it on again, and torch's import frozen out of its walks.
     code = ("import gc, sys, attnlab.cli, attnlab.cli.encode as encode; run = encode.run\n"
@@ -87,6 +89,7 @@ def test_the_program_collects_garbage_again_once_torch_is_in():
             "sys.argv = ['attnlab', 'encode', '--d-model', '4', '--max-len', '3']\n"
             "sys.exit(attnlab.cli.main())\n")
     env = dict(os.environ, PYTHONPATH=str(Path(attnlab.__file__).parents[1]))
+    ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint == "ignored" else None
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600,
-                          check=True)
+                          check=True, preexec_fn=ignore)
     assert done.stdout.splitlines()[0] == "collecting True frozen True True", done.stdout

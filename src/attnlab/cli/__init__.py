@@ -117,6 +117,10 @@ def _main(argv: Sequence[str] | None, *, program: bool) -> int:
     try:
         started()  # torch imported while Ctrl-C still exits quietly; from here on it is KeyboardInterrupt
         if program:
+            # started() imported torch, unless Ctrl-C was ignored from the start (a job run in the background by a
+            # script): the freeze is for torch's million objects, so they must be in first.
+            import torch  # noqa: F401
+
             gc.freeze()
             gc.enable()
         return int(args.func(args))
