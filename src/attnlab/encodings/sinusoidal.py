@@ -183,11 +183,15 @@ def sinusoidal(
     for r0 in range(0, max_len, _BLOCK_ROWS):
         r1 = min(max_len, r0 + _BLOCK_ROWS)
         # Positions are exact integers in float64 up to 2**53.
-        p = torch.arange(start + r0, start + r1, dtype=torch.float64)
-        angles = p[:, None] * w[None, :]  # [rows, n]
-        out[r0:r1, sin_cols] = torch.sin(angles[:, : len(sin_cols)]).to(dtype)
-        out[r0:r1, cos_cols] = torch.cos(angles[:, : len(cos_cols)]).to(dtype)
+        _write_rows(out[r0:r1], torch.arange(start + r0, start + r1, dtype=torch.float64), w, sin_cols, cos_cols)
     return out if device is None else out.to(device)
+
+
+def _write_rows(out: Tensor, p: Tensor, w: Tensor, sin_cols: Tensor, cos_cols: Tensor) -> None:
+    """Write the rows at float64 positions ``p [N]`` into ``out [N, D]``: each angle ``p * w`` in float64, cast once."""
+    angles = p[:, None] * w[None, :]  # [N, n]
+    out[:, sin_cols] = torch.sin(angles[:, : len(sin_cols)]).to(out.dtype)
+    out[:, cos_cols] = torch.cos(angles[:, : len(cos_cols)]).to(out.dtype)
 
 
 def sinusoidal_at(
@@ -225,10 +229,8 @@ def sinusoidal_at(
     device = positions.device
     w = _layout_rates(d_model, layout, base, rates).to(device)  # [n] float64
     sin_cols, cos_cols = (c.to(device) for c in _columns(d_model, layout))
-    angles = positions.to(torch.float64)[:, None] * w[None, :]  # [N, n]: exact integers in float64 up to 2**53
     out = torch.zeros(positions.shape[0], d_model, dtype=dtype, device=device)
-    out[:, sin_cols] = torch.sin(angles[:, : len(sin_cols)]).to(dtype)
-    out[:, cos_cols] = torch.cos(angles[:, : len(cos_cols)]).to(dtype)
+    _write_rows(out, positions.to(torch.float64), w, sin_cols, cos_cols)  # exact integers in float64 up to 2**53
     return out
 
 
